@@ -1,0 +1,287 @@
+"""The ``nmt`` command: prepare | train | translate | evaluate, each over one YAML config.
+
+Each command parses its options, loads the config, calls one function and prints. A user
+mistake (``NmtError``, a missing file, an unwritable directory) ends with a short message
+and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from nmt.config import Config, load_config, save_config
+from nmt.errors import NmtError
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    help="Attention-based RNN encoder-decoder translation for small parallel corpora "
+    "(Anki/Tatoeba sentence pairs). Every command reads one YAML config.",
+)
+
+ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="YAML config file (see configs/).")]
+SetOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--set",
+        "-s",
+        help="Override a config value: dotted KEY=VALUE, VALUE read as YAML (e.g. --set train.batch_size=32). Repeatable.",
+    ),
+]
+CheckpointOption = Annotated[
+    str, typer.Option("--checkpoint", help="'best', 'last' (in <run_dir>/checkpoints/) or a checkpoint file path.")
+]
+DeviceOption = Annotated[
+    Optional[str], typer.Option("--device", help="auto, cpu or cuda (default: the config's train.device).")
+]
+BeamOption = Annotated[
+    Optional[int], typer.Option("--beam-size", min=1, help="Beam width; 1 = greedy (default: decode.beam_size).")
+]
+
+
+def user_errors(func):
+    """Turn user mistakes into one-paragraph messages and exit code 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except NmtError as exc:
+            typer.echo(f"Error: {exc}", err=True)
+        except (PermissionError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            typer.echo(f"Error: {exc.strerror}: {exc.filename}", err=True)
+        except OSError as exc:
+            if exc.errno is None:
+                raise
+            typer.echo(f"Error: {exc.strerror} ({exc.filename or 'while writing output'}).", err=True)
+        except KeyboardInterrupt:
+            typer.echo("Interrupted.", err=True)
+            raise typer.Exit(130) from None
+        raise typer.Exit(1)
+
+    return wrapper
+
+
+def _load(config: Path, overrides: list[str] | None) -> Config:
+    return load_config(config, overrides or [])
+
+
+def _device(config: Config, device: str | None):
+    from nmt.translate import resolve_device
+
+    name = device or config.train.device
+    if name not in ("auto", "cpu", "cuda"):
+        raise NmtError(f"--device: got {name!r}, expected one of 'auto', 'cpu', 'cuda'.")
+    return resolve_device(name)
+
+
+@app.command()
+@user_errors
+def prepare(
+    config: ConfigOption,
+    set_: SetOption = None,
+    force: Annotated[bool, typer.Option("--force", help="Prepare again even if the outputs are up to date.")] = False,
+) -> None:
+    """Read the TSV (data.path), clean and split it by source sentence, train SentencePiece models.
+
+    Writes train/dev/test text files, multi-reference dev/test files, one SentencePiece model per
+    language and a report into data.prepared_dir (default <run_dir>/data). Malformed lines are
+    reported with file and line number and skipped (data.on_malformed=skip) or refused (=error).
+    Re-running with unchanged inputs and config reuses the outputs.
+    """
+    from nmt.data.prepare import prepare as run_prepare
+
+    cfg = _load(config, set_)
+    report = run_prepare(cfg, force=force, log=lambda msg: typer.echo(msg, err=True))
+    save_config(cfg, Path(cfg.run_dir) / "config.yaml")
+    if report.reused:
+        typer.echo(f"Prepared data in {cfg.prepared_dir} is up to date (reused; --force to redo).")
+    typer.echo(report.summary())
+    typer.echo(f"Wrote {cfg.prepared_dir}")
+
+
+@app.command()
+@user_errors
+def train(
+    config: ConfigOption,
+    set_: SetOption = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from <run_dir>/checkpoints/last.pt (starts fresh if there is none).")
+    ] = False,
+    device: DeviceOption = None,
+) -> None:
+    """Train the model on the prepared data (prepares it first if needed).
+
+    Validates on the dev set every epoch (loss, perplexity, greedy BLEU/chrF against all references),
+    lowers the learning rate when dev BLEU stalls, stops early after train.patience epochs without
+    a gain, and keeps checkpoints 'last' and 'best'. Logs to <run_dir>/train.log and metrics.jsonl.
+    """
+    from nmt.data.prepare import prepare as run_prepare
+    from nmt.plotting import plot_learning_curves
+    from nmt.train.loop import run_training
+
+    cfg = _load(config, set_)
+    report = run_prepare(cfg, log=lambda msg: typer.echo(msg, err=True))
+    if not report.reused:
+        typer.echo(report.summary())
+    progress = run_training(cfg, _device(cfg, device), resume=resume)
+    metrics_path = Path(cfg.run_dir) / "metrics.jsonl"
+    records = [json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line]
+    if records:
+        plot_learning_curves(records, Path(cfg.run_dir) / "learning_curves.png")
+    typer.echo(
+        f"Best dev BLEU {progress.best_bleu:.2f} (epoch {progress.best_epoch}); "
+        f"learning curves in {Path(cfg.run_dir) / 'learning_curves.png'}"
+    )
+
+
+@app.command()
+@user_errors
+def translate(
+    config: ConfigOption,
+    set_: SetOption = None,
+    checkpoint: CheckpointOption = "best",
+    input_: Annotated[
+        Optional[Path], typer.Option("--input", "-i", help="Text file, one sentence per line (default: stdin).")
+    ] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Where to write translations (default: stdout).")
+    ] = None,
+    text: Annotated[Optional[str], typer.Option("--text", help="Translate this one sentence instead of a file.")] = None,
+    beam_size: BeamOption = None,
+    plot_attention: Annotated[
+        Optional[Path],
+        typer.Option("--plot-attention", help="Write an attention heatmap PNG for each of the first --plot-count sentences here."),
+    ] = None,
+    plot_count: Annotated[int, typer.Option("--plot-count", min=1, help="How many sentences to plot.")] = 5,
+    device: DeviceOption = None,
+) -> None:
+    """Translate text: exactly one output line per input line (an empty line gives an empty line).
+
+    Sentences are batched by length and the original order is restored. Greedy (--beam-size 1) or
+    beam search with length normalisation (decode.length_penalty).
+    """
+    from nmt.translate import Translator, read_input_lines
+
+    cfg = _load(config, set_)
+    if text is not None and input_ is not None:
+        raise NmtError("Give either --text or --input, not both.")
+    lines = [text] if text is not None else read_input_lines(str(input_) if input_ else None)
+    translator = Translator.from_checkpoint(cfg, checkpoint, _device(cfg, device))
+    hypotheses = translator.translate(lines, beam_size=beam_size, progress=input_ is not None)
+    if output is not None:
+        from nmt.fileio import write_lines_atomic
+
+        write_lines_atomic(output, hypotheses)
+        typer.echo(f"Wrote {len(hypotheses)} lines to {output}", err=True)
+    else:
+        for line in hypotheses:
+            sys.stdout.write(line + "\n")
+    if plot_attention is not None:
+        _plot_attention(translator, lines, hypotheses, plot_attention, plot_count)
+
+
+def _plot_attention(translator, lines: list[str], hypotheses: list[str], out_dir: Path, count: int) -> None:
+    from nmt.plotting import plot_attention
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plotted = 0
+    for number, (line, hyp) in enumerate(zip(lines, hypotheses), 1):
+        if plotted >= count:
+            break
+        if not line.strip():
+            continue
+        src_labels, tgt_labels, weights = translator.attention_matrix(line, hyp)
+        path = out_dir / f"attention_{number:04d}.png"
+        plot_attention(src_labels, tgt_labels, weights, path, title=line)
+        plotted += 1
+    typer.echo(f"Wrote {plotted} attention heatmap(s) to {out_dir}", err=True)
+
+
+@app.command()
+@user_errors
+def evaluate(
+    config: ConfigOption,
+    set_: SetOption = None,
+    checkpoint: CheckpointOption = "best",
+    src: Annotated[
+        Optional[Path], typer.Option("--src", help="Source file to translate (default: the prepared test split).")
+    ] = None,
+    ref: Annotated[
+        Optional[list[Path]],
+        typer.Option("--ref", help="Reference file, line-aligned with --src; repeat for several references (an empty line = none)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    beam_size: BeamOption = None,
+    device: DeviceOption = None,
+) -> None:
+    """Translate a test set and score it with sacrebleu (BLEU, chrF, TER) against all references.
+
+    Scores are computed on detokenized text. Hypotheses and a JSON report go to <run_dir>/eval/.
+    """
+    from nmt.evaluation import score
+    from nmt.fileio import write_lines_atomic, write_text_atomic
+    from nmt.translate import Translator
+
+    cfg = _load(config, set_)
+    sources, references, name = _evaluation_set(cfg, src, ref or [])
+    translator = Translator.from_checkpoint(cfg, checkpoint, _device(cfg, device))
+    beam = beam_size or cfg.decode.beam_size
+    hypotheses = translator.translate(sources, beam_size=beam, progress=True)
+    report = score(hypotheses, references)
+    report.update({"set": name, "checkpoint": checkpoint, "beam_size": beam, "run_dir": cfg.run_dir})
+    out_dir = Path(cfg.run_dir) / "eval"
+    write_lines_atomic(out_dir / f"{name}.hyp", hypotheses)
+    write_text_atomic(out_dir / f"{name}.report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    if as_json:
+        typer.echo(json.dumps(report, ensure_ascii=False))
+        return
+    typer.echo(f"{name}: {report['num_sentences']} sentences, up to {report['num_references']} references each")
+    for metric in ("bleu", "chrf", "ter"):
+        typer.echo(f"{metric.upper():5s} {report[metric]:6.2f}   {report['signature'][metric]}")
+    typer.echo(f"Hypotheses and report in {out_dir}")
+
+
+def _evaluation_set(cfg: Config, src: Path | None, refs: list[Path]) -> tuple[list[str], list[list[str]], str]:
+    """(sources, references per source, name) from --src/--ref or the prepared test split."""
+    from nmt.data.prepare import prepared_paths
+    from nmt.fileio import read_lines
+
+    if src is None:
+        if refs:
+            raise NmtError("--ref needs --src.")
+        multi = prepared_paths(cfg).multi("test")
+        if not multi.is_file():
+            raise NmtError(f"No prepared test set at {multi}. Run `nmt prepare --config ...` first.")
+        rows = [line.split("\t") for line in read_lines(multi)]
+        return [r[0] for r in rows], [r[1:] for r in rows], "test"
+    if not refs:
+        raise NmtError("--src needs at least one --ref file to score against.")
+    for path in [src, *refs]:
+        if not path.is_file():
+            raise NmtError(f"File not found: {path}")
+    sources = read_lines(src, errors="replace")
+    columns = [read_lines(path, errors="replace") for path in refs]
+    for path, lines in zip(refs, columns):
+        if len(lines) != len(sources):
+            raise NmtError(f"{path} has {len(lines)} lines but {src} has {len(sources)}: references must be line-aligned.")
+    references = [[col[i] for col in columns if col[i].strip()] for i in range(len(sources))]
+    missing = [i + 1 for i, r in enumerate(references) if not r]
+    if missing:
+        raise NmtError(f"Line(s) {missing[:10]} of {src} have no reference in any --ref file.")
+    return sources, references, src.stem
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

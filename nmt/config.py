@@ -1,0 +1,284 @@
+"""Typed configuration: one YAML file -> dataclasses, with defaults and validation on load.
+
+Every section is a dataclass; every field has a type and a default unless it is required.
+``load_config`` refuses unknown keys (suggesting the nearest valid name), wrong types and
+out-of-range values, always naming the dotted key, the value given and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from nmt.errors import NmtError
+
+AttentionName = Literal["bahdanau"]
+DeviceName = Literal["auto", "cpu", "cuda"]
+
+
+@dataclass
+class DataConfig:
+    path: str = ""  # Anki/Tatoeba TSV: source<TAB>target[<TAB>attribution]
+    src_lang: str = "en"
+    tgt_lang: str = "mr"
+    on_malformed: Literal["skip", "error"] = "skip"  # skip (and count) or refuse bad lines
+    max_pairs: int = 0  # keep only the first N pairs read (0 = all); for quick experiments
+    dev_size: float = 0.05  # < 1: fraction of distinct source sentences; >= 1: their number
+    test_size: float = 0.05
+    split_seed: int = 1234
+    prepared_dir: str = ""  # where prepare writes; default <run_dir>/data
+
+
+@dataclass
+class TokenizerConfig:
+    src_vocab_size: int = 4000
+    tgt_vocab_size: int = 4000
+    model_type: Literal["unigram", "bpe", "char", "word"] = "unigram"
+    character_coverage: float = 1.0
+
+
+@dataclass
+class ModelConfig:
+    embed_dim: int = 256
+    encoder_hidden: int = 256  # per direction; encoder states are 2x this wide
+    encoder_layers: int = 1
+    decoder_hidden: int = 256
+    attention: AttentionName = "bahdanau"
+    attention_dim: int = 256  # width of the additive attention's hidden layer
+    output_dim: int = 256  # width of the pre-softmax layer fed by (s_t, c_t, y_{t-1})
+    dropout: float = 0.2
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 20
+    batch_size: int = 64  # sentences per batch
+    learning_rate: float = 1e-3
+    clip_grad_norm: float = 1.0
+    teacher_forcing: float = 1.0  # probability of feeding the gold previous token
+    label_smoothing: float = 0.0
+    max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
+    patience: int = 5  # early stopping: epochs without a better dev BLEU
+    lr_patience: int = 1  # epochs without a better dev BLEU before the LR is reduced
+    lr_factor: float = 0.5
+    min_lr: float = 1e-5
+    seed: int = 42
+    device: DeviceName = "auto"
+    threads: int = 0  # CPU threads for torch (0 = torch's default)
+    log_every: int = 100  # steps between log-file lines
+
+
+@dataclass
+class DecodeConfig:
+    beam_size: int = 5  # 1 = greedy
+    length_penalty: float = 1.0  # alpha: hypotheses ranked by log-prob / length**alpha
+    max_len_ratio: float = 1.5  # output limit: ratio * source length + max_len_offset
+    max_len_offset: int = 10
+    batch_size: int = 64  # sentences per decoding batch
+
+
+@dataclass
+class Config:
+    run_dir: str = ""  # default: runs/<config file name without extension>
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    @property
+    def prepared_dir(self) -> Path:
+        return Path(self.data.prepared_dir) if self.data.prepared_dir else Path(self.run_dir) / "data"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# Keys a config file must state explicitly: the run is meaningless without them.
+REQUIRED_KEYS = ("run_dir", "data.path", "train.epochs", "train.batch_size", "decode.beam_size")
+
+# Range checks beyond the type: dotted key -> (predicate, description of what is allowed).
+_POSITIVE = (lambda v: v > 0, "a number > 0")
+_NON_NEGATIVE = (lambda v: v >= 0, "a number >= 0")
+_PROBABILITY = (lambda v: 0.0 <= v <= 1.0, "a number between 0 and 1")
+_RANGES: dict[str, tuple[Any, str]] = {
+    "data.max_pairs": _NON_NEGATIVE,
+    "data.dev_size": _POSITIVE,
+    "data.test_size": _POSITIVE,
+    "tokenizer.src_vocab_size": (lambda v: v >= 300, "an integer >= 300 (256 byte-fallback pieces are included)"),
+    "tokenizer.tgt_vocab_size": (lambda v: v >= 300, "an integer >= 300 (256 byte-fallback pieces are included)"),
+    "tokenizer.character_coverage": (lambda v: 0.9 <= v <= 1.0, "a number between 0.9 and 1.0"),
+    "model.embed_dim": _POSITIVE,
+    "model.encoder_hidden": _POSITIVE,
+    "model.encoder_layers": _POSITIVE,
+    "model.decoder_hidden": _POSITIVE,
+    "model.attention_dim": _POSITIVE,
+    "model.output_dim": _POSITIVE,
+    "model.dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "train.epochs": _POSITIVE,
+    "train.batch_size": _POSITIVE,
+    "train.learning_rate": _POSITIVE,
+    "train.clip_grad_norm": _NON_NEGATIVE,
+    "train.teacher_forcing": _PROBABILITY,
+    "train.label_smoothing": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "train.max_len": _POSITIVE,
+    "train.patience": _POSITIVE,
+    "train.lr_patience": _NON_NEGATIVE,
+    "train.lr_factor": (lambda v: 0.0 < v < 1.0, "a number in (0, 1)"),
+    "train.min_lr": _NON_NEGATIVE,
+    "train.threads": _NON_NEGATIVE,
+    "train.log_every": _POSITIVE,
+    "decode.beam_size": _POSITIVE,
+    "decode.length_penalty": _NON_NEGATIVE,
+    "decode.max_len_ratio": _POSITIVE,
+    "decode.max_len_offset": _NON_NEGATIVE,
+    "decode.batch_size": _POSITIVE,
+}
+
+
+def _describe_type(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check ``value`` against the field type ``tp``; return it (ints widen to floats)."""
+    ok = False
+    if typing.get_origin(tp) is Literal:
+        ok = value in typing.get_args(tp)
+    elif tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads 5e-4 (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif tp is str:
+        ok = isinstance(value, str)
+    if not ok:
+        raise NmtError(f"Config key '{key}': got {value!r}, expected {_describe_type(tp)}.")
+    check = _RANGES.get(key)
+    if check is not None and not check[0](value):
+        raise NmtError(f"Config key '{key}': got {value!r}, expected {check[1]}.")
+    return value
+
+
+def _unknown_key_message(key: str, valid: list[str], prefix: str) -> str:
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    hint = f" Did you mean '{prefix}{close[0]}'?" if close else ""
+    where = f"section '{prefix[:-1]}'" if prefix else "the top level"
+    return f"Unknown config key '{prefix}{key}'.{hint} Valid keys in {where}: {', '.join(valid)}."
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if not isinstance(raw, dict):
+        what = f"section '{prefix[:-1]}'" if prefix else "the config file"
+        raise NmtError(f"Config {what} must be a mapping of keys to values, got {raw!r}.")
+    hints = typing.get_type_hints(cls)
+    fields = [f.name for f in dataclasses.fields(cls)]
+    for key in raw:
+        if key not in fields:
+            raise NmtError(_unknown_key_message(str(key), fields, prefix))
+    kwargs = {}
+    for name in fields:
+        if name not in raw:
+            continue
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = _build(tp, raw[name] if raw[name] is not None else {}, f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(f"{prefix}{name}", raw[name], tp)
+    return cls(**kwargs)
+
+
+def _has_key(raw: dict, dotted: str) -> bool:
+    node: Any = raw
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse ``KEY=VALUE`` (dotted key; value as a YAML scalar)."""
+    if "=" not in text:
+        raise NmtError(f"--set expects KEY=VALUE (e.g. train.batch_size=32), got {text!r}.")
+    key, value = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise NmtError(f"--set expects KEY=VALUE with a non-empty key, got {text!r}.")
+    try:
+        return key, yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError as exc:
+        raise NmtError(f"--set {key}: cannot parse {value!r} as a YAML value ({exc}).") from None
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> None:
+    for text in overrides:
+        key, value = parse_override(text)
+        node = raw
+        parts = key.split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[parts[-1]] = value
+
+
+def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
+    """Validate a raw mapping into a ``Config``. Required keys must be present."""
+    config = _build(Config, raw, "")
+    for key in REQUIRED_KEYS:
+        if key == "run_dir" and default_run_dir:
+            continue
+        if not _has_key(raw, key):
+            raise NmtError(f"Config key '{key}' is required but missing. Required keys: {', '.join(REQUIRED_KEYS)}.")
+    if not config.run_dir:
+        config.run_dir = default_run_dir
+    if not config.data.path:
+        raise NmtError("Config key 'data.path': got an empty string, expected the path of a TSV file.")
+    if config.data.src_lang == config.data.tgt_lang:
+        raise NmtError(
+            f"Config keys 'data.src_lang' and 'data.tgt_lang' are both {config.data.src_lang!r}: "
+            "they name the prepared files and must differ."
+        )
+    return config
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Load, override and validate a YAML config. ``run_dir`` defaults to runs/<file stem>."""
+    path = Path(path)
+    if not path.is_file():
+        raise NmtError(f"Config file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle)
+    except yaml.YAMLError as exc:
+        raise NmtError(f"Config file {path} is not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise NmtError(f"Config file {path} is not UTF-8 text: {exc}") from None
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise NmtError(f"Config file {path} must hold a mapping of sections, got {type(raw).__name__}.")
+    apply_overrides(raw, overrides or [])
+    return config_from_dict(raw, default_run_dir=str(Path("runs") / path.stem))
+
+
+def save_config(config: Config, path: str | Path) -> None:
+    from nmt.fileio import write_text_atomic
+
+    write_text_atomic(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
+

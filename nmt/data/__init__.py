@@ -1,0 +1,1 @@
+"""Reading, splitting and batching parallel data."""

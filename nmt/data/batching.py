@@ -1,0 +1,92 @@
+"""Turning token ids into padded batches.
+
+Training batches come from length buckets: indices are shuffled, cut into pools of
+``pool_batches`` batches, sorted by length inside each pool and cut into batches, and the
+batches are shuffled. Sentences of similar length share a batch, so little is padding.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass
+class Example:
+    src_ids: list[int]  # subword ids, without <eos>
+    tgt_ids: list[int]
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (B, S) source ids + <eos>, padded with <pad>
+    src_lengths: torch.Tensor  # (B,) on CPU, as pack_padded_sequence wants
+    tgt_in: torch.Tensor  # (B, T) <bos> + target ids, padded
+    tgt_out: torch.Tensor  # (B, T) target ids + <eos>, padded
+
+    @property
+    def num_tgt_tokens(self) -> int:
+        return int((self.tgt_out != PAD_ID).sum())
+
+    def to(self, device: torch.device) -> "Batch":
+        return Batch(self.src.to(device), self.src_lengths, self.tgt_in.to(device), self.tgt_out.to(device))
+
+
+def pad_sequences(sequences: list[list[int]]) -> torch.Tensor:
+    """(B, max_len) LongTensor, right-padded with <pad>."""
+    width = max(len(s) for s in sequences)
+    out = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        out[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return out
+
+
+def source_tensor(src_ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Source ids + <eos>, padded: (B, S) ids and (B,) lengths."""
+    with_eos = [ids + [EOS_ID] for ids in src_ids]
+    return pad_sequences(with_eos), torch.tensor([len(s) for s in with_eos], dtype=torch.long)
+
+
+def collate(examples: list[Example]) -> Batch:
+    src, src_lengths = source_tensor([ex.src_ids for ex in examples])
+    tgt_in = pad_sequences([[BOS_ID] + ex.tgt_ids for ex in examples])
+    tgt_out = pad_sequences([ex.tgt_ids + [EOS_ID] for ex in examples])
+    return Batch(src, src_lengths, tgt_in, tgt_out)
+
+
+def bucketed_batches(
+    lengths: list[int], batch_size: int, seed: int, shuffle: bool = True, pool_batches: int = 50
+) -> list[list[int]]:
+    """Index batches of at most ``batch_size``, each holding sentences of similar length.
+
+    Every index appears in exactly one batch. Deterministic for a given ``seed``.
+    """
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    if shuffle:
+        rng.shuffle(order)
+    pool = batch_size * pool_batches
+    batches: list[list[int]] = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start : start + pool], key=lambda i: lengths[i])
+        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Index batches for inference: sorted by length (longest first), no shuffling."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def padding_fraction(batches: list[list[int]], lengths: list[int]) -> float:
+    """Share of padded positions in the given batches."""
+    total = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+    real = sum(lengths[i] for b in batches for i in b)
+    return 1.0 - real / total if total else 0.0

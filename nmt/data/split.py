@@ -1,0 +1,52 @@
+"""Deterministic train/dev/test split grouped by source sentence.
+
+All pairs that share a source sentence land in the same split, so no English sentence is
+seen in training and then scored in test. Dev and test are also kept as multi-reference
+sets: one source with every target it has.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from nmt.data.anki import Pair
+from nmt.errors import NmtError
+
+
+@dataclass
+class Splits:
+    train: list[Pair]
+    dev: list[Pair]
+    test: list[Pair]
+
+
+def _count(size: float, total: int) -> int:
+    """``size`` < 1 is a fraction of ``total``; otherwise an absolute count."""
+    return max(1, round(size * total)) if size < 1 else int(size)
+
+
+def split_by_source(pairs: list[Pair], dev_size: float, test_size: float, seed: int) -> Splits:
+    """Shuffle distinct source sentences with ``seed``; the first go to test, then dev."""
+    sources = sorted({pair.src for pair in pairs})
+    n_test, n_dev = _count(test_size, len(sources)), _count(dev_size, len(sources))
+    if n_test + n_dev >= len(sources):
+        raise NmtError(
+            f"Split sizes too large: {n_dev} dev + {n_test} test source sentences leave no training data "
+            f"out of {len(sources)} distinct source sentences (data.dev_size={dev_size}, data.test_size={test_size})."
+        )
+    random.Random(seed).shuffle(sources)
+    split_of = {src: "test" for src in sources[:n_test]}
+    split_of.update({src: "dev" for src in sources[n_test : n_test + n_dev]})
+    splits = Splits([], [], [])
+    for pair in pairs:
+        getattr(splits, split_of.get(pair.src, "train")).append(pair)
+    return splits
+
+
+def group_references(pairs: list[Pair]) -> list[tuple[str, list[str]]]:
+    """[(source, [every target of that source])] in first-seen order."""
+    grouped: dict[str, list[str]] = {}
+    for pair in pairs:
+        grouped.setdefault(pair.src, []).append(pair.tgt)
+    return list(grouped.items())

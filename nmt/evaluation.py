@@ -1,0 +1,37 @@
+"""Corpus scores with sacrebleu against every reference of each source, on detokenized text."""
+
+from __future__ import annotations
+
+from sacrebleu.metrics import BLEU, CHRF, TER
+
+from nmt.errors import NmtError
+
+
+def reference_streams(references: list[list[str]]) -> list[list[str | None]]:
+    """Per-sentence reference lists -> sacrebleu's streams, padded with None (no reference)."""
+    width = max((len(refs) for refs in references), default=0)
+    return [[refs[i] if i < len(refs) else None for refs in references] for i in range(width)]
+
+
+def score(hypotheses: list[str], references: list[list[str]], metrics=("bleu", "chrf", "ter")) -> dict:
+    """BLEU / chrF / TER of ``hypotheses`` against all ``references[i]`` of each sentence.
+
+    Returns {"bleu": float, "chrf": float, "ter": float, "signature": {...}, "num_sentences",
+    "num_references": max refs per sentence}.
+    """
+    if len(hypotheses) != len(references):
+        raise NmtError(f"{len(hypotheses)} hypotheses but {len(references)} reference sets.")
+    if not hypotheses:
+        raise NmtError("Nothing to score: no sentences.")
+    if any(not refs for refs in references):
+        raise NmtError("Every sentence needs at least one reference.")
+    streams = reference_streams(references)
+    scorers = {"bleu": BLEU(), "chrf": CHRF(), "ter": TER()}
+    result: dict = {"signature": {}}
+    for name in metrics:
+        metric = scorers[name]
+        result[name] = round(metric.corpus_score(hypotheses, streams).score, 2)
+        result["signature"][name] = str(metric.get_signature())
+    result["num_sentences"] = len(hypotheses)
+    result["num_references"] = len(streams)
+    return result

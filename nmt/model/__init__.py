@@ -1,0 +1,1 @@
+"""The encoder-decoder model: encoder, attention, decoder, and their assembly."""

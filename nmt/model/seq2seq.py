@@ -1,0 +1,65 @@
+"""Assembling encoder, bridge and decoder into the translation model."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.config import ModelConfig
+from nmt.model.attention import build_attention
+from nmt.model.decoder import AttentionDecoder, DecoderState, Memory
+from nmt.model.encoder import Encoder
+
+
+class Seq2Seq(nn.Module):
+    """RNN encoder-decoder with attention.
+
+    Search uses only ``encode`` and ``decode_step``; training uses ``forward``.
+    """
+
+    def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
+        super().__init__()
+        self.config = config
+        self.encoder = Encoder(
+            src_vocab_size, config.embed_dim, config.encoder_hidden, config.encoder_layers, config.dropout
+        )
+        enc_dim = self.encoder.output_dim
+        # Bridge (Bahdanau et al., A.2.2): s_0 = tanh(W_s ←h_1).
+        self.bridge = nn.Linear(config.encoder_hidden, config.decoder_hidden)
+        attention = build_attention(config.attention, config.decoder_hidden, enc_dim, config.attention_dim)
+        self.decoder = AttentionDecoder(
+            tgt_vocab_size,
+            config.embed_dim,
+            config.decoder_hidden,
+            enc_dim,
+            attention,
+            config.output_dim,
+            config.dropout,
+        )
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Memory, DecoderState]:
+        """src (B, S), src_lengths (B,) -> encoder memory and the decoder's first state."""
+        enc_outputs, backward_final = self.encoder(src, src_lengths)
+        positions = torch.arange(src.size(1), device=src.device)
+        mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
+        keys = self.decoder.attention.precompute_keys(enc_outputs)
+        state = DecoderState(torch.tanh(self.bridge(backward_final)))  # (B, decoder_hidden)
+        return Memory(enc_outputs, keys, mask), state
+
+    def decode_step(
+        self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        """prev_tokens (B,) -> log-probabilities (B, V) of the next token, new state, attention (B, S)."""
+        logits, state, weights = self.decoder.step(prev_tokens, state, memory)
+        return torch.log_softmax(logits.float(), dim=-1), state, weights
+
+    def forward(
+        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor, teacher_forcing: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced pass: logits (B, T, V) and attention weights (B, T, S)."""
+        memory, state = self.encode(src, src_lengths)
+        return self.decoder(tgt_in, state, memory, teacher_forcing)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

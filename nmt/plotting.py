@@ -1,0 +1,72 @@
+"""Pictures: attention heatmaps and learning curves (matplotlib, Agg backend, no display)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
+
+from nmt.fileio import save_atomic  # noqa: E402
+
+
+def _use_script_fonts() -> None:
+    """Fall back to Noto Sans Devanagari for glyphs DejaVu Sans lacks (Marathi, Hindi...).
+
+    matplotlib's default font has no Devanagari: without this, labels are empty boxes.
+    """
+    try:
+        import fontpkg_noto_sans_devanagari as devanagari
+    except ImportError:  # optional at run time: plots still work, with boxes for Devanagari
+        return
+    families = list(matplotlib.rcParams["font.family"])
+    for font_file in sorted(Path(devanagari.ROOT, "files").glob("*.ttf")):
+        font_manager.fontManager.addfont(str(font_file))
+        name = font_manager.FontProperties(fname=str(font_file)).get_name()
+        if name not in families:
+            families.append(name)
+    matplotlib.rcParams["font.family"] = ["DejaVu Sans", *[f for f in families if f not in ("sans-serif", "DejaVu Sans")]]
+
+
+_use_script_fonts()
+
+
+def plot_attention(src_labels: list[str], tgt_labels: list[str], weights: torch.Tensor, path: str | Path, title: str = "") -> None:
+    """Heatmap of weights (T, S): target subwords down the side, source subwords along the top."""
+    rows, cols = weights.shape
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * cols + 2), max(3.0, 0.4 * rows + 1.5)))
+    image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(cols), labels=src_labels, rotation=60, ha="left", rotation_mode="anchor")
+    ax.set_yticks(range(rows), labels=tgt_labels)
+    ax.xaxis.tick_top()
+    ax.set_xlabel("source")
+    ax.set_ylabel("target")
+    if title:
+        ax.set_title(title, fontsize=9, pad=40)
+    fig.colorbar(image, ax=ax, fraction=0.04)
+    fig.tight_layout()
+    suffix = Path(path).suffix.lstrip(".") or "png"
+    save_atomic(path, lambda tmp: fig.savefig(tmp, format=suffix, dpi=120))
+    plt.close(fig)
+
+
+def plot_learning_curves(records: list[dict], path: str | Path) -> None:
+    """Train/dev loss and dev BLEU/chrF by epoch, from metrics.jsonl records."""
+    epochs = [r["epoch"] for r in records]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(epochs, [r["train_loss"] for r in records], marker="o", label="train loss")
+    left.plot(epochs, [r["dev_loss"] for r in records], marker="o", label="dev loss")
+    left.set_xlabel("epoch")
+    left.set_ylabel("cross-entropy per token")
+    left.legend()
+    right.plot(epochs, [r["dev_bleu"] for r in records], marker="o", label="dev BLEU (greedy)")
+    right.plot(epochs, [r["dev_chrf"] for r in records], marker="o", label="dev chrF (greedy)")
+    right.set_xlabel("epoch")
+    right.legend()
+    fig.tight_layout()
+    save_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    plt.close(fig)

@@ -1,0 +1,75 @@
+"""SentencePiece subword models: training, loading, encoding, decoding.
+
+The special ids live here and nowhere else. Every model is trained with byte fallback, so
+no input (any script, emoji, control character) ever maps to ``<unk>``.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import sentencepiece as spm
+
+from nmt.errors import NmtError
+from nmt.fileio import save_atomic, sha256_file
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
+
+
+def train_sentencepiece(
+    sentences: list[str], model_path: str | Path, vocab_size: int, model_type: str, character_coverage: float
+) -> None:
+    """Train a SentencePiece model on ``sentences`` and write ``model_path`` atomically."""
+    buffer = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=buffer,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            byte_fallback=True,
+            hard_vocab_limit=False,  # small corpora get fewer pieces instead of an error
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            pad_piece=PAD,
+            unk_piece=UNK,
+            bos_piece=BOS,
+            eos_piece=EOS,
+            num_threads=2,
+            minloglevel=2,
+        )
+    except RuntimeError as exc:
+        raise NmtError(f"SentencePiece training for {model_path} failed: {exc}") from None
+    save_atomic(model_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
+
+
+class Tokenizer:
+    """One language's SentencePiece model."""
+
+    def __init__(self, model_path: str | Path):
+        self.path = Path(model_path)
+        if not self.path.is_file():
+            raise NmtError(f"SentencePiece model not found: {self.path}. Run `nmt prepare` first.")
+        self.processor = spm.SentencePieceProcessor(model_file=str(self.path))
+        self.sha256 = sha256_file(self.path)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.processor.get_piece_size()
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return self.processor.encode(texts, out_type=int)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        return self.processor.decode(ids)
+
+    def pieces(self, text: str) -> list[str]:
+        return self.processor.encode(text, out_type=str)
+
+    def id_to_piece(self, ids: list[int]) -> list[str]:
+        return [self.processor.id_to_piece(i) for i in ids]

@@ -1,0 +1,1 @@
+"""Training: the step, the epoch, the run loop, and checkpoints."""

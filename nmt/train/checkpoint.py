@@ -1,0 +1,83 @@
+"""Checkpoints: atomic save, safe load (``weights_only=True``), compatibility checks.
+
+A checkpoint is a plain dict of tensors, numbers, strings, lists and dicts; nothing in it
+is a pickled object, so loading one never runs code.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config import Config
+from nmt.errors import NmtError
+from nmt.fileio import save_atomic
+
+FORMAT_VERSION = 1
+
+
+def checkpoint_path(config: Config, name: str) -> Path:
+    """``best`` / ``last`` -> <run_dir>/checkpoints/<name>.pt; anything else is a path."""
+    if name in ("best", "last"):
+        return Path(config.run_dir) / "checkpoints" / f"{name}.pt"
+    return Path(name)
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` to a temp file, fsync, rename: a kill never leaves half a checkpoint."""
+    save_atomic(path, lambda tmp: torch.save({"format_version": FORMAT_VERSION, **payload}, tmp))
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise NmtError(f"Checkpoint not found: {path}. Train first (`nmt train`) or pass --checkpoint PATH.")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        if found is None:
+            raise NmtError(f"Cannot read checkpoint {path}: it is damaged or not a PyTorch file.") from None
+        raise NmtError(
+            f"Refusing to load {path}: it contains a pickled object ({found.group(1)}), which could run code "
+            "when loaded. nmt checkpoints hold only tensors and plain values."
+        ) from None
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise NmtError(f"Cannot read checkpoint {path}: {exc}") from None
+    if not isinstance(payload, dict) or payload.get("format_version") != FORMAT_VERSION:
+        raise NmtError(f"{path} is not an nmt checkpoint (format version {FORMAT_VERSION}).")
+    return payload
+
+
+# Model settings that do not change the architecture or the weights' meaning.
+_FREE_MODEL_KEYS = {"dropout"}
+
+
+def _differences(saved: dict, current: dict, prefix: str) -> list[str]:
+    keys = sorted((set(saved) | set(current)) - _FREE_MODEL_KEYS)
+    return [
+        f"{prefix}{k}: checkpoint has {saved.get(k)!r}, config has {current.get(k)!r}"
+        for k in keys
+        if saved.get(k) != current.get(k)
+    ]
+
+
+def check_compatible(payload: dict, config: Config, spm_sha256: dict[str, str], path: str | Path) -> None:
+    """Refuse a checkpoint whose model settings or SentencePiece models differ from ours."""
+    saved_config = payload["config"]
+    problems = _differences(saved_config["model"], config.to_dict()["model"], "model.")
+    for side in ("src", "tgt"):
+        if payload["spm_sha256"][side] != spm_sha256[side]:
+            problems.append(
+                f"{side} SentencePiece model: checkpoint was trained with sha256 {payload['spm_sha256'][side][:12]}…, "
+                f"the prepared one is {spm_sha256[side][:12]}… (a different vocabulary)"
+            )
+    if problems:
+        raise NmtError(
+            f"Checkpoint {path} does not match the config:\n  " + "\n  ".join(problems)
+            + "\nUse the config and prepared data it was trained with, or train a new model."
+        )

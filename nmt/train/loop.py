@@ -1,0 +1,293 @@
+"""Training: one step, one epoch, validation, and the run loop, each its own function."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from nmt.config import Config, TrainConfig, save_config
+from nmt.data.batching import Batch, Example, bucketed_batches, collate, sorted_batches
+from nmt.data.prepare import prepared_paths
+from nmt.errors import NmtError
+from nmt.evaluation import score
+from nmt.fileio import read_lines, write_lines_atomic
+from nmt.model.seq2seq import Seq2Seq, count_parameters
+from nmt.tokenizer import PAD_ID, Tokenizer
+from nmt.train.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_checkpoint
+from nmt.translate import Translator, load_tokenizers
+
+
+@dataclass
+class TrainData:
+    train: list[Example]
+    dev: list[Example]  # dev pairs, for the loss
+    dev_sources: list[list[int]]  # distinct dev sources, for BLEU
+    dev_references: list[list[str]]  # every reference of each distinct dev source
+    skipped_long: int  # training pairs over train.max_len
+
+
+@dataclass
+class Progress:
+    epoch: int = 0  # epochs completed
+    step: int = 0  # optimizer updates done
+    best_bleu: float = -1.0
+    best_epoch: int = 0
+    bad_epochs: int = 0  # validations since the last improvement
+    train_seconds: float = 0.0  # time spent in training epochs (validation excluded)
+    stopped_early: bool = False
+
+
+@dataclass
+class EpochStats:
+    loss: float  # mean per target token
+    tokens: int
+    seconds: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+
+class RunLog:
+    """Lines to the console (above any progress bar) and to <run_dir>/train.log."""
+
+    def __init__(self, path: Path, echo: bool = True):
+        self.path = path
+        self.echo = echo
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} {message}\n")
+        if self.echo:
+            tqdm.write(message)
+
+
+def encode_pairs(src_tok: Tokenizer, tgt_tok: Tokenizer, src_lines: list[str], tgt_lines: list[str]) -> list[Example]:
+    return [Example(s, t) for s, t in zip(src_tok.encode(src_lines), tgt_tok.encode(tgt_lines))]
+
+
+def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TrainData:
+    paths = prepared_paths(config)
+    train = encode_pairs(src_tok, tgt_tok, read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
+    max_len = config.train.max_len
+    kept = [ex for ex in train if len(ex.src_ids) <= max_len and len(ex.tgt_ids) <= max_len]
+    dev = encode_pairs(src_tok, tgt_tok, read_lines(paths.text("dev", "src")), read_lines(paths.text("dev", "tgt")))
+    multi = [line.split("\t") for line in read_lines(paths.multi("dev"))]
+    dev_sources = src_tok.encode([cols[0] for cols in multi])
+    return TrainData(kept, dev, dev_sources, [cols[1:] for cols in multi], len(train) - len(kept))
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over non-pad target tokens; logits (B, T, V), targets (B, T)."""
+    return F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)).float(),
+        targets.reshape(-1),
+        ignore_index=PAD_ID,
+        reduction="sum",
+        label_smoothing=label_smoothing,
+    )
+
+
+def train_step(model: Seq2Seq, batch: Batch, optimizer: torch.optim.Optimizer, cfg: TrainConfig, tokens: int) -> torch.Tensor:
+    """One update on ``batch``; returns the summed loss (a device tensor, no host sync)."""
+    optimizer.zero_grad(set_to_none=True)
+    logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, cfg.teacher_forcing)
+    loss_sum = token_loss(logits, batch.tgt_out, cfg.label_smoothing)
+    (loss_sum / tokens).backward()
+    if cfg.clip_grad_norm > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
+    optimizer.step()
+    return loss_sum.detach()
+
+
+def train_epoch(
+    model: Seq2Seq,
+    examples: list[Example],
+    optimizer: torch.optim.Optimizer,
+    cfg: TrainConfig,
+    epoch: int,
+    device: torch.device,
+    progress: Progress,
+    show_bar: bool = True,
+) -> EpochStats:
+    """One pass over the training data in bucketed, seeded-shuffled batches."""
+    model.train()
+    lengths = [len(ex.tgt_ids) for ex in examples]
+    batches = bucketed_batches(lengths, cfg.batch_size, seed=cfg.seed * 1000 + epoch)
+    total_loss = torch.zeros((), device=device)
+    total_tokens = 0
+    start = time.perf_counter()
+    bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", disable=not show_bar, leave=False)
+    for number, indices in enumerate(bar, 1):
+        batch = collate([examples[i] for i in indices])
+        tokens = batch.num_tgt_tokens
+        total_loss += train_step(model, batch.to(device), optimizer, cfg, tokens)
+        total_tokens += tokens
+        progress.step += 1
+        if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
+            seconds = time.perf_counter() - start
+            bar.set_postfix(loss=f"{total_loss.item() / total_tokens:.3f}", tok_s=f"{total_tokens / seconds:.0f}")
+    seconds = time.perf_counter() - start
+    return EpochStats(total_loss.item() / max(1, total_tokens), total_tokens, seconds)
+
+
+@torch.no_grad()
+def dev_loss(model: Seq2Seq, examples: list[Example], batch_size: int, device: torch.device) -> float:
+    """Mean per-token cross-entropy on ``examples`` (teacher forcing, no dropout)."""
+    model.eval()
+    total, tokens = 0.0, 0
+    for indices in sorted_batches([len(ex.src_ids) for ex in examples], batch_size):
+        batch = collate([examples[i] for i in indices]).to(device)
+        logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
+        total += token_loss(logits, batch.tgt_out).item()
+        tokens += batch.num_tgt_tokens
+    return total / max(1, tokens)
+
+
+def validate(translator: Translator, data: TrainData, cfg: TrainConfig) -> dict:
+    """Dev loss, perplexity, and greedy BLEU/chrF against every dev reference."""
+    loss = dev_loss(translator.model, data.dev, cfg.batch_size, translator.device)
+    hyp_ids = translator.translate_ids(data.dev_sources, beam_size=1)
+    hypotheses = translator.tgt_tok.decode(hyp_ids)
+    scores = score(hypotheses, data.dev_references, metrics=("bleu", "chrf"))
+    return {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50)), "dev_bleu": scores["bleu"], "dev_chrf": scores["chrf"]}
+
+
+def build_training(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, device: torch.device):
+    model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.train.learning_rate)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer, mode="max", factor=config.train.lr_factor, patience=config.train.lr_patience, min_lr=config.train.min_lr
+    )
+    return model, optimizer, scheduler
+
+
+def checkpoint_payload(model, optimizer, scheduler, progress: Progress, config: Config, src_tok, tgt_tok) -> dict:
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "progress": asdict(progress),
+        "rng": rng_state(),
+        "config": config.to_dict(),
+        "spm_sha256": {"src": src_tok.sha256, "tgt": tgt_tok.sha256},
+    }
+
+
+def _trim_metrics(path: Path, last_epoch: int) -> None:
+    """On resume, drop metric lines of epochs the checkpoint does not include."""
+    if path.is_file():
+        kept = [line for line in read_lines(path) if line and json.loads(line)["epoch"] <= last_epoch]
+        write_lines_atomic(path, kept)
+
+
+def run_training(config: Config, device: torch.device, resume: bool = False, show_bar: bool = True) -> Progress:
+    """Train until ``train.epochs`` or early stopping; keep ``last`` and ``best`` checkpoints."""
+    run_dir = Path(config.run_dir)
+    log = RunLog(run_dir / "train.log", echo=True)
+    metrics_path = run_dir / "metrics.jsonl"
+    cfg = config.train
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    src_tok, tgt_tok = load_tokenizers(config)
+    data = load_train_data(config, src_tok, tgt_tok)
+    model, optimizer, scheduler = build_training(config, src_tok, tgt_tok, device)
+    progress = Progress()
+
+    last_path = checkpoint_path(config, "last")
+    if resume and last_path.is_file():
+        payload = load_checkpoint(last_path)
+        check_compatible(payload, config, {"src": src_tok.sha256, "tgt": tgt_tok.sha256}, last_path)
+        model.load_state_dict(payload["model"])
+        optimizer.load_state_dict(payload["optimizer"])
+        scheduler.load_state_dict(payload["scheduler"])
+        progress = Progress(**payload["progress"])
+        set_rng_state(payload["rng"])
+        _trim_metrics(metrics_path, progress.epoch)
+        log(f"Resuming from {last_path}: {progress.epoch} epoch(s), {progress.step} steps done.")
+    elif resume:
+        log(f"No checkpoint at {last_path}: starting a new run.")
+    elif last_path.is_file():
+        raise NmtError(
+            f"{run_dir} already holds a training run ({last_path}). Pass --resume to continue it, "
+            f"or choose another run_dir (--set run_dir=...)."
+        )
+    if not (resume and last_path.is_file()):
+        metrics_path.unlink(missing_ok=True)
+    save_config(config, run_dir / "config.yaml")
+
+    log(
+        f"Model: {count_parameters(model):,} parameters; {len(data.train):,} training pairs "
+        f"({data.skipped_long} longer than {cfg.max_len} subwords skipped); device {device}."
+    )
+    translator = Translator(model, src_tok, tgt_tok, config.decode, device)
+    while progress.epoch < cfg.epochs and not progress.stopped_early:
+        epoch = progress.epoch + 1
+        stats = train_epoch(model, data.train, optimizer, cfg, epoch, device, progress, show_bar)
+        progress.train_seconds += stats.seconds
+        metrics = validate(translator, data, cfg)
+        scheduler.step(metrics["dev_bleu"])
+        improved = metrics["dev_bleu"] > progress.best_bleu
+        progress.epoch = epoch
+        if improved:
+            progress.best_bleu, progress.best_epoch, progress.bad_epochs = metrics["dev_bleu"], epoch, 0
+        else:
+            progress.bad_epochs += 1
+            progress.stopped_early = progress.bad_epochs >= cfg.patience
+        payload = checkpoint_payload(model, optimizer, scheduler, progress, config, src_tok, tgt_tok)
+        save_checkpoint(last_path, payload)
+        if improved:
+            save_checkpoint(checkpoint_path(config, "best"), payload)
+        record = {
+            "epoch": epoch,
+            "step": progress.step,
+            "train_loss": round(stats.loss, 4),
+            **{k: round(v, 4) for k, v in metrics.items()},
+            "lr": optimizer.param_groups[0]["lr"],
+            "tokens_per_s": round(stats.tokens_per_second, 1),
+            "epoch_seconds": round(stats.seconds, 2),
+            "train_seconds": round(progress.train_seconds, 2),
+        }
+        with open(metrics_path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        log(
+            f"epoch {epoch:3d}  train loss {stats.loss:.3f}  dev loss {metrics['dev_loss']:.3f}  "
+            f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
+            f"{stats.tokens_per_second:.0f} tok/s  {stats.seconds:.0f}s" + ("  *best*" if improved else "")
+        )
+    reason = f"no dev BLEU gain in {cfg.patience} epochs" if progress.stopped_early else f"{progress.epoch} epochs"
+    log(
+        f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} at epoch {progress.best_epoch}; "
+        f"{progress.train_seconds:.0f}s of training. Checkpoints in {last_path.parent}."
+    )
+    return progress

@@ -1,0 +1,118 @@
+"""Loading a trained model and translating lines of text."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from nmt.config import Config, DecodeConfig
+from nmt.data.anki import normalize_text
+from nmt.data.batching import source_tensor, sorted_batches
+from nmt.data.prepare import prepared_paths
+from nmt.errors import NmtError
+from nmt.fileio import read_lines, split_lines
+from nmt.model.seq2seq import Seq2Seq
+from nmt.search import beam_search, greedy_search, max_output_length
+from nmt.tokenizer import BOS_ID, Tokenizer
+from nmt.train.checkpoint import check_compatible, checkpoint_path, load_checkpoint
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise NmtError("Device 'cuda' was asked for, but PyTorch sees no CUDA GPU. Use --device cpu or auto.")
+    return torch.device(name)
+
+
+def load_tokenizers(config: Config) -> tuple[Tokenizer, Tokenizer]:
+    paths = prepared_paths(config)
+    return Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+
+
+@dataclass
+class Translator:
+    model: Seq2Seq
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
+    decode: DecodeConfig
+    device: torch.device
+
+    @classmethod
+    def from_checkpoint(cls, config: Config, checkpoint: str, device: torch.device) -> "Translator":
+        src_tok, tgt_tok = load_tokenizers(config)
+        path = checkpoint_path(config, checkpoint)
+        payload = load_checkpoint(path)
+        check_compatible(payload, config, {"src": src_tok.sha256, "tgt": tgt_tok.sha256}, path)
+        model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
+        model.load_state_dict(payload["model"])
+        model.to(device).eval()
+        return cls(model, src_tok, tgt_tok, config.decode, device)
+
+    def translate_ids(
+        self, src_ids: list[list[int]], beam_size: int | None = None, progress: bool = False
+    ) -> list[list[int]]:
+        """Subword ids in -> subword ids out, same order. Batches are sorted by length."""
+        beam_size = self.decode.beam_size if beam_size is None else beam_size
+        outputs: list[list[int]] = [[] for _ in src_ids]
+        todo = [i for i, ids in enumerate(src_ids) if ids]  # empty input -> empty output
+        batches = sorted_batches([len(src_ids[i]) for i in todo], self.decode.batch_size)
+        was_training = self.model.training
+        self.model.eval()
+        bar = tqdm(total=len(todo), desc="translate", unit="sent", disable=not progress, leave=False)
+        for batch in batches:
+            rows = [todo[i] for i in batch]
+            src, src_lengths = source_tensor([src_ids[r] for r in rows])
+            src = src.to(self.device)
+            max_len = max_output_length(src_lengths, self.decode.max_len_ratio, self.decode.max_len_offset)
+            if beam_size == 1:
+                result = greedy_search(self.model, src, src_lengths, max_len)
+            else:
+                result = beam_search(self.model, src, src_lengths, beam_size, max_len, self.decode.length_penalty)
+            for row, tokens in zip(rows, result.tokens):
+                outputs[row] = tokens
+            bar.update(len(rows))
+        bar.close()
+        self.model.train(was_training)
+        return outputs
+
+    def translate(self, lines: list[str], beam_size: int | None = None, progress: bool = False) -> list[str]:
+        """One output line per input line; an empty (or blank) line gives an empty line."""
+        texts = [normalize_text(line) for line in lines]
+        src_ids = [ids if text else [] for text, ids in zip(texts, self.src_tok.encode(texts))]
+        hyp_ids = self.translate_ids(src_ids, beam_size, progress)
+        return [" ".join(text.split()) for text in self.tgt_tok.decode(hyp_ids)]
+
+    @torch.no_grad()
+    def attention_matrix(self, line: str, hypothesis: str) -> tuple[list[str], list[str], torch.Tensor]:
+        """Attention weights of the model forced to produce ``hypothesis`` for ``line``:
+        (source pieces + <eos>, target pieces + <eos>, weights (T, S))."""
+        text = normalize_text(line)
+        src_ids = self.src_tok.encode([text])[0]
+        tgt_ids = self.tgt_tok.encode([hypothesis])[0]
+        src, src_lengths = source_tensor([src_ids])
+        tgt_in = torch.tensor([[BOS_ID] + tgt_ids], dtype=torch.long)
+        was_training = self.model.training
+        self.model.eval()
+        _, attn = self.model(src.to(self.device), src_lengths, tgt_in.to(self.device))
+        self.model.train(was_training)
+        src_labels = self.src_tok.id_to_piece(src_ids) + ["</s>"]
+        tgt_labels = self.tgt_tok.id_to_piece(tgt_ids) + ["</s>"]
+        return src_labels, tgt_labels, attn[0].float().cpu()
+
+
+def read_input_lines(path: str | None) -> list[str]:
+    """Lines of a UTF-8 file, or of stdin when ``path`` is None or '-'.
+
+    Bytes that are not UTF-8 become U+FFFD rather than an error: every line still gets
+    exactly one output line.
+    """
+    if path in (None, "-"):
+        return split_lines(sys.stdin.buffer.read().decode("utf-8", errors="replace").removeprefix("\ufeff"))
+    if not Path(path).is_file():
+        raise NmtError(f"Input file not found: {path}")
+    return read_lines(path, errors="replace")

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The main job: set up, then prepare -> train -> translate -> evaluate English->Marathi, printing BLEU.
+# Uses configs/eng-mar.yaml on a CUDA GPU, configs/eng-mar-cpu.yaml otherwise (or CONFIG=...).
+# Re-running resumes or reuses whatever is already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+if [ -z "${CONFIG:-}" ]; then
+  if python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    CONFIG=configs/eng-mar.yaml
+  else
+    CONFIG=configs/eng-mar-cpu.yaml
+  fi
+fi
+RUN_DIR=$(python -c "from nmt.config import load_config; print(load_config('$CONFIG').run_dir)")
+echo "== config: $CONFIG   run directory: $RUN_DIR"
+start=$(date +%s)
+echo "== prepare"; nmt prepare --config "$CONFIG"
+echo "== train";   nmt train --config "$CONFIG" --resume
+echo "== translate data/eng-mar/sample.en"
+nmt translate --config "$CONFIG" --input data/eng-mar/sample.en --output "$RUN_DIR/sample.mr" \
+  --plot-attention "$RUN_DIR/attention" --plot-count 3
+paste data/eng-mar/sample.en "$RUN_DIR/sample.mr" | sed 's/\t/  =>  /'
+echo "== evaluate (test split, all references)"
+nmt evaluate --config "$CONFIG"
+echo "== done in $(( $(date +%s) - start ))s"

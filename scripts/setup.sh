@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create .venv (seeing system packages, so an installed PyTorch is reused), install PyTorch only
+# where it is missing, then this package. Sourced by main.sh and test.sh; activates .venv.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv --system-site-packages .venv
+fi
+# shellcheck disable=SC1091
+source .venv/bin/activate
+if ! python -c "import torch" 2>/dev/null; then
+  # A pinned release: on machines with a local CPU wheel this installs in seconds.
+  python -m pip install --quiet "torch==${TORCH_VERSION:-2.13.0}"
+fi
+python -m pip install --quiet --disable-pip-version-check -e ".[test]"

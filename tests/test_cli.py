@@ -1,0 +1,136 @@
+"""The whole CLI on a small synthetic Anki file: exit codes, messages and outputs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+
+from .conftest import tiny_config
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def write_config(tmp_path, anki_file, name="tiny.yaml", **sections):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(tiny_config(tmp_path, anki_file, **sections)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+def test_prepare_train_translate_evaluate(tmp_path, config_file):
+    result = run("prepare", "--config", config_file)
+    assert result.exit_code == 0, result.output
+    assert "distinct sources" in result.stdout
+
+    result = run("train", "--config", config_file)
+    assert result.exit_code == 0, result.output
+    run_dir = tmp_path / "run"
+    for name in ("checkpoints/best.pt", "checkpoints/last.pt", "config.yaml", "train.log", "learning_curves.png"):
+        assert (run_dir / name).is_file(), name
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [m["epoch"] for m in metrics] == [1, 2]
+    assert {"dev_loss", "dev_ppl", "dev_bleu", "dev_chrf", "lr", "tokens_per_s"} <= set(metrics[0])
+    assert yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))["train"]["epochs"] == 2
+
+    src = tmp_path / "in.en"
+    src.write_text("I see apples.\n\nwe like tea.\n", encoding="utf-8")
+    out = tmp_path / "out.mr"
+    result = run("translate", "--config", config_file, "--input", src, "--output", out, "--plot-attention", tmp_path / "plots")
+    assert result.exit_code == 0, result.output
+    lines = out.read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # 3 lines + final newline
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["attention_0001.png", "attention_0003.png"]
+
+    result = runner.invoke(app, ["translate", "--config", str(config_file), "--beam-size", "1"], input="we like tea.\n")
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1
+
+    result = run("evaluate", "--config", config_file, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert {"bleu", "chrf", "ter", "signature"} <= set(report) and 0 <= report["bleu"] <= 100
+    assert (run_dir / "eval" / "test.hyp").is_file() and (run_dir / "eval" / "test.report.json").is_file()
+
+    ref1, ref2 = tmp_path / "r1.mr", tmp_path / "r2.mr"
+    ref1.write_text("मी सफरचंद पाहतो.\nआम्ही चहा आवडते.\n", encoding="utf-8")
+    ref2.write_text("\nआम्ही चहा आवडते!\n", encoding="utf-8")
+    src2 = tmp_path / "s.en"
+    src2.write_text("I see apples.\nwe like tea.\n", encoding="utf-8")
+    result = run("evaluate", "--config", config_file, "--src", src2, "--ref", ref1, "--ref", ref2)
+    assert result.exit_code == 0, result.output
+    assert "BLEU" in result.stdout and "nrefs:var" in result.stdout
+
+    # A second train without --resume refuses to overwrite the run.
+    result = run("train", "--config", config_file)
+    assert result.exit_code == 1 and "--resume" in result.stderr
+    # A checkpoint that does not match the config is refused, naming the difference.
+    result = run("translate", "--config", config_file, "--text", "hi", "--set", "model.embed_dim=48")
+    assert result.exit_code == 1 and "model.embed_dim: checkpoint has 32, config has 48" in result.stderr
+
+
+@pytest.mark.slow
+def test_resume_gives_same_weights_as_uninterrupted(tmp_path, anki_file):
+    shared = {"prepared_dir": str(tmp_path / "prepared")}
+    straight = write_config(tmp_path, anki_file, "a.yaml", run_dir=str(tmp_path / "a"), data=shared)
+    split = write_config(tmp_path, anki_file, "b.yaml", run_dir=str(tmp_path / "b"), data=shared)
+    assert run("train", "--config", straight, "--set", "model.dropout=0.2").exit_code == 0
+    assert run("train", "--config", split, "--set", "train.epochs=1", "--set", "model.dropout=0.2").exit_code == 0
+    result = run("train", "--config", split, "--resume", "--set", "model.dropout=0.2")
+    assert result.exit_code == 0, result.output
+    a = torch.load(tmp_path / "a" / "checkpoints" / "last.pt", weights_only=True)
+    b = torch.load(tmp_path / "b" / "checkpoints" / "last.pt", weights_only=True)
+    assert a["progress"]["step"] == b["progress"]["step"]
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    lines = (tmp_path / "b" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--set", "train.bach_size=3"], "Did you mean 'train.batch_size'"),
+        (["--set", "model.attention=luong-dotty"], "expected one of 'bahdanau'"),
+        (["--set", "decode.beam_size=0"], "'decode.beam_size': got 0"),
+    ],
+)
+def test_config_mistakes_exit_1_without_traceback(config_file, args, message):
+    result = run("prepare", "--config", config_file, *args)
+    assert result.exit_code == 1
+    assert message in result.stderr and "Traceback" not in result.output
+
+
+def test_missing_config_data_and_checkpoint(tmp_path, config_file, anki_file):
+    result = run("prepare", "--config", tmp_path / "nope.yaml")
+    assert result.exit_code == 1 and "Config file not found" in result.stderr
+    result = run("prepare", "--config", config_file, "--set", f"data.path={tmp_path / 'missing.txt'}")
+    assert result.exit_code == 1 and "Data file not found" in result.stderr
+    assert run("prepare", "--config", config_file).exit_code == 0
+    result = run("translate", "--config", config_file, "--text", "hello")
+    assert result.exit_code == 1 and "Checkpoint not found" in result.stderr
+
+
+def test_help_lists_every_option():
+    for command, options in {
+        "prepare": ["--config", "--set", "--force"],
+        "train": ["--resume", "--device"],
+        "translate": ["--checkpoint", "--input", "--output", "--beam-size", "--plot-attention"],
+        "evaluate": ["--src", "--ref", "--json"],
+    }.items():
+        result = run(command, "--help")
+        assert result.exit_code == 0
+        assert all(option in result.stdout for option in options), command
+
+
+def test_module_entry_point_runs():
+    result = subprocess.run([sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "translate" in result.stdout

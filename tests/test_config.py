@@ -1,0 +1,106 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmt.config import config_from_dict, load_config, parse_override
+from nmt.errors import NmtError
+
+
+def write(tmp_path: Path, raw) -> Path:
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+MINIMAL = {"run_dir": "r", "data": {"path": "x.txt"}, "train": {"epochs": 3, "batch_size": 8}, "decode": {"beam_size": 4}}
+
+
+def test_defaults_fill_optional_keys(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL))
+    assert config.train.epochs == 3 and config.decode.beam_size == 4
+    assert config.model.attention == "bahdanau" and config.train.learning_rate == pytest.approx(1e-3)
+    assert config.prepared_dir == Path("r") / "data"
+
+
+def test_run_dir_defaults_to_config_name(tmp_path):
+    raw = {k: v for k, v in MINIMAL.items() if k != "run_dir"}
+    assert load_config(write(tmp_path, raw)).run_dir == str(Path("runs") / "exp")
+
+
+def test_unknown_key_names_nearest_valid_key(tmp_path):
+    raw = {**MINIMAL, "train": {**MINIMAL["train"], "batchsize": 4}}
+    with pytest.raises(NmtError) as err:
+        load_config(write(tmp_path, raw))
+    assert "train.batchsize" in str(err.value) and "Did you mean 'train.batch_size'" in str(err.value)
+
+
+def test_unknown_section_is_refused(tmp_path):
+    with pytest.raises(NmtError, match="Unknown config key 'modle'.*Did you mean 'model'"):
+        load_config(write(tmp_path, {**MINIMAL, "modle": {}}))
+
+
+def test_wrong_type_names_key_value_and_allowed(tmp_path):
+    with pytest.raises(NmtError, match=r"'train.batch_size': got 'big', expected an integer"):
+        load_config(write(tmp_path, MINIMAL), ["train.batch_size=big"])
+
+
+def test_bool_is_not_an_integer(tmp_path):
+    with pytest.raises(NmtError, match="train.epochs"):
+        load_config(write(tmp_path, MINIMAL), ["train.epochs=true"])
+
+
+def test_choice_lists_allowed_values(tmp_path):
+    with pytest.raises(NmtError, match=r"'model.attention': got 'luong-dotty', expected one of 'bahdanau'"):
+        load_config(write(tmp_path, MINIMAL), ["model.attention=luong-dotty"])
+
+
+def test_out_of_range_value(tmp_path):
+    with pytest.raises(NmtError, match=r"'model.dropout': got 1.5, expected a number in \[0, 1\)"):
+        load_config(write(tmp_path, MINIMAL), ["model.dropout=1.5"])
+
+
+@pytest.mark.parametrize("missing", ["run_dir", "data.path", "train.epochs", "train.batch_size", "decode.beam_size"])
+def test_required_keys(missing):
+    import copy
+
+    raw = copy.deepcopy(MINIMAL)
+    section, _, key = missing.rpartition(".")
+    del (raw[section] if section else raw)[key]
+    with pytest.raises(NmtError, match=f"'{missing}' is required"):
+        config_from_dict(raw)
+
+
+def test_overrides_are_yaml_scalars(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL), ["train.learning_rate=5e-4", "data.tgt_lang=fr", "train.epochs=9"])
+    assert config.train.learning_rate == pytest.approx(5e-4)
+    assert config.data.tgt_lang == "fr" and config.train.epochs == 9
+
+
+def test_override_without_equals_is_refused():
+    with pytest.raises(NmtError, match="KEY=VALUE"):
+        parse_override("train.epochs")
+
+
+def test_int_widens_to_float(tmp_path):
+    assert load_config(write(tmp_path, MINIMAL), ["train.learning_rate=1"]).train.learning_rate == 1.0
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(NmtError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data: [unclosed", encoding="utf-8")
+    with pytest.raises(NmtError, match="not valid YAML"):
+        load_config(bad)
+
+
+def test_section_must_be_mapping(tmp_path):
+    with pytest.raises(NmtError, match="section 'train' must be a mapping"):
+        load_config(write(tmp_path, {**MINIMAL, "train": [1, 2]}))
+
+
+def test_shipped_configs_load():
+    root = Path(__file__).resolve().parents[1] / "configs"
+    for path in root.glob("*.yaml"):
+        assert load_config(path).data.path
