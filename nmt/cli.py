@@ -158,7 +158,11 @@ def translate(
     beam_size: BeamOption = None,
     plot_attention: Annotated[
         Optional[Path],
-        typer.Option("--plot-attention", help="Write an attention heatmap PNG for each of the first --plot-count sentences here."),
+        typer.Option(
+            "--plot-attention",
+            help="Attention heatmaps: a folder (one PNG per sentence, the first --plot-count), "
+            "or with --text a file ending in .png, .svg or .pdf.",
+        ),
     ] = None,
     plot_count: Annotated[int, typer.Option("--plot-count", min=1, help="How many sentences to plot.")] = 5,
     device: DeviceOption = None,
@@ -188,10 +192,19 @@ def translate(
         _plot_attention(translator, lines, hypotheses, plot_attention, plot_count)
 
 
-def _plot_attention(translator, lines: list[str], hypotheses: list[str], out_dir: Path, count: int) -> None:
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _plot_attention(translator, lines: list[str], hypotheses: list[str], target: Path, count: int) -> None:
+    """Heatmaps of the first ``count`` non-empty lines: into a folder, or one file for one sentence."""
     from nmt.plotting import plot_attention
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if translator.model.config.attention == "none":
+        typer.echo("model.attention is 'none': the model has no attention weights to plot.", err=True)
+        return
+    single_file = target.suffix.lower() in PLOT_SUFFIXES
+    if single_file and len(lines) != 1:
+        raise NmtError(f"--plot-attention {target} names one file; use it with --text, or give a folder for a file of lines.")
     plotted = 0
     for number, (line, hyp) in enumerate(zip(lines, hypotheses), 1):
         if plotted >= count:
@@ -199,10 +212,10 @@ def _plot_attention(translator, lines: list[str], hypotheses: list[str], out_dir
         if not line.strip():
             continue
         src_labels, tgt_labels, weights = translator.attention_matrix(line, hyp)
-        path = out_dir / f"attention_{number:04d}.png"
-        plot_attention(src_labels, tgt_labels, weights, path, title=line)
+        path = target if single_file else target / f"attention_{number:04d}.png"
+        plot_attention(src_labels, tgt_labels, weights, path, title=f"{line}\n{hyp}")
         plotted += 1
-    typer.echo(f"Wrote {plotted} attention heatmap(s) to {out_dir}", err=True)
+    typer.echo(f"Wrote {plotted} attention heatmap(s) to {target}", err=True)
 
 
 @app.command()

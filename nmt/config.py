@@ -18,7 +18,9 @@ import yaml
 
 from nmt.errors import NmtError
 
-AttentionName = Literal["bahdanau"]
+AttentionName = Literal["bahdanau", "luong-dot", "luong-general", "luong-concat", "hard", "none"]
+WindowName = Literal["global", "local-m", "local-p"]
+LUONG_ATTENTIONS = ("luong-dot", "luong-general", "luong-concat")
 DeviceName = Literal["auto", "cpu", "cuda"]
 
 
@@ -49,9 +51,13 @@ class ModelConfig:
     encoder_hidden: int = 256  # per direction; encoder states are 2x this wide
     encoder_layers: int = 1
     decoder_hidden: int = 256
-    attention: AttentionName = "bahdanau"
-    attention_dim: int = 256  # width of the additive attention's hidden layer
-    output_dim: int = 256  # width of the pre-softmax layer fed by (s_t, c_t, y_{t-1})
+    attention: AttentionName = "bahdanau"  # luong-* use Luong's decoder order; none = Cho et al.
+    attention_window: WindowName = "global"
+    window_width: int = 5  # D: local windows cover [p_t - D, p_t + D]
+    input_feeding: bool = False  # Luong: feed the attentional vector h̃_{t-1} into the next step
+    gumbel_temperature: float = 1.0  # hard attention's Gumbel-softmax temperature in training
+    attention_dim: int = 256  # width of the additive (bahdanau, luong-concat, hard) scorer
+    output_dim: int = 256  # width of the pre-softmax layer (Luong: of h̃_t)
     dropout: float = 0.2
 
 
@@ -119,6 +125,8 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "model.encoder_layers": _POSITIVE,
     "model.decoder_hidden": _POSITIVE,
     "model.attention_dim": _POSITIVE,
+    "model.window_width": (lambda v: v >= 1, "an integer >= 1"),
+    "model.gumbel_temperature": _POSITIVE,
     "model.output_dim": _POSITIVE,
     "model.dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.epochs": _POSITIVE,
@@ -238,6 +246,25 @@ def apply_overrides(raw: dict, overrides: list[str]) -> None:
         node[parts[-1]] = value
 
 
+def check_model_combination(model: ModelConfig) -> None:
+    """Refuse settings that each make sense alone but not together."""
+    if model.attention == "none" and model.attention_window != "global":
+        raise NmtError(
+            f"model.attention_window={model.attention_window!r} restricts attention, but model.attention is 'none' "
+            "(no attention). Use attention_window: global, or choose an attention."
+        )
+    if model.input_feeding and model.attention not in LUONG_ATTENTIONS:
+        raise NmtError(
+            f"model.input_feeding=true is Luong et al.'s and works with model.attention in {', '.join(LUONG_ATTENTIONS)}; "
+            f"got {model.attention!r} (its decoder already feeds the context c_t into each step)."
+        )
+    if model.attention == "luong-dot" and model.decoder_hidden != 2 * model.encoder_hidden:
+        raise NmtError(
+            "model.attention='luong-dot' compares decoder and encoder states directly, so model.decoder_hidden "
+            f"({model.decoder_hidden}) must equal 2 x model.encoder_hidden ({2 * model.encoder_hidden})."
+        )
+
+
 def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
     """Validate a raw mapping into a ``Config``. Required keys must be present."""
     config = _build(Config, raw, "")
@@ -246,6 +273,7 @@ def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
             continue
         if not _has_key(raw, key):
             raise NmtError(f"Config key '{key}' is required but missing. Required keys: {', '.join(REQUIRED_KEYS)}.")
+    check_model_combination(config.model)
     if not config.run_dir:
         config.run_dir = default_run_dir
     if not config.data.path:

@@ -35,3 +35,24 @@ def score(hypotheses: list[str], references: list[list[str]], metrics=("bleu", "
     result["num_sentences"] = len(hypotheses)
     result["num_references"] = len(streams)
     return result
+
+
+LENGTH_BUCKETS = ((1, 3), (4, 5), (6, 7), (8, 10), (11, 1000))
+
+
+def score_by_length(
+    hypotheses: list[str], references: list[list[str]], sources: list[str], buckets=LENGTH_BUCKETS
+) -> list[dict]:
+    """Corpus BLEU per bucket of source length in words (Bahdanau et al.'s Figure 2, in small).
+
+    Returns [{"bucket": "4-5", "sentences": n, "bleu": b}] for every non-empty bucket.
+    """
+    rows = []
+    for low, high in buckets:
+        picked = [i for i, src in enumerate(sources) if low <= len(src.split()) <= high]
+        if not picked:
+            continue
+        label = f"{low}-{high}" if high < 1000 else f"{low}+"
+        bleu = score([hypotheses[i] for i in picked], [references[i] for i in picked], metrics=("bleu",))["bleu"]
+        rows.append({"bucket": label, "sentences": len(picked), "bleu": bleu})
+    return rows

@@ -70,3 +70,19 @@ def plot_learning_curves(records: list[dict], path: str | Path) -> None:
     fig.tight_layout()
     save_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
     plt.close(fig)
+
+
+def plot_bleu_by_length(rows_by_variant: dict[str, list[dict]], path: str | Path, baseline: str = "none") -> None:
+    """BLEU by source-length bucket, one line per variant; the no-attention baseline dashed."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, rows in rows_by_variant.items():
+        style = dict(linestyle="--", color="black", linewidth=2) if name == baseline else dict(linewidth=1.5)
+        ax.plot([r["bucket"] for r in rows], [r["bleu"] for r in rows], marker="o", label=name, **style)
+    ax.set_xlabel("source sentence length (words)")
+    ax.set_ylabel("test BLEU (all references)")
+    ax.set_title("BLEU by source length: attention variants vs no attention")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    save_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    plt.close(fig)

@@ -104,3 +104,27 @@ def test_shipped_configs_load():
     root = Path(__file__).resolve().parents[1] / "configs"
     for path in root.glob("*.yaml"):
         assert load_config(path).data.path
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["model.attention=none", "model.attention_window=local-p"], "model.attention is 'none'"),
+        (["model.attention=bahdanau", "model.input_feeding=true"], "input_feeding=true is Luong"),
+        (["model.attention=luong-dot", "model.decoder_hidden=100"], "must equal 2 x model.encoder_hidden"),
+        (["model.attention_window=local"], "expected one of 'global', 'local-m', 'local-p'"),
+        (["model.attention=luong"], "'luong-dot', 'luong-general', 'luong-concat', 'hard', 'none'"),
+        (["model.window_width=0"], "model.window_width"),
+    ],
+)
+def test_impossible_attention_combinations_are_refused(tmp_path, overrides, message):
+    with pytest.raises(NmtError, match=message):
+        load_config(write(tmp_path, MINIMAL), overrides)
+
+
+def test_valid_attention_combinations_load(tmp_path):
+    config = load_config(
+        write(tmp_path, MINIMAL),
+        ["model.attention=luong-general", "model.input_feeding=true", "model.attention_window=local-p", "model.window_width=10"],
+    )
+    assert config.model.input_feeding and config.model.window_width == 10

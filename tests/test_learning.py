@@ -1,45 +1,84 @@
-"""Integration: a tiny attention model really learns to reverse short sequences on CPU."""
+"""Integration: tiny models really learn. Every attention variant learns to reverse short
+sequences (local-m, whose window only moves forward, learns to copy them) to > 95 % exact
+match with greedy search, on CPU, in under a minute each."""
 
 import random
 import time
 
+import pytest
 import torch
 
-from nmt.config import TrainConfig
+from nmt.config import ModelConfig, TrainConfig
 from nmt.data.batching import Example, collate
+from nmt.model.seq2seq import Seq2Seq
 from nmt.search import greedy_search
 from nmt.train.loop import train_step
 
-from .helpers import small_model
-
 VOCAB = 14  # 4 specials + 10 symbols
+DIM = 64
 
 
-def reverse_examples(n: int, seed: int) -> list[Example]:
+def task_examples(n: int, seed: int, task: str) -> list[Example]:
     rng = random.Random(seed)
     examples = []
     for _ in range(n):
         seq = [rng.randrange(4, VOCAB) for _ in range(rng.randint(3, 7))]
-        examples.append(Example(seq, seq[::-1]))
+        examples.append(Example(seq, seq[::-1] if task == "reverse" else list(seq)))
     return examples
 
 
-def test_tiny_model_learns_to_reverse():
+def train_and_score(model_config: ModelConfig, task: str, steps: int) -> float:
     torch.set_num_threads(1)
-    start = time.perf_counter()
-    model = small_model(vocab=VOCAB, dim=64, seed=0)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    torch.manual_seed(0)
+    model = Seq2Seq(model_config, VOCAB, VOCAB)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=5e-3, total_steps=steps)
     cfg = TrainConfig(clip_grad_norm=1.0)
-    train = reverse_examples(4000, seed=1)
+    train = task_examples(4000, seed=1, task=task)
     rng = random.Random(0)
-    for _ in range(700):
+    model.train()
+    for _ in range(steps):
         batch = collate(rng.sample(train, 64))
-        model.train()
         train_step(model, batch, optimizer, cfg, batch.num_tgt_tokens)
-    test = reverse_examples(300, seed=2)
+        schedule.step()
+    test = task_examples(300, seed=2, task=task)
     batch = collate(test)
     model.eval()
     result = greedy_search(model, batch.src, batch.src_lengths, max_len=10)
-    exact = sum(hyp == ex.tgt_ids for hyp, ex in zip(result.tokens, test)) / len(test)
-    assert exact > 0.95, f"exact match {exact:.3f}"
+    return sum(hyp == ex.tgt_ids for hyp, ex in zip(result.tokens, test)) / len(test)
+
+
+VARIANTS = [
+    # (attention, window, input_feeding, task, steps)
+    ("bahdanau", "global", False, "reverse", 600),
+    ("luong-dot", "global", False, "reverse", 600),
+    ("luong-general", "global", False, "reverse", 600),
+    ("luong-concat", "global", False, "reverse", 600),
+    ("luong-general", "global", True, "reverse", 600),
+    ("hard", "global", False, "reverse", 600),
+    ("none", "global", False, "reverse", 2000),  # no attention: one summary vector, so it needs longer
+    ("bahdanau", "local-p", False, "reverse", 700),
+    ("luong-general", "local-p", False, "reverse", 700),
+    ("bahdanau", "local-m", False, "copy", 600),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention, window, input_feeding, task, steps", VARIANTS)
+def test_variant_learns(attention, window, input_feeding, task, steps):
+    start = time.perf_counter()
+    config = ModelConfig(
+        embed_dim=DIM,
+        encoder_hidden=DIM,
+        decoder_hidden=2 * DIM if attention == "luong-dot" else DIM,
+        attention_dim=DIM,
+        output_dim=DIM,
+        dropout=0.0,
+        attention=attention,
+        attention_window=window,
+        window_width=3,
+        input_feeding=input_feeding,
+    )
+    exact = train_and_score(config, task, steps)
+    assert exact > 0.95, f"{attention}/{window}: exact match {exact:.3f}"
     assert time.perf_counter() - start < 60

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from nmt.data.batching import collate, Example
@@ -88,3 +89,51 @@ def test_batched_beam_equals_one_by_one():
     for i in range(4):
         single = beam_search(model, src[i : i + 1, : lengths[i]], lengths[i : i + 1], beam_size=3, max_len=9)
         assert single.tokens[0] == batched.tokens[i]
+
+
+VARIANT_CONFIGS = [
+    dict(attention="bahdanau"),
+    dict(attention="luong-dot", decoder_hidden=32),
+    dict(attention="luong-general"),
+    dict(attention="luong-concat"),
+    dict(attention="luong-general", input_feeding=True),
+    dict(attention="luong-general", attention_window="local-m", window_width=2),
+    dict(attention="luong-dot", decoder_hidden=32, attention_window="local-p", window_width=2),
+    dict(attention="bahdanau", attention_window="local-p", window_width=2),
+    dict(attention="hard"),
+    dict(attention="none"),
+]
+
+
+def variant_model(seed=0, **overrides):
+    from nmt.config import ModelConfig, check_model_combination
+    from nmt.model.seq2seq import Seq2Seq
+
+    torch.manual_seed(seed)
+    sizes = dict(embed_dim=16, encoder_hidden=16, decoder_hidden=16, attention_dim=16, output_dim=16, dropout=0.0)
+    config = ModelConfig(**{**sizes, **overrides})
+    check_model_combination(config)
+    return Seq2Seq(config, 20, 20).eval()
+
+
+@pytest.mark.parametrize("overrides", VARIANT_CONFIGS, ids=lambda o: "-".join(str(v) for v in o.values()))
+def test_fast_teacher_forced_path_equals_step_by_step(overrides):
+    model = variant_model(**overrides)
+    batch = collate([Example([5, 6, 7, 8, 9], [9, 10, 11, 12]), Example([5], [11, 12, 13, 14, 15, 16])])
+    memory, state = model.encode(batch.src, batch.src_lengths)
+    fast_logits, fast_attn = model.decoder.teacher_forced(batch.tgt_in, state, memory)
+    ref_logits, ref_attn = model.decoder.step_by_step(batch.tgt_in, state, memory, 1.0)
+    assert torch.allclose(fast_logits, ref_logits, atol=1e-5)
+    assert torch.allclose(fast_attn, ref_attn, atol=1e-6)
+    real = batch.src != PAD_ID
+    assert torch.all(fast_attn.masked_select(~real.unsqueeze(1).expand_as(fast_attn)) == 0)
+
+
+@pytest.mark.parametrize("overrides", VARIANT_CONFIGS, ids=lambda o: "-".join(str(v) for v in o.values()))
+def test_every_variant_beam_one_equals_greedy_and_ignores_padding(overrides):
+    model = variant_model(seed=3, **overrides)
+    src, lengths = random_sources(5, seed=4)
+    greedy = greedy_search(model, src, lengths, max_len=8)
+    assert beam_search(model, src, lengths, beam_size=1, max_len=8).tokens == greedy.tokens
+    alone = greedy_search(model, src[:1, : lengths[0]], lengths[:1], max_len=8)
+    assert alone.tokens[0] == greedy.tokens[0]  # padding in the batch changes nothing

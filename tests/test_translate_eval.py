@@ -78,3 +78,15 @@ def test_multi_reference_scoring():
 def test_scoring_errors():
     with pytest.raises(NmtError, match="2 hypotheses but 1"):
         score(["a", "b"], [["a"]])
+
+
+def test_score_by_length_buckets():
+    from nmt.evaluation import score_by_length
+
+    sources = ["a b", "a b c d", "one two three four five six seven eight nine ten eleven twelve"]
+    refs = [["x y z w"], ["p q r s"], ["m n o p"]]
+    hyps = ["x y z w", "nothing alike at all", "m n o p"]
+    rows = score_by_length(hyps, refs, sources)
+    assert [r["bucket"] for r in rows] == ["1-3", "4-5", "11+"]
+    assert [r["sentences"] for r in rows] == [1, 1, 1]
+    assert rows[0]["bleu"] == 100.0 and rows[1]["bleu"] < 10.0

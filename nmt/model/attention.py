@@ -1,17 +1,39 @@
 """Attention mechanisms behind one interface.
 
-Every mechanism is an ``Attention``: ``precompute_keys(enc_outputs)`` once per batch, then
-``forward(query, keys, values, mask) -> (context, weights)`` once per decoder step. The
-decoder never knows which mechanism it holds. ``mask`` is True at real source positions;
-padded positions get exactly zero weight.
+Every mechanism is an ``Attention``:
+
+    keys = attention.precompute_keys(enc_outputs, mask)          # once per batch
+    context, weights = attention(query, keys, values, mask, steps)
+
+with ``query`` (B, T, query_dim) — T = 1 for one decoder step, T = all target positions for
+the parallel fast path — ``values`` (B, S, enc_dim), ``mask`` (B, S) True at real source
+positions, ``steps`` (T,) the decoder step index of each query (used by local windows).
+Returns context (B, T, enc_dim) and weights (B, T, S). Padded positions, and positions
+outside a local window, get exactly zero weight. The decoder never knows which mechanism
+or window it holds.
+
+Scoring functions (``score(query, keys) -> (B, T, S)``):
+  additive  vᵀ tanh(W q + U h_j)     Bahdanau et al. (2015) eq. 6; Luong et al. (2015) "concat"
+  dot       q · h_j                  Luong "dot"
+  general   q · (W_a h_j)            Luong "general"
+Normalisations: softmax (soft), straight-through Gumbel-softmax / argmax (hard, after Xu
+et al., 2015), or none at all (``FixedSummary``: Cho et al.'s 2014 encoder-decoder, which
+reads one summary vector of the source at every step).
+Windows (Luong et al. section 3.2): ``global``; ``local-m`` (p_t = t); ``local-p``
+(p_t = S·sigmoid(v_pᵀ tanh(W_p q_t)), scores weighted by a Gaussian of σ = D/2), each
+restricting attention to [p_t − D, p_t + D].
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt.errors import NmtError
+
+ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "hard", "none")
+WINDOWS = ("global", "local-m", "local-p")
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -22,49 +44,163 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores, dim=-1, dtype=dtype).to(scores.dtype)
 
 
-class Attention(nn.Module):
-    """Interface: score a decoder query against encoder states."""
+class Window(nn.Module):
+    """Restricts attention to [p_t - D, p_t + D]; ``local-p`` also adds a Gaussian prior.
 
-    def precompute_keys(self, enc_outputs: torch.Tensor) -> torch.Tensor:
-        """(B, S, enc_dim) -> keys in whatever form ``forward`` wants, computed once per batch."""
-        raise NotImplementedError
-
-    def forward(
-        self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """query (B, query_dim), keys from ``precompute_keys``, values (B, S, enc_dim),
-        mask (B, S) bool -> context (B, enc_dim), weights (B, S)."""
-        raise NotImplementedError
-
-
-class BahdanauAttention(Attention):
-    """Additive attention (Bahdanau et al., 2015, eq. 6 / appendix A.1.2):
-
-    e_tj = vᵀ tanh(W s_{t-1} + U h_j),  α_tj = softmax_j(e_tj),  c_t = Σ_j α_tj h_j.
-    ``U h_j`` does not depend on t, so it is computed once per batch as the keys.
+    Luong et al. multiply the normalised weights by the Gaussian, so theirs no longer sum
+    to 1; here the log-Gaussian is added to the scores before the softmax, which weights
+    the same way and keeps a distribution.
     """
 
-    def __init__(self, query_dim: int, enc_dim: int, attention_dim: int):
+    def __init__(self, kind: str, half_width: int, query_dim: int):
         super().__init__()
-        self.query_proj = nn.Linear(query_dim, attention_dim, bias=False)  # W
-        self.key_proj = nn.Linear(enc_dim, attention_dim, bias=True)  # U (bias folded in here)
-        self.energy = nn.Linear(attention_dim, 1, bias=False)  # v
+        self.kind = kind
+        self.half_width = half_width
+        if kind == "local-p":
+            self.position_hidden = nn.Linear(query_dim, query_dim, bias=False)  # W_p
+            self.position_out = nn.Linear(query_dim, 1, bias=False)  # v_p
 
-    def precompute_keys(self, enc_outputs: torch.Tensor) -> torch.Tensor:
-        return self.key_proj(enc_outputs)  # (B, S, A)
+    def centres(self, query: torch.Tensor, lengths: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        """p_t for every query: (B, T), as a float position in [0, S_b - 1]."""
+        last = (lengths - 1).to(query.dtype).unsqueeze(1)  # (B, 1)
+        if self.kind == "local-m":
+            return torch.minimum(steps.to(query.dtype).unsqueeze(0), last)  # (B, T): p_t = t, clipped
+        gate = torch.sigmoid(self.position_out(torch.tanh(self.position_hidden(query)))).squeeze(-1)  # (B, T)
+        return gate * last
 
-    def forward(self, query, keys, values, mask):
-        hidden = torch.tanh(keys + self.query_proj(query).unsqueeze(1))  # (B, S, A)
-        scores = self.energy(hidden).squeeze(-1)  # (B, S)
-        weights = masked_softmax(scores, mask)  # (B, S)
-        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (B, enc_dim)
+    def forward(self, scores, query, mask, steps):
+        """scores (B, T, S), mask (B, S) -> (scores, mask (B, T, S)) restricted to the window."""
+        lengths = mask.sum(dim=1)  # (B,)
+        centres = self.centres(query, lengths, steps).unsqueeze(-1)  # (B, T, 1)
+        positions = torch.arange(mask.size(1), device=mask.device, dtype=query.dtype)  # (S,)
+        distance = positions - centres  # (B, T, S)
+        window_mask = mask.unsqueeze(1) & (distance.abs() <= self.half_width)
+        if self.kind == "local-p":
+            sigma = self.half_width / 2
+            scores = scores - distance.pow(2) / (2 * sigma**2)
+        return scores, window_mask
+
+
+class Attention(nn.Module):
+    """Base class: a scoring function, an optional window, a normalisation."""
+
+    def __init__(self, window: Window | None = None):
+        super().__init__()
+        self.window = window
+
+    def precompute_keys(self, enc_outputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, S, enc_dim) -> what ``score`` compares queries with; computed once per batch."""
+        return enc_outputs
+
+    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """query (B, T, query_dim), keys -> scores (B, T, S)."""
+        raise NotImplementedError
+
+    def normalize(self, scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """scores (B, T, S), mask broadcastable to it -> weights (B, T, S)."""
+        return masked_softmax(scores, mask.expand_as(scores))
+
+    def forward(self, query, keys, values, mask, steps):
+        scores = self.score(query, keys)  # (B, T, S)
+        full_mask = mask.unsqueeze(1)  # (B, 1, S)
+        if self.window is not None:
+            scores, full_mask = self.window(scores, query, mask, steps)
+        weights = self.normalize(scores, full_mask)  # (B, T, S)
+        context = torch.bmm(weights, values)  # (B, T, enc_dim)
         return context, weights
 
 
-ATTENTIONS = ("bahdanau",)
+class AdditiveAttention(Attention):
+    """e_tj = vᵀ tanh(W q_t + U h_j) (Bahdanau's alignment model; Luong's "concat").
+    ``U h_j`` is the precomputed key."""
+
+    def __init__(self, query_dim: int, enc_dim: int, attention_dim: int, window: Window | None = None):
+        super().__init__(window)
+        self.query_proj = nn.Linear(query_dim, attention_dim, bias=False)  # W
+        self.key_proj = nn.Linear(enc_dim, attention_dim, bias=True)  # U (the bias folded in here)
+        self.energy = nn.Linear(attention_dim, 1, bias=False)  # v
+
+    def precompute_keys(self, enc_outputs, mask):
+        return self.key_proj(enc_outputs)  # (B, S, A)
+
+    def score(self, query, keys):
+        hidden = torch.tanh(keys.unsqueeze(1) + self.query_proj(query).unsqueeze(2))  # (B, T, S, A)
+        return self.energy(hidden).squeeze(-1)  # (B, T, S)
 
 
-def build_attention(name: str, query_dim: int, enc_dim: int, attention_dim: int) -> Attention:
-    if name == "bahdanau":
-        return BahdanauAttention(query_dim, enc_dim, attention_dim)
-    raise NmtError(f"Unknown attention {name!r}; allowed: {', '.join(ATTENTIONS)}.")
+class DotAttention(Attention):
+    """Luong "dot": e_tj = q_t · h_j (query and encoder states of equal width)."""
+
+    def score(self, query, keys):
+        return torch.bmm(query, keys.transpose(1, 2))  # (B, T, S)
+
+
+class GeneralAttention(DotAttention):
+    """Luong "general": e_tj = q_t · (W_a h_j); W_a h_j is the precomputed key."""
+
+    def __init__(self, query_dim: int, enc_dim: int, window: Window | None = None):
+        super().__init__(window)
+        self.key_proj = nn.Linear(enc_dim, query_dim, bias=False)  # W_a
+
+    def precompute_keys(self, enc_outputs, mask):
+        return self.key_proj(enc_outputs)  # (B, S, query_dim)
+
+
+class HardAttention(AdditiveAttention):
+    """Hard attention in the spirit of Xu et al. (2015): one source position per step.
+
+    Training: straight-through Gumbel-softmax (a one-hot sample forward, the soft
+    distribution's gradient backward). Inference (``eval()``): the argmax, one-hot.
+    """
+
+    def __init__(self, query_dim, enc_dim, attention_dim, window=None, temperature: float = 1.0):
+        super().__init__(query_dim, enc_dim, attention_dim, window)
+        self.temperature = temperature
+
+    def normalize(self, scores, mask):
+        scores = scores.masked_fill(~mask.expand_as(scores), float("-inf")).float()
+        if self.training:
+            return F.gumbel_softmax(scores, tau=self.temperature, hard=True, dim=-1)
+        return F.one_hot(scores.argmax(dim=-1), scores.size(-1)).to(scores.dtype)
+
+
+class FixedSummary(Attention):
+    """No attention (Cho et al., 2014): every step reads the same summary of the source,
+    c = [→h_S; ←h_1] (the final states of both directions). Weights are all zero."""
+
+    def precompute_keys(self, enc_outputs, mask):
+        half = enc_outputs.size(-1) // 2
+        last = (mask.sum(dim=1) - 1).view(-1, 1, 1).expand(-1, 1, half)  # (B, 1, H)
+        forward_final = enc_outputs[..., :half].gather(1, last).squeeze(1)  # (B, H)
+        backward_final = enc_outputs[:, 0, half:]  # (B, H)
+        return torch.cat([forward_final, backward_final], dim=-1)  # (B, enc_dim)
+
+    def forward(self, query, keys, values, mask, steps):
+        batch, steps_n = query.shape[:2]
+        context = keys.unsqueeze(1).expand(batch, steps_n, keys.size(-1))  # (B, T, enc_dim)
+        return context, values.new_zeros(batch, steps_n, values.size(1))
+
+
+def build_attention(
+    name: str,
+    query_dim: int,
+    enc_dim: int,
+    attention_dim: int,
+    window: str = "global",
+    half_width: int = 5,
+    temperature: float = 1.0,
+) -> Attention:
+    if name not in ATTENTIONS:
+        raise NmtError(f"Unknown attention {name!r}; allowed: {', '.join(ATTENTIONS)}.")
+    if window not in WINDOWS:
+        raise NmtError(f"Unknown attention window {window!r}; allowed: {', '.join(WINDOWS)}.")
+    if name == "none":
+        return FixedSummary()
+    win = Window(window, half_width, query_dim) if window != "global" else None
+    if name in ("bahdanau", "luong-concat"):
+        return AdditiveAttention(query_dim, enc_dim, attention_dim, win)
+    if name == "hard":
+        return HardAttention(query_dim, enc_dim, attention_dim, win, temperature)
+    if name == "luong-general":
+        return GeneralAttention(query_dim, enc_dim, win)
+    return DotAttention(win)  # config validation ensures query_dim == enc_dim

@@ -1,19 +1,26 @@
-"""GRU decoder with attention, in Bahdanau et al.'s (2015) order.
+"""GRU decoders with attention, in the two orders of the papers.
 
-One step t, given y_{t-1}, the previous state s_{t-1} and the encoder memory:
+``BahdanauDecoder`` (Bahdanau et al., 2015; also hard attention and Cho et al.'s
+fixed-summary baseline): the previous state queries the attention, the context enters
+the recurrence::
 
-    c_t   = attention(query=s_{t-1}, keys=U h, values=h)          (eq. 5-6)
-    s_t   = GRU([E y_{t-1}; c_t], s_{t-1})                          (eq. 4)
-    o_t   = tanh(L_o [s_t; c_t; E y_{t-1}])                         (output layer, A.2.2)
-    p(y_t) = softmax(W_o dropout(o_t))
+    c_t = attend(s_{t-1});  s_t = GRU([E y_{t-1}; c_t], s_{t-1});  o_t = tanh(L_o[s_t; c_t; E y_{t-1}])
 
-The output layer does not feed back into the recurrence, so during teacher forcing it is
-applied to all steps at once after the loop.
+``LuongDecoder`` (Luong et al., 2015): the recurrence runs first, the new state queries
+the attention, and the attentional vector feeds the output (and, with input feeding, the
+next step's input)::
+
+    h_t = GRU([E y_{t-1}; h̃_{t-1}], h_{t-1});  c_t = attend(h_t);  h̃_t = tanh(W_c[c_t; h_t])
+
+Both end in p(y_t) = softmax(W_o dropout(o_t)). Without input feeding nothing in the
+Luong recurrence depends on attention, so teacher-forced training takes a **fast path**:
+one GRU call over all target positions, then attention for all steps as batched matrix
+products. The step-by-step path gives the same outputs (tested).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import nn
@@ -37,72 +44,61 @@ class Memory:
 
 @dataclass
 class DecoderState:
-    hidden: torch.Tensor  # (B, decoder_hidden): s_{t-1}
+    hidden: torch.Tensor  # (B, decoder_hidden): s_{t-1} / h_{t-1}
+    step: int = 0  # index t of the next step (local windows need it)
+    feed: torch.Tensor | None = None  # (B, output_dim): h̃_{t-1}, with input feeding
 
     def select(self, index: torch.Tensor) -> "DecoderState":
-        return DecoderState(self.hidden.index_select(0, index))
+        feed = None if self.feed is None else self.feed.index_select(0, index)
+        return DecoderState(self.hidden.index_select(0, index), self.step, feed)
 
 
 class AttentionDecoder(nn.Module):
-    def __init__(
-        self,
-        vocab_size: int,
-        embed_dim: int,
-        hidden: int,
-        enc_dim: int,
-        attention: Attention,
-        output_dim: int,
-        dropout: float,
-    ):
+    """What both orders share: embeddings, the output projection, the search step."""
+
+    def __init__(self, vocab_size: int, embed_dim: int, output_dim: int, attention: Attention, dropout: float):
         super().__init__()
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
         self.attention = attention
-        self.rnn = nn.GRUCell(embed_dim + enc_dim, hidden)
-        self.pre_output = nn.Linear(hidden + enc_dim + embed_dim, output_dim)
         self.dropout = nn.Dropout(dropout)
         self.output = nn.Linear(output_dim, vocab_size)
 
-    def logits(self, hidden: torch.Tensor, context: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
-        """(..., hidden), (..., enc_dim), (..., embed) -> (..., vocab). Works on one step or all."""
-        pre = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))
-        return self.output(self.dropout(pre))
+    def init_state(self, hidden: torch.Tensor) -> DecoderState:
+        return DecoderState(hidden)
 
-    def recur(
-        self, embedded: torch.Tensor, state: DecoderState, memory: Memory
-    ) -> tuple[DecoderState, torch.Tensor, torch.Tensor]:
-        """One recurrence: embedded y_{t-1} (B, E) -> new state, context (B, enc_dim), weights (B, S)."""
-        context, weights = self.attention(state.hidden, memory.keys, memory.enc_outputs, memory.mask)
-        hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)
-        return DecoderState(hidden), context, weights
+    def recur(self, embedded: torch.Tensor, state: DecoderState, memory: Memory):
+        """One step: embedded y_{t-1} (B, E) -> (new state, output features (B, output_dim), weights (B, S))."""
+        raise NotImplementedError
 
     def step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
         """Search interface: prev_tokens (B,) -> logits (B, V), new state, attention weights (B, S)."""
         embedded = self.dropout(self.embedding(prev_tokens))
-        state, context, weights = self.recur(embedded, state, memory)
-        return self.logits(state.hidden, context, embedded), state, weights
+        state, features, weights = self.recur(embedded, state, memory)
+        return self.output(self.dropout(features)), state, weights
 
-    def forward(
-        self, tgt_in: torch.Tensor, state: DecoderState, memory: Memory, teacher_forcing: float = 1.0
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Teacher-forced decoding of tgt_in (B, T) -> logits (B, T, V), attention (B, T, S).
+    def attend(self, query: torch.Tensor, memory: Memory, step: int):
+        """One step's attention: query (B, Dq) -> context (B, enc_dim), weights (B, S)."""
+        steps = torch.tensor([step], device=query.device)
+        context, weights = self.attention(query.unsqueeze(1), memory.keys, memory.enc_outputs, memory.mask, steps)
+        return context.squeeze(1), weights.squeeze(1)
+
+    def forward(self, tgt_in, state: DecoderState, memory: Memory, teacher_forcing: float = 1.0):
+        """Decoding of tgt_in (B, T) -> logits (B, T, V), attention (B, T, S).
 
         With ``teacher_forcing`` < 1, each step feeds the model's own previous prediction
         instead of the gold token with probability 1 - teacher_forcing.
         """
-        if teacher_forcing < 1.0:
-            return self._forward_sampled(tgt_in, state, memory, teacher_forcing)
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
-        hiddens, contexts, attn = [], [], []
-        for t in range(tgt_in.size(1)):
-            state, context, weights = self.recur(embedded[:, t], state, memory)
-            hiddens.append(state.hidden)
-            contexts.append(context)
-            attn.append(weights)
-        logits = self.logits(torch.stack(hiddens, 1), torch.stack(contexts, 1), embedded)  # (B, T, V)
-        return logits, torch.stack(attn, 1)
+        if teacher_forcing >= 1.0:
+            return self.teacher_forced(tgt_in, state, memory)
+        return self.step_by_step(tgt_in, state, memory, teacher_forcing)
 
-    def _forward_sampled(self, tgt_in, state, memory, teacher_forcing):
+    def teacher_forced(self, tgt_in, state: DecoderState, memory: Memory):
+        """Gold previous tokens at every step; subclasses override with faster equivalents."""
+        return self.step_by_step(tgt_in, state, memory, 1.0)
+
+    def step_by_step(self, tgt_in, state: DecoderState, memory: Memory, teacher_forcing: float):
+        """The reference path: one ``step`` per target position, exactly as search runs it."""
         prev = tgt_in[:, 0]
         step_logits, attn = [], []
         for t in range(tgt_in.size(1)):
@@ -110,6 +106,69 @@ class AttentionDecoder(nn.Module):
             step_logits.append(logits)
             attn.append(weights)
             if t + 1 < tgt_in.size(1):
-                use_gold = torch.rand(tgt_in.size(0), device=tgt_in.device) < teacher_forcing
-                prev = torch.where(use_gold, tgt_in[:, t + 1], logits.argmax(-1))
+                prev = tgt_in[:, t + 1]
+                if teacher_forcing < 1.0:
+                    use_gold = torch.rand(tgt_in.size(0), device=tgt_in.device) < teacher_forcing
+                    prev = torch.where(use_gold, prev, logits.argmax(-1))
         return torch.stack(step_logits, 1), torch.stack(attn, 1)
+
+
+class BahdanauDecoder(AttentionDecoder):
+    def __init__(self, vocab_size, embed_dim, hidden, enc_dim, attention, output_dim, dropout):
+        super().__init__(vocab_size, embed_dim, output_dim, attention, dropout)
+        self.rnn = nn.GRUCell(embed_dim + enc_dim, hidden)
+        self.pre_output = nn.Linear(hidden + enc_dim + embed_dim, output_dim)
+
+    def recur(self, embedded, state, memory):
+        context, weights = self.attend(state.hidden, memory, state.step)
+        hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)
+        features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))
+        return DecoderState(hidden, state.step + 1), features, weights
+
+    def teacher_forced(self, tgt_in, state, memory):
+        """The recurrence needs attention each step, but the output layer does not: the loop
+        runs only the recurrence; the output layer and projection run once on all steps."""
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        hiddens, contexts, attn = [], [], []
+        for t in range(tgt_in.size(1)):
+            context, weights = self.attend(state.hidden, memory, t)
+            state = DecoderState(self.rnn(torch.cat([embedded[:, t], context], dim=-1), state.hidden), t + 1)
+            hiddens.append(state.hidden)
+            contexts.append(context)
+            attn.append(weights)
+        features = torch.tanh(self.pre_output(torch.cat([torch.stack(hiddens, 1), torch.stack(contexts, 1), embedded], -1)))
+        return self.output(self.dropout(features)), torch.stack(attn, 1)
+
+
+class LuongDecoder(AttentionDecoder):
+    def __init__(self, vocab_size, embed_dim, hidden, enc_dim, attention, output_dim, dropout, input_feeding: bool):
+        super().__init__(vocab_size, embed_dim, output_dim, attention, dropout)
+        self.input_feeding = input_feeding
+        self.output_dim = output_dim
+        self.rnn = nn.GRU(embed_dim + (output_dim if input_feeding else 0), hidden, batch_first=True)
+        self.combine = nn.Linear(enc_dim + hidden, output_dim, bias=False)  # W_c
+
+    def init_state(self, hidden):
+        feed = hidden.new_zeros(hidden.size(0), self.output_dim) if self.input_feeding else None
+        return DecoderState(hidden, 0, feed)
+
+    def recur(self, embedded, state, memory):
+        rnn_input = torch.cat([embedded, state.feed], dim=-1) if self.input_feeding else embedded
+        _, hidden = self.rnn(rnn_input.unsqueeze(1), state.hidden.unsqueeze(0))
+        hidden = hidden.squeeze(0)  # (B, hidden): h_t
+        context, weights = self.attend(hidden, memory, state.step)
+        attentional = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
+        feed = attentional if self.input_feeding else None
+        return replace(state, hidden=hidden, step=state.step + 1, feed=feed), attentional, weights
+
+    def teacher_forced(self, tgt_in, state, memory):
+        """The fast path: without input feeding, all target positions at once (one GRU call,
+        attention as batched matmuls); with it, step by step."""
+        if self.input_feeding:
+            return self.step_by_step(tgt_in, state, memory, 1.0)
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        hiddens, _ = self.rnn(embedded, state.hidden.unsqueeze(0))  # (B, T, hidden)
+        steps = torch.arange(tgt_in.size(1), device=tgt_in.device)
+        contexts, weights = self.attention(hiddens, memory.keys, memory.enc_outputs, memory.mask, steps)
+        attentional = torch.tanh(self.combine(torch.cat([contexts, hiddens], dim=-1)))  # (B, T, output_dim)
+        return self.output(self.dropout(attentional)), weights

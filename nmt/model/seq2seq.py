@@ -5,14 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.config import ModelConfig
+from nmt.config import LUONG_ATTENTIONS, ModelConfig
 from nmt.model.attention import build_attention
-from nmt.model.decoder import AttentionDecoder, DecoderState, Memory
+from nmt.model.decoder import BahdanauDecoder, DecoderState, LuongDecoder, Memory
 from nmt.model.encoder import Encoder
 
 
 class Seq2Seq(nn.Module):
-    """RNN encoder-decoder with attention.
+    """RNN encoder-decoder with attention (or, with ``attention: none``, a fixed summary).
 
     Search uses only ``encode`` and ``decode_step``; training uses ``forward``.
     """
@@ -26,24 +26,28 @@ class Seq2Seq(nn.Module):
         enc_dim = self.encoder.output_dim
         # Bridge (Bahdanau et al., A.2.2): s_0 = tanh(W_s ←h_1).
         self.bridge = nn.Linear(config.encoder_hidden, config.decoder_hidden)
-        attention = build_attention(config.attention, config.decoder_hidden, enc_dim, config.attention_dim)
-        self.decoder = AttentionDecoder(
-            tgt_vocab_size,
-            config.embed_dim,
+        attention = build_attention(
+            config.attention,
             config.decoder_hidden,
             enc_dim,
-            attention,
-            config.output_dim,
-            config.dropout,
+            config.attention_dim,
+            config.attention_window,
+            config.window_width,
+            config.gumbel_temperature,
         )
+        sizes = (tgt_vocab_size, config.embed_dim, config.decoder_hidden, enc_dim, attention, config.output_dim, config.dropout)
+        if config.attention in LUONG_ATTENTIONS:
+            self.decoder = LuongDecoder(*sizes, input_feeding=config.input_feeding)
+        else:  # bahdanau, hard, none: the previous state queries (or no attention at all)
+            self.decoder = BahdanauDecoder(*sizes)
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Memory, DecoderState]:
         """src (B, S), src_lengths (B,) -> encoder memory and the decoder's first state."""
         enc_outputs, backward_final = self.encoder(src, src_lengths)
         positions = torch.arange(src.size(1), device=src.device)
         mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
-        keys = self.decoder.attention.precompute_keys(enc_outputs)
-        state = DecoderState(torch.tanh(self.bridge(backward_final)))  # (B, decoder_hidden)
+        keys = self.decoder.attention.precompute_keys(enc_outputs, mask)
+        state = self.decoder.init_state(torch.tanh(self.bridge(backward_final)))  # hidden (B, decoder_hidden)
         return Memory(enc_outputs, keys, mask), state
 
     def decode_step(

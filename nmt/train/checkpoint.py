@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pickle
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.config import Config
+from nmt.config import Config, ModelConfig
 from nmt.errors import NmtError
 from nmt.fileio import save_atomic
 
@@ -54,7 +55,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 # Model settings that do not change the architecture or the weights' meaning.
-_FREE_MODEL_KEYS = {"dropout"}
+_FREE_MODEL_KEYS = {"dropout", "gumbel_temperature"}
 
 
 def _differences(saved: dict, current: dict, prefix: str) -> list[str]:
@@ -68,8 +69,9 @@ def _differences(saved: dict, current: dict, prefix: str) -> list[str]:
 
 def check_compatible(payload: dict, config: Config, spm_sha256: dict[str, str], path: str | Path) -> None:
     """Refuse a checkpoint whose model settings or SentencePiece models differ from ours."""
-    saved_config = payload["config"]
-    problems = _differences(saved_config["model"], config.to_dict()["model"], "model.")
+    # Keys added after a checkpoint was written take their defaults, which is what it was trained with.
+    saved_model = {**asdict(ModelConfig()), **payload["config"]["model"]}
+    problems = _differences(saved_model, config.to_dict()["model"], "model.")
     for side in ("src", "tgt"):
         if payload["spm_sha256"][side] != spm_sha256[side]:
             problems.append(

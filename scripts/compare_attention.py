@@ -1,0 +1,156 @@
+#!/usr/bin/env python
+"""Train every attention variant on the same prepared data and budget, then compare them.
+
+Writes into --out (default docs/attention/):
+  results.md            table: test BLEU / chrF (all references), parameters, training time, tokens/s
+  results.json          the same, plus BLEU by source-length bucket for each variant
+  bleu_by_length.png    BLEU by source length for each variant, the no-attention baseline dashed
+  heatmaps/             attention heatmaps of a few test sentences for each variant
+
+Runs go to --runs (default runs/compare-attention/); an interrupted comparison picks up
+where it stopped. Example (about 20 minutes on a 2-core CPU):
+
+    python scripts/compare_attention.py --config configs/eng-mar-cpu.yaml --epochs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from nmt.config import load_config
+from nmt.data.prepare import prepare, prepared_paths
+from nmt.evaluation import score, score_by_length
+from nmt.fileio import read_lines, write_text_atomic
+from nmt.model.seq2seq import count_parameters
+from nmt.plotting import plot_attention, plot_bleu_by_length
+from nmt.train.loop import run_training
+from nmt.translate import Translator, resolve_device
+
+# name -> config overrides. Windows use D = 3: Anki sentences are short (about 8 subwords).
+VARIANTS = {
+    "bahdanau": [],
+    "luong-dot": ["model.attention=luong-dot"],
+    "luong-general": ["model.attention=luong-general"],
+    "luong-concat": ["model.attention=luong-concat"],
+    "luong-general+feed": ["model.attention=luong-general", "model.input_feeding=true"],
+    "luong-general/local-m": ["model.attention=luong-general", "model.attention_window=local-m", "model.window_width=3"],
+    "luong-general/local-p": ["model.attention=luong-general", "model.attention_window=local-p", "model.window_width=3"],
+    "hard": ["model.attention=hard"],
+    "none": ["model.attention=none"],
+}
+HEATMAP_SENTENCES = 3
+
+
+def run_variant(name: str, overrides: list[str], args, device: torch.device) -> dict:
+    run_dir = Path(args.runs) / name.replace("/", "_")
+    config = load_config(
+        args.config,
+        [
+            *args.set,
+            *overrides,
+            f"run_dir={run_dir}",
+            f"data.prepared_dir={Path(args.runs) / 'data'}",
+            f"train.epochs={args.epochs}",
+            f"train.patience={args.epochs}",  # same budget for all: no early stopping
+        ],
+    )
+    result_path = run_dir / "result.json"
+    if result_path.is_file():
+        return json.loads(result_path.read_text(encoding="utf-8"))
+    prepare(config, log=lambda _: None)
+    started = time.perf_counter()
+    progress = run_training(config, device, resume=True, show_bar=False)
+    wall = time.perf_counter() - started
+    records = [json.loads(line) for line in read_lines(run_dir / "metrics.jsonl") if line]
+
+    translator = Translator.from_checkpoint(config, "best", device)
+    rows = [line.split("\t") for line in read_lines(prepared_paths(config).multi("test"))]
+    sources, references = [r[0] for r in rows], [r[1:] for r in rows]
+    hypotheses = translator.translate(sources)
+    scores = score(hypotheses, references)
+    result = {
+        "variant": name,
+        "overrides": overrides,
+        "parameters": count_parameters(translator.model),
+        "test_bleu": scores["bleu"],
+        "test_chrf": scores["chrf"],
+        "best_dev_bleu": progress.best_bleu,
+        "best_epoch": progress.best_epoch,
+        "train_seconds": round(progress.train_seconds, 1),
+        "wall_seconds": round(wall, 1),
+        "tokens_per_s": round(sum(r["tokens_per_s"] for r in records) / len(records), 1),
+        "bleu_by_length": score_by_length(hypotheses, references, sources),
+        "signature": scores["signature"]["bleu"],
+        "beam_size": config.decode.beam_size,
+    }
+    heatmaps = Path(args.out) / "heatmaps"
+    if config.model.attention != "none":
+        for number in range(HEATMAP_SENTENCES):
+            src_labels, tgt_labels, weights = translator.attention_matrix(sources[number], hypotheses[number])
+            path = heatmaps / f"{name.replace('/', '_')}_{number + 1}.png"
+            plot_attention(src_labels, tgt_labels, weights, path, title=f"{name}: {sources[number]}\n{hypotheses[number]}")
+    write_text_atomic(result_path, json.dumps(result, indent=2, ensure_ascii=False))
+    return result
+
+
+def markdown_table(results: list[dict], args) -> str:
+    lines = [
+        f"Budget: {args.epochs} epochs each, base config `{args.config}`"
+        + (f" with {' '.join(args.set)}" if args.set else "")
+        + f"; test BLEU/chrF with beam {results[0]['beam_size']} against all references "
+        f"(`{results[0]['signature']}`).",
+        "",
+        "| variant | test BLEU | test chrF | best dev BLEU (epoch) | parameters | training time | tokens/s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['variant']} | {r['test_bleu']:.2f} | {r['test_chrf']:.2f} | {r['best_dev_bleu']:.2f} ({r['best_epoch']}) "
+            f"| {r['parameters']:,} | {r['train_seconds']:.0f} s | {r['tokens_per_s']:,.0f} |"
+        )
+    buckets = [row["bucket"] for row in results[0]["bleu_by_length"]]
+    counts = [row["sentences"] for row in results[0]["bleu_by_length"]]
+    lines += [
+        "",
+        "BLEU by source length (words; sentences per bucket in brackets):",
+        "",
+        "| variant | " + " | ".join(f"{b} ({n})" for b, n in zip(buckets, counts)) + " |",
+        "|---|" + "---:|" * len(buckets),
+    ]
+    for r in results:
+        lines.append(f"| {r['variant']} | " + " | ".join(f"{row['bleu']:.1f}" for row in r["bleu_by_length"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/eng-mar-cpu.yaml", help="base config")
+    parser.add_argument("--epochs", type=int, default=5, help="training budget per variant")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--set", nargs="*", default=[], help="extra config overrides for every variant")
+    parser.add_argument("--out", default="docs/attention", help="results folder")
+    parser.add_argument("--runs", default="runs/compare-attention", help="where the runs go")
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    device = resolve_device(args.device)
+    results = []
+    for name in args.variants:
+        print(f"== {name}", file=sys.stderr, flush=True)
+        results.append(run_variant(name, VARIANTS[name], args, device))
+        print(f"   test BLEU {results[-1]['test_bleu']:.2f}", file=sys.stderr, flush=True)
+    out = Path(args.out)
+    write_text_atomic(out / "results.md", markdown_table(results, args))
+    write_text_atomic(out / "results.json", json.dumps(results, indent=2, ensure_ascii=False))
+    plot_bleu_by_length({r["variant"]: r["bleu_by_length"] for r in results}, out / "bleu_by_length.png")
+    print((out / "results.md").read_text(encoding="utf-8"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
