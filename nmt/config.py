@@ -64,7 +64,8 @@ class ModelConfig:
 @dataclass
 class TrainConfig:
     epochs: int = 20
-    batch_size: int = 64  # sentences per batch
+    batch_size: int = 64  # sentences per batch (with batch_tokens: the most sentences per batch)
+    batch_tokens: int = 0  # > 0: also cap each batch at this many padded tokens (longest side x sentences)
     learning_rate: float = 1e-3
     clip_grad_norm: float = 1.0
     teacher_forcing: float = 1.0  # probability of feeding the gold previous token
@@ -87,6 +88,7 @@ class DecodeConfig:
     max_len_ratio: float = 1.5  # output limit: ratio * source length + max_len_offset
     max_len_offset: int = 10
     batch_size: int = 64  # sentences per decoding batch
+    batch_tokens: int = 4000  # and at most this many padded source tokens (0 = no cap): long files never run out of memory
 
 
 @dataclass
@@ -131,6 +133,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "model.dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.epochs": _POSITIVE,
     "train.batch_size": _POSITIVE,
+    "train.batch_tokens": _NON_NEGATIVE,
     "train.learning_rate": _POSITIVE,
     "train.clip_grad_norm": _NON_NEGATIVE,
     "train.teacher_forcing": _PROBABILITY,
@@ -147,6 +150,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "decode.max_len_ratio": _POSITIVE,
     "decode.max_len_offset": _NON_NEGATIVE,
     "decode.batch_size": _POSITIVE,
+    "decode.batch_tokens": _NON_NEGATIVE,
 }
 
 

@@ -60,7 +60,10 @@ class Translator:
         beam_size = self.decode.beam_size if beam_size is None else beam_size
         outputs: list[list[int]] = [[] for _ in src_ids]
         todo = [i for i, ids in enumerate(src_ids) if ids]  # empty input -> empty output
-        batches = sorted_batches([len(src_ids[i]) for i in todo], self.decode.batch_size)
+        # Each sentence runs as beam_size hypotheses: the token budget is shared among them.
+        batches = sorted_batches(
+            [len(src_ids[i]) + 1 for i in todo], self.decode.batch_size, self.decode.batch_tokens // beam_size
+        )
         was_training = self.model.training
         self.model.eval()
         bar = tqdm(total=len(todo), desc="translate", unit="sent", disable=not progress, leave=False)

@@ -40,3 +40,18 @@ def test_collate_adds_bos_eos_and_pads():
     assert batch.tgt_out.tolist() == [[8, EOS_ID, PAD_ID], [10, 11, EOS_ID]]
     assert batch.num_tgt_tokens == 5
     assert batch.src.dtype == torch.long
+
+
+def test_token_budget_caps_padded_size_and_keeps_every_index():
+    rng = random.Random(2)
+    lengths = [rng.randint(1, 60) for _ in range(3000)]
+    batches = bucketed_batches(lengths, batch_size=500, seed=1, batch_tokens=600)
+    assert sorted(i for b in batches for i in b) == list(range(3000))
+    assert all(len(b) * max(lengths[i] for i in b) <= 600 for b in batches)
+    assert max(len(b) for b in batches) > 64  # short sentences get large batches
+    assert padding_fraction(batches, lengths) < 0.1
+
+
+def test_token_budget_never_drops_a_sentence_longer_than_the_budget():
+    batches = sorted_batches([5, 300, 7], batch_size=10, batch_tokens=100)
+    assert sorted(i for b in batches for i in b) == [0, 1, 2] and [1] in batches

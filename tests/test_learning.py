@@ -16,6 +16,7 @@ from nmt.train.loop import train_step
 
 VOCAB = 14  # 4 specials + 10 symbols
 DIM = 64
+TRAIN_SIZE = 50_000  # enough distinct sequences that no variant can memorise them
 
 
 def task_examples(n: int, seed: int, task: str) -> list[Example]:
@@ -34,7 +35,7 @@ def train_and_score(model_config: ModelConfig, task: str, steps: int) -> float:
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=5e-3, total_steps=steps)
     cfg = TrainConfig(clip_grad_norm=1.0)
-    train = task_examples(4000, seed=1, task=task)
+    train = task_examples(TRAIN_SIZE, seed=1, task=task)
     rng = random.Random(0)
     model.train()
     for _ in range(steps):

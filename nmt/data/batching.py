@@ -1,8 +1,9 @@
 """Turning token ids into padded batches.
 
 Training batches come from length buckets: indices are shuffled, cut into pools of
-``pool_batches`` batches, sorted by length inside each pool and cut into batches, and the
-batches are shuffled. Sentences of similar length share a batch, so little is padding.
+``pool_batches`` batches, sorted by length inside each pool and cut into batches (by a
+sentence count and, optionally, a budget of padded tokens), and the batches are shuffled.
+Sentences of similar length share a batch, so little is padding.
 """
 
 from __future__ import annotations
@@ -58,10 +59,36 @@ def collate(examples: list[Example]) -> Batch:
     return Batch(src, src_lengths, tgt_in, tgt_out)
 
 
+def _cut(indices: list[int], lengths: list[int], max_sentences: int, max_tokens: int) -> list[list[int]]:
+    """Cut length-sorted ``indices`` into batches of at most ``max_sentences`` sentences and,
+    when ``max_tokens`` > 0, at most ``max_tokens`` padded tokens (sentences x longest)."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for index in indices:
+        longest_if_added = max(longest, lengths[index])
+        too_many = max_sentences and len(current) >= max_sentences
+        too_big = max_tokens and current and (len(current) + 1) * longest_if_added > max_tokens
+        if too_many or too_big:
+            batches.append(current)
+            current, longest_if_added = [], lengths[index]
+        current.append(index)
+        longest = longest_if_added
+    if current:
+        batches.append(current)
+    return batches
+
+
 def bucketed_batches(
-    lengths: list[int], batch_size: int, seed: int, shuffle: bool = True, pool_batches: int = 50
+    lengths: list[int],
+    batch_size: int,
+    seed: int,
+    shuffle: bool = True,
+    pool_batches: int = 50,
+    batch_tokens: int = 0,
 ) -> list[list[int]]:
-    """Index batches of at most ``batch_size``, each holding sentences of similar length.
+    """Index batches of sentences of similar length: at most ``batch_size`` sentences and,
+    with ``batch_tokens`` > 0, at most that many padded tokens each.
 
     Every index appears in exactly one batch. Deterministic for a given ``seed``.
     """
@@ -73,16 +100,17 @@ def bucketed_batches(
     batches: list[list[int]] = []
     for start in range(0, len(order), pool):
         chunk = sorted(order[start : start + pool], key=lambda i: lengths[i])
-        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+        batches.extend(_cut(chunk, lengths, batch_size, batch_tokens))
     if shuffle:
         rng.shuffle(batches)
     return batches
 
 
-def sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
-    """Index batches for inference: sorted by length (longest first), no shuffling."""
+def sorted_batches(lengths: list[int], batch_size: int, batch_tokens: int = 0) -> list[list[int]]:
+    """Index batches for inference: sorted by length (longest first), no shuffling; at most
+    ``batch_size`` sentences and, with ``batch_tokens`` > 0, that many padded tokens each."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return _cut(order, lengths, batch_size, batch_tokens)
 
 
 def padding_fraction(batches: list[list[int]], lengths: list[int]) -> float:

@@ -7,7 +7,8 @@ Every mechanism is an ``Attention``:
 
 with ``query`` (B, T, query_dim) — T = 1 for one decoder step, T = all target positions for
 the parallel fast path — ``values`` (B, S, enc_dim), ``mask`` (B, S) True at real source
-positions, ``steps`` (T,) the decoder step index of each query (used by local windows).
+positions, ``steps`` (T,) the decoder step index of each query, or an int when T = 1
+(used by local windows).
 Returns context (B, T, enc_dim) and weights (B, T, S). Padded positions, and positions
 outside a local window, get exactly zero weight. The decoder never knows which mechanism
 or window it holds.
@@ -60,11 +61,14 @@ class Window(nn.Module):
             self.position_hidden = nn.Linear(query_dim, query_dim, bias=False)  # W_p
             self.position_out = nn.Linear(query_dim, 1, bias=False)  # v_p
 
-    def centres(self, query: torch.Tensor, lengths: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
-        """p_t for every query: (B, T), as a float position in [0, S_b - 1]."""
+    def centres(self, query: torch.Tensor, lengths: torch.Tensor, steps: torch.Tensor | int) -> torch.Tensor:
+        """p_t for every query: (B, T), as a float position in [0, S_b - 1]. ``steps``: (T,),
+        or an int for a single step (no tensor to build, no host-to-device copy)."""
         last = (lengths - 1).to(query.dtype).unsqueeze(1)  # (B, 1)
-        if self.kind == "local-m":
-            return torch.minimum(steps.to(query.dtype).unsqueeze(0), last)  # (B, T): p_t = t, clipped
+        if self.kind == "local-m":  # p_t = t, clipped to the sentence
+            if isinstance(steps, int):
+                return last.clamp(max=steps)  # (B, 1)
+            return torch.minimum(steps.to(query.dtype).unsqueeze(0), last)  # (B, T)
         gate = torch.sigmoid(self.position_out(torch.tanh(self.position_hidden(query)))).squeeze(-1)  # (B, T)
         return gate * last
 

@@ -23,9 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt.model.attention import Attention
+from nmt.model.gru import gru_step, split_input_gates
 from nmt.tokenizer import PAD_ID
 
 
@@ -79,8 +81,7 @@ class AttentionDecoder(nn.Module):
 
     def attend(self, query: torch.Tensor, memory: Memory, step: int):
         """One step's attention: query (B, Dq) -> context (B, enc_dim), weights (B, S)."""
-        steps = torch.tensor([step], device=query.device)
-        context, weights = self.attention(query.unsqueeze(1), memory.keys, memory.enc_outputs, memory.mask, steps)
+        context, weights = self.attention(query.unsqueeze(1), memory.keys, memory.enc_outputs, memory.mask, step)
         return context.squeeze(1), weights.squeeze(1)
 
     def forward(self, tgt_in, state: DecoderState, memory: Memory, teacher_forcing: float = 1.0):
@@ -126,14 +127,17 @@ class BahdanauDecoder(AttentionDecoder):
         return DecoderState(hidden, state.step + 1), features, weights
 
     def teacher_forced(self, tgt_in, state, memory):
-        """The recurrence needs attention each step, but the output layer does not: the loop
-        runs only the recurrence; the output layer and projection run once on all steps."""
+        """The recurrence needs attention each step, but the embedding part of the GRU input
+        and the output layer do not: both run once over all steps, outside the loop."""
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        embed_gates, context_weight = split_input_gates(embedded, self.rnn.weight_ih, self.rnn.bias_ih)  # (B, T, 3H)
+        hidden = state.hidden
         hiddens, contexts, attn = [], [], []
         for t in range(tgt_in.size(1)):
-            context, weights = self.attend(state.hidden, memory, t)
-            state = DecoderState(self.rnn(torch.cat([embedded[:, t], context], dim=-1), state.hidden), t + 1)
-            hiddens.append(state.hidden)
+            context, weights = self.attend(hidden, memory, t)
+            gates = embed_gates[:, t] + F.linear(context, context_weight)
+            hidden = gru_step(gates, hidden, self.rnn.weight_hh, self.rnn.bias_hh)
+            hiddens.append(hidden)
             contexts.append(context)
             attn.append(weights)
         features = torch.tanh(self.pre_output(torch.cat([torch.stack(hiddens, 1), torch.stack(contexts, 1), embedded], -1)))
@@ -163,12 +167,26 @@ class LuongDecoder(AttentionDecoder):
 
     def teacher_forced(self, tgt_in, state, memory):
         """The fast path: without input feeding, all target positions at once (one GRU call,
-        attention as batched matmuls); with it, step by step."""
-        if self.input_feeding:
-            return self.step_by_step(tgt_in, state, memory, 1.0)
+        attention as batched matmuls). With it, a loop in which only the fed-back part of
+        the GRU input is computed per step."""
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        if self.input_feeding:
+            return self._teacher_forced_feeding(embedded, state, memory)
         hiddens, _ = self.rnn(embedded, state.hidden.unsqueeze(0))  # (B, T, hidden)
         steps = torch.arange(tgt_in.size(1), device=tgt_in.device)
         contexts, weights = self.attention(hiddens, memory.keys, memory.enc_outputs, memory.mask, steps)
         attentional = torch.tanh(self.combine(torch.cat([contexts, hiddens], dim=-1)))  # (B, T, output_dim)
         return self.output(self.dropout(attentional)), weights
+
+    def _teacher_forced_feeding(self, embedded, state, memory):
+        embed_gates, feed_weight = split_input_gates(embedded, self.rnn.weight_ih_l0, self.rnn.bias_ih_l0)
+        hidden, feed = state.hidden, state.feed
+        attentionals, attn = [], []
+        for t in range(embedded.size(1)):
+            gates = embed_gates[:, t] + F.linear(feed, feed_weight)
+            hidden = gru_step(gates, hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)
+            context, weights = self.attend(hidden, memory, t)
+            feed = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
+            attentionals.append(feed)
+            attn.append(weights)
+        return self.output(self.dropout(torch.stack(attentionals, 1))), torch.stack(attn, 1)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from nmt.config import Config, TrainConfig, save_config
-from nmt.data.batching import Batch, Example, bucketed_batches, collate, sorted_batches
+from nmt.data.batching import Batch, Example, bucketed_batches, collate, padding_fraction, sorted_batches
 from nmt.data.prepare import prepared_paths
 from nmt.errors import NmtError
 from nmt.evaluation import score
@@ -117,6 +117,16 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: flo
     )
 
 
+def batch_lengths(examples: list[Example]) -> list[int]:
+    """The padded length each example needs: its longer side plus <eos>/<bos>."""
+    return [max(len(ex.src_ids), len(ex.tgt_ids)) + 1 for ex in examples]
+
+
+def epoch_batches(examples: list[Example], cfg: TrainConfig, epoch: int) -> list[list[int]]:
+    """This epoch's batches: bucketed, and shuffled with a seed of (train.seed, epoch)."""
+    return bucketed_batches(batch_lengths(examples), cfg.batch_size, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens)
+
+
 def train_step(model: Seq2Seq, batch: Batch, optimizer: torch.optim.Optimizer, cfg: TrainConfig, tokens: int) -> torch.Tensor:
     """One update on ``batch``; returns the summed loss (a device tensor, no host sync)."""
     optimizer.zero_grad(set_to_none=True)
@@ -141,8 +151,7 @@ def train_epoch(
 ) -> EpochStats:
     """One pass over the training data in bucketed, seeded-shuffled batches."""
     model.train()
-    lengths = [len(ex.tgt_ids) for ex in examples]
-    batches = bucketed_batches(lengths, cfg.batch_size, seed=cfg.seed * 1000 + epoch)
+    batches = epoch_batches(examples, cfg, epoch)
     total_loss = torch.zeros((), device=device)
     total_tokens = 0
     start = time.perf_counter()
@@ -249,6 +258,11 @@ def run_training(config: Config, device: torch.device, resume: bool = False, sho
     log(
         f"Model: {count_parameters(model):,} parameters; {len(data.train):,} training pairs "
         f"({data.skipped_long} longer than {cfg.max_len} subwords skipped); device {device}."
+    )
+    first_batches = epoch_batches(data.train, cfg, 1)
+    log(
+        f"{len(first_batches)} batches per epoch; padding is {100 * padding_fraction(first_batches, batch_lengths(data.train)):.1f}% "
+        "of batch positions."
     )
     translator = Translator(model, src_tok, tgt_tok, config.decode, device)
     while progress.epoch < cfg.epochs and not progress.stopped_early:

@@ -1,0 +1,76 @@
+"""Shared pieces of the benchmark scripts: data loading, child processes, memory, tables."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import platform
+import resource
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from nmt.config import Config, load_config  # noqa: E402
+from nmt.data.prepare import prepare  # noqa: E402
+
+
+def load(config_path: str, overrides: list[str]) -> Config:
+    config = load_config(config_path, overrides)
+    prepare(config, log=lambda _: None)  # reuses prepared data when it is up to date
+    return config
+
+
+def setup_device(name: str, threads: int) -> torch.device:
+    from nmt.translate import resolve_device
+
+    if threads:
+        torch.set_num_threads(threads)
+    device = resolve_device(name)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.cuda.reset_peak_memory_stats()
+    return device
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def peak_memory_mib(device: torch.device) -> float:
+    """Peak GPU memory allocated (CUDA) or peak resident memory of this process (CPU)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def in_child(function, *args):
+    """Run ``function(*args)`` in a fresh process: its peak memory and threads are its own."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
+def hardware() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+            cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    text = f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    if torch.cuda.is_available():
+        text += f", GPU {torch.cuda.get_device_name(0)}"
+    return text
+
+
+def print_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> None:
+    """columns: (key, heading, format)."""
+    print("| " + " | ".join(h for _, h, _ in columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(format(row[k], f) if k in row else "" for k, _, f in columns) + " |")

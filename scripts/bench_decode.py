@@ -1,0 +1,128 @@
+#!/usr/bin/env python
+"""Decoding throughput: sentences/s for greedy and beam 5 on the eng-mar test set.
+
+Rows, each in its own process:
+  nmt, JoeyNMT-equivalent model, random weights   same work as the peer row below
+  JoeyNMT 2.3.0, random weights                   when joeynmt is installed
+  nmt, trained checkpoint (--checkpoint)          what a user sees: stops at <eos>
+
+With random weights neither decoder finishes a sentence early, so both run every sentence
+to the same limit (1.5 x the longest source in the batch, JoeyNMT's default; ours is set
+to match with decode.max_len_ratio=1.5, decode.max_len_offset=0): the ratio measures the
+decoders, not early stopping. Batches: 64 sentences; ours sorted by length, JoeyNMT's in
+file order as its `translate` does.
+
+    python scripts/bench_decode.py --sentences 1000
+    python scripts/bench_decode.py --checkpoint runs/eng-mar/checkpoints/best.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+import bench_common as bc
+import joeynmt_peer
+
+SAME_LIMIT = ["decode.max_len_ratio=1.5", "decode.max_len_offset=0", "decode.batch_size=64", "decode.batch_tokens=0"]
+
+
+def test_sources(config, count: int) -> list[str]:
+    from nmt.data.prepare import prepared_paths
+    from nmt.fileio import read_lines
+
+    return [line.split("\t")[0] for line in read_lines(prepared_paths(config).multi("test"))][:count]
+
+
+def measure(label: str, config_path: str, overrides: list[str], count: int, beam: int, device_name: str,
+            threads: int, tool: str, checkpoint: str) -> dict:  # fmt: skip
+    from nmt.data.batching import Example
+    from nmt.model.seq2seq import Seq2Seq
+    from nmt.translate import Translator, load_tokenizers
+
+    device = bc.setup_device(device_name, threads)
+    config = bc.load(config_path, overrides)
+    src_tok, tgt_tok = load_tokenizers(config)
+    sources = test_sources(config, count)
+    src_ids = src_tok.encode(sources)
+    torch.manual_seed(0)
+    if tool == "nmt":
+        if checkpoint:
+            translator = Translator.from_checkpoint(config, checkpoint, device)
+        else:
+            model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).to(device).eval()
+            translator = Translator(model, src_tok, tgt_tok, config.decode, device)
+        translator.translate_ids(src_ids[:64], beam)  # warm-up
+        bc.sync(device)
+        start = time.perf_counter()
+        outputs = translator.translate_ids(src_ids, beam)
+        bc.sync(device)
+        seconds = time.perf_counter() - start
+        out_tokens = sum(len(o) for o in outputs)
+    else:
+        model = joeynmt_peer.build(config.model, src_tok.vocab_size, tgt_tok.vocab_size, device)
+        examples = [Example(ids, []) for ids in src_ids]
+        chunks = [examples[i : i + 64] for i in range(0, len(examples), 64)]
+        joeynmt_peer.decode(model, joeynmt_peer.make_batch(chunks[0], device, with_target=False), beam)  # warm-up
+        bc.sync(device)
+        start = time.perf_counter()
+        out_tokens = 0
+        for chunk in chunks:
+            output, _, _ = joeynmt_peer.decode(model, joeynmt_peer.make_batch(chunk, device, with_target=False), beam)
+            out_tokens += int((output != joeynmt_peer.JOEY_PAD).sum())
+        bc.sync(device)
+        seconds = time.perf_counter() - start
+    return {
+        "label": label,
+        "beam": beam,
+        "sentences_per_s": len(sources) / seconds,
+        "output_tokens_per_s": out_tokens / seconds,
+        "peak_mib": bc.peak_memory_mib(device),
+        "seconds": seconds,
+    }
+
+
+def _measure_kw(*args):
+    return measure(*args)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/eng-mar.yaml")
+    parser.add_argument("--set", nargs="*", default=[])
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--beams", nargs="*", type=int, default=[1, 5])
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--checkpoint", default="", help="also time this trained checkpoint (config's own model)")
+    parser.add_argument("--no-peer", action="store_true")
+    args = parser.parse_args()
+    equivalent = args.set + joeynmt_peer.EQUIVALENT_OVERRIDES + SAME_LIMIT
+    rows = []
+    for beam in args.beams:
+        plan = [("nmt, JoeyNMT-equivalent, random weights", equivalent, "nmt", "")]
+        if joeynmt_peer.AVAILABLE and not args.no_peer:
+            plan.append(("JoeyNMT 2.3.0, random weights", args.set, "joeynmt", ""))
+        if args.checkpoint:
+            plan.append(("nmt, trained checkpoint", args.set, "nmt", args.checkpoint))
+        for label, overrides, tool, checkpoint in plan:
+            print(f"measuring: {label}, beam {beam} ...", flush=True)
+            rows.append(bc.in_child(_measure_kw, label, args.config, overrides, args.sentences, beam,
+                                    args.device, args.threads, tool, checkpoint))  # fmt: skip
+    print(f"\nDecoding {args.sentences} test sentences, {args.config} {' '.join(args.set)}")
+    print(f"Hardware: {bc.hardware()}\n")
+    bc.print_table(rows, [
+        ("label", "run", "s"), ("beam", "beam", "d"), ("sentences_per_s", "sentences/s", ",.1f"),
+        ("output_tokens_per_s", "output tokens/s", ",.0f"), ("peak_mib", "peak memory MiB", ",.0f"),
+    ])  # fmt: skip
+    for beam in args.beams:
+        ours = [r for r in rows if r["beam"] == beam and r["label"].startswith("nmt, JoeyNMT-equivalent")]
+        peer = [r for r in rows if r["beam"] == beam and r["label"].startswith("JoeyNMT")]
+        if ours and peer:
+            print(f"beam {beam}: nmt / JoeyNMT = {ours[0]['sentences_per_s'] / peer[0]['sentences_per_s']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

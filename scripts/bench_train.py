@@ -1,0 +1,151 @@
+#!/usr/bin/env python
+"""Training throughput: target tokens/s, sentences/s, peak memory, padding, for N steps on
+the prepared data of --config (default: the eng-mar model, JoeyNMT's sizes), CPU or CUDA.
+
+Rows:
+  nmt (config as given)                 this project's default decoder for the config
+  nmt, JoeyNMT-equivalent               luong-concat + input feeding: JoeyNMT's RNN structure
+  nmt, luong-general fast / step-by-step  the parallel teacher-forced path against the loop
+  JoeyNMT 2.3.0, own / our batches      when joeynmt is installed (see scripts/joeynmt_peer.py)
+
+    python scripts/bench_train.py --steps 200
+    python scripts/bench_train.py --device cuda --steps 500 --set train.batch_tokens=6000
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+import torch
+
+import bench_common as bc
+import joeynmt_peer
+
+
+def _timed_steps(run_step, batches, steps: int, warmup: int, device) -> tuple[float, int, int]:
+    """Run ``warmup`` untimed steps, then ``steps`` timed ones; returns (seconds, tokens, sentences)."""
+    for indices in batches[:warmup]:
+        run_step(indices)
+    bc.sync(device)
+    start = time.perf_counter()
+    tokens = sentences = 0
+    for indices in batches[warmup : warmup + steps]:
+        tokens += run_step(indices)
+        sentences += len(indices)
+    bc.sync(device)
+    return time.perf_counter() - start, tokens, sentences
+
+
+def _batches(data, cfg, kind: str, needed: int) -> list[list[int]]:
+    from nmt.train.loop import epoch_batches
+
+    if kind == "ours":
+        batches = epoch_batches(data.train, cfg, 1)
+    else:  # JoeyNMT's sentence batching: a random order cut into batches of batch_size
+        order = list(range(len(data.train)))
+        random.Random(cfg.seed).shuffle(order)
+        batches = [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+    while len(batches) < needed:
+        batches = batches + batches
+    return batches
+
+
+def measure(label: str, config_path: str, overrides: list[str], steps: int, device_name: str, threads: int,
+            tool: str = "nmt", batching: str = "ours", fast_path: bool = True) -> dict:  # fmt: skip
+    from nmt.data.batching import collate, padding_fraction
+    from nmt.train.loop import batch_lengths, build_training, load_train_data, train_step
+    from nmt.translate import load_tokenizers
+
+    device = bc.setup_device(device_name, threads)
+    config = bc.load(config_path, overrides)
+    cfg = config.train
+    torch.manual_seed(cfg.seed)
+    src_tok, tgt_tok = load_tokenizers(config)
+    data = load_train_data(config, src_tok, tgt_tok)
+    warmup = 5
+    batches = _batches(data, cfg, batching, steps + warmup)
+    if tool == "nmt":
+        model, optimizer, _ = build_training(config, src_tok, tgt_tok, device)
+        if not fast_path:
+            decoder = model.decoder
+            decoder.teacher_forced = lambda tgt_in, state, memory: decoder.step_by_step(tgt_in, state, memory, 1.0)
+
+        def run_step(indices):
+            batch = collate([data.train[i] for i in indices])
+            tokens = batch.num_tgt_tokens
+            train_step(model, batch.to(device), optimizer, cfg, tokens)
+            return tokens
+    else:
+        model = joeynmt_peer.build(config.model, src_tok.vocab_size, tgt_tok.vocab_size, device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
+
+        def run_step(indices):
+            batch = joeynmt_peer.make_batch([data.train[i] for i in indices], device)
+            return joeynmt_peer.train_step(model, batch, optimizer, cfg.clip_grad_norm)
+
+    seconds, tokens, sentences = _timed_steps(run_step, batches, steps, warmup, device)
+    used = batches[warmup : warmup + steps]
+    return {
+        "label": label,
+        "tokens_per_s": tokens / seconds,
+        "sentences_per_s": sentences / seconds,
+        "peak_mib": bc.peak_memory_mib(device),
+        "padding": 100 * padding_fraction(used, batch_lengths(data.train)),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "seconds": seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/eng-mar.yaml")
+    parser.add_argument("--set", nargs="*", default=[], help="config overrides for every row")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
+    parser.add_argument("--no-peer", action="store_true", help="skip JoeyNMT even if installed")
+    parser.add_argument("--rows", nargs="*", default=["default", "equivalent", "fast", "peer"],
+                        help="which rows: default equivalent fast peer")  # fmt: skip
+    args = parser.parse_args()
+    common = (args.steps, args.device, args.threads)
+    plan = []
+    if "default" in args.rows:
+        plan.append(("nmt, config as given", args.set, dict()))
+    if "equivalent" in args.rows:
+        plan.append(("nmt, JoeyNMT-equivalent", args.set + joeynmt_peer.EQUIVALENT_OVERRIDES, dict()))
+    if "fast" in args.rows:
+        plan.append(("nmt, luong-general, fast path", args.set + ["model.attention=luong-general"], dict()))
+        plan.append(("nmt, luong-general, step by step", args.set + ["model.attention=luong-general"], dict(fast_path=False)))
+    if "peer" in args.rows and joeynmt_peer.AVAILABLE and not args.no_peer:
+        plan.append(("JoeyNMT 2.3.0, its own batching", args.set, dict(tool="joeynmt", batching="joeynmt")))
+        plan.append(("JoeyNMT 2.3.0, our bucketed batches", args.set, dict(tool="joeynmt", batching="ours")))
+    elif "peer" in args.rows:
+        print("(JoeyNMT not installed: no peer rows; see scripts/joeynmt_peer.py)")
+    rows = []
+    for label, overrides, options in plan:
+        print(f"measuring: {label} ...", flush=True)
+        rows.append(bc.in_child(_measure_kw, label, args.config, overrides, common, options))
+    print(f"\nTraining, {args.steps} steps after 5 warm-up steps, {args.config} {' '.join(args.set)}")
+    print(f"Hardware: {bc.hardware()}\n")
+    bc.print_table(rows, [
+        ("label", "run", "s"), ("tokens_per_s", "target tokens/s", ",.0f"), ("sentences_per_s", "sentences/s", ",.1f"),
+        ("peak_mib", "peak memory MiB", ",.0f"), ("padding", "padding %", ".1f"), ("parameters", "parameters", ",d"),
+    ])  # fmt: skip
+    by_label = {r["label"]: r for r in rows}
+    ours = by_label.get("nmt, JoeyNMT-equivalent")
+    for peer in ("JoeyNMT 2.3.0, its own batching", "JoeyNMT 2.3.0, our bucketed batches"):
+        if ours and peer in by_label:
+            print(f"\nnmt (JoeyNMT-equivalent) / {peer}: {ours['tokens_per_s'] / by_label[peer]['tokens_per_s']:.2f}x")
+    fast, slow = by_label.get("nmt, luong-general, fast path"), by_label.get("nmt, luong-general, step by step")
+    if fast and slow:
+        print(f"luong-general fast path / step by step: {fast['tokens_per_s'] / slow['tokens_per_s']:.2f}x")
+
+
+def _measure_kw(label, config_path, overrides, common, options):
+    return measure(label, config_path, overrides, *common, **options)
+
+
+if __name__ == "__main__":
+    main()
