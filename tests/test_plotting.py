@@ -1,0 +1,24 @@
+import warnings
+
+import torch
+
+from nmt.plotting import plot_attention, plot_bleu_by_length, plot_learning_curves
+
+
+def test_devanagari_heatmap_renders_without_font_warnings(tmp_path):
+    weights = torch.softmax(torch.randn(4, 3), dim=-1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_attention(["▁Where", "▁is", "</s>"], ["▁स्टेशन", "▁कुठे", "▁आहे?", "</s>"], weights, tmp_path / "a.png", "क्षमा श्री त्रि")
+        plot_attention(["a", "</s>"], ["▁क्ष", "</s>"], weights[:2, :2], tmp_path / "a.svg")
+    assert not [w for w in caught if "Glyph" in str(w.message) or "font" in str(w.message).lower()]
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "a.svg").read_text(encoding="utf-8").lstrip().startswith("<?xml")
+
+
+def test_learning_curves_and_length_plot(tmp_path):
+    records = [{"epoch": e, "train_loss": 3 - e * 0.1, "dev_loss": 3.1 - e * 0.1, "dev_bleu": e, "dev_chrf": 2 * e} for e in (1, 2)]
+    plot_learning_curves(records, tmp_path / "curves.png")
+    rows = [{"bucket": "1-3", "bleu": 30.0}, {"bucket": "4-5", "bleu": 20.0}]
+    plot_bleu_by_length({"bahdanau": rows, "none": rows}, tmp_path / "length.png")
+    assert (tmp_path / "curves.png").stat().st_size > 1000 and (tmp_path / "length.png").stat().st_size > 1000
