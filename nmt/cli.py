@@ -125,13 +125,18 @@ def train(
     """
     from nmt.data.prepare import prepare as run_prepare
     from nmt.plotting import plot_learning_curves
-    from nmt.train.loop import run_training
+    from nmt.train.loop import TrainingInterrupted, run_training
 
     cfg = _load(config, set_)
     report = run_prepare(cfg, log=lambda msg: typer.echo(msg, err=True))
     if not report.reused:
         typer.echo(report.summary())
-    progress = run_training(cfg, _device(cfg, device), resume=resume)
+    try:
+        progress = run_training(cfg, _device(cfg, device), resume=resume)
+    except TrainingInterrupted as exc:
+        again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])
+        typer.echo(f"{exc} Checkpoint saved: {Path(cfg.run_dir) / 'checkpoints' / 'last.pt'}.\nResume with: {again}", err=True)
+        raise typer.Exit(130) from None
     metrics_path = Path(cfg.run_dir) / "metrics.jsonl"
     records = [json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line]
     if records:

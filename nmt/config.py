@@ -31,6 +31,7 @@ class DataConfig:
     tgt_lang: str = "mr"
     on_malformed: Literal["skip", "error"] = "skip"  # skip (and count) or refuse bad lines
     max_pairs: int = 0  # keep only the first N pairs read (0 = all); for quick experiments
+    max_chars: int = 1000  # longer sentences are clipped to this many characters (counted in the report)
     dev_size: float = 0.05  # < 1: fraction of distinct source sentences; >= 1: their number
     test_size: float = 0.05
     split_seed: int = 1234
@@ -77,8 +78,11 @@ class TrainConfig:
     min_lr: float = 1e-5
     seed: int = 42
     device: DeviceName = "auto"
+    precision: Literal["auto", "float32", "bf16"] = "auto"  # auto: bf16 autocast on a CUDA GPU that has it
     threads: int = 0  # CPU threads for torch (0 = torch's default)
-    log_every: int = 100  # steps between log-file lines
+    checkpoint_every: int = 0  # also checkpoint every N steps inside an epoch (0 = only after each epoch)
+    keep_checkpoints: int = 3  # step checkpoints kept besides last and best
+    max_nonfinite: int = 10  # stop after this many steps in a row with a non-finite loss or gradient
 
 
 @dataclass
@@ -89,6 +93,7 @@ class DecodeConfig:
     max_len_offset: int = 10
     batch_size: int = 64  # sentences per decoding batch
     batch_tokens: int = 4000  # and at most this many padded source tokens (0 = no cap): long files never run out of memory
+    max_input_len: int = 250  # longer inputs are clipped to this many subwords (with a warning)
 
 
 @dataclass
@@ -117,6 +122,7 @@ _NON_NEGATIVE = (lambda v: v >= 0, "a number >= 0")
 _PROBABILITY = (lambda v: 0.0 <= v <= 1.0, "a number between 0 and 1")
 _RANGES: dict[str, tuple[Any, str]] = {
     "data.max_pairs": _NON_NEGATIVE,
+    "data.max_chars": _POSITIVE,
     "data.dev_size": _POSITIVE,
     "data.test_size": _POSITIVE,
     "tokenizer.src_vocab_size": (lambda v: v >= 300, "an integer >= 300 (256 byte-fallback pieces are included)"),
@@ -144,13 +150,16 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.lr_factor": (lambda v: 0.0 < v < 1.0, "a number in (0, 1)"),
     "train.min_lr": _NON_NEGATIVE,
     "train.threads": _NON_NEGATIVE,
-    "train.log_every": _POSITIVE,
+    "train.checkpoint_every": _NON_NEGATIVE,
+    "train.keep_checkpoints": _POSITIVE,
+    "train.max_nonfinite": _POSITIVE,
     "decode.beam_size": _POSITIVE,
     "decode.length_penalty": _NON_NEGATIVE,
     "decode.max_len_ratio": _POSITIVE,
     "decode.max_len_offset": _NON_NEGATIVE,
     "decode.batch_size": _POSITIVE,
     "decode.batch_tokens": _NON_NEGATIVE,
+    "decode.max_input_len": _POSITIVE,
 }
 
 

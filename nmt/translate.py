@@ -72,10 +72,17 @@ class Translator:
             src, src_lengths = source_tensor([src_ids[r] for r in rows])
             src = src.to(self.device)
             max_len = max_output_length(src_lengths, self.decode.max_len_ratio, self.decode.max_len_offset)
-            if beam_size == 1:
-                result = greedy_search(self.model, src, src_lengths, max_len)
-            else:
-                result = beam_search(self.model, src, src_lengths, beam_size, max_len, self.decode.length_penalty)
+            try:
+                if beam_size == 1:
+                    result = greedy_search(self.model, src, src_lengths, max_len)
+                else:
+                    result = beam_search(self.model, src, src_lengths, beam_size, max_len, self.decode.length_penalty)
+            except torch.cuda.OutOfMemoryError:
+                raise NmtError(
+                    f"CUDA ran out of memory translating {len(rows)} sentences of up to {src.size(1)} subwords with beam "
+                    f"{beam_size}. Lower decode.batch_tokens (now {self.decode.batch_tokens}) or decode.batch_size "
+                    f"(now {self.decode.batch_size})."
+                ) from None
             for row, tokens in zip(rows, result.tokens):
                 outputs[row] = tokens
             bar.update(len(rows))
@@ -87,6 +94,11 @@ class Translator:
         """One output line per input line; an empty (or blank) line gives an empty line."""
         texts = [normalize_text(line) for line in lines]
         src_ids = [ids if text else [] for text, ids in zip(texts, self.src_tok.encode(texts))]
+        limit = self.decode.max_input_len
+        too_long = sum(len(ids) > limit for ids in src_ids)
+        if too_long:
+            tqdm.write(f"warning: {too_long} input line(s) longer than {limit} subwords clipped (decode.max_input_len).")
+            src_ids = [ids[:limit] for ids in src_ids]
         hyp_ids = self.translate_ids(src_ids, beam_size, progress)
         return [" ".join(text.split()) for text in self.tgt_tok.decode(hyp_ids)]
 

@@ -9,10 +9,13 @@ Rows, each in its own process:
 With random weights neither decoder finishes a sentence early, so both run every sentence
 to the same limit (1.5 x the longest source in the batch, JoeyNMT's default; ours is set
 to match with decode.max_len_ratio=1.5, decode.max_len_offset=0): the ratio measures the
-decoders, not early stopping. Batches: 64 sentences; ours sorted by length, JoeyNMT's in
+decoders, not early stopping. With --train-steps N both models are first trained for N
+steps (each with its own batching, same data, same sizes) so that both have learned to
+stop: the ratio then includes early stopping, as a user sees it. Batches: 64 sentences; ours sorted by length, JoeyNMT's in
 file order as its `translate` does.
 
     python scripts/bench_decode.py --sentences 1000
+    python scripts/bench_decode.py --sentences 1000 --train-steps 1000
     python scripts/bench_decode.py --checkpoint runs/eng-mar/checkpoints/best.pt
 """
 
@@ -36,8 +39,42 @@ def test_sources(config, count: int) -> list[str]:
     return [line.split("\t")[0] for line in read_lines(prepared_paths(config).multi("test"))][:count]
 
 
+def train_weights(config_path: str, overrides: list[str], steps: int, device_name: str, threads: int, tool: str,
+                  path: str) -> float:  # fmt: skip
+    """Train ``tool``'s model for ``steps`` steps and save its weights to ``path``; returns seconds."""
+    import random
+
+    from nmt.data.batching import collate
+    from nmt.train.loop import build_training, epoch_batches, load_train_data, make_adam, train_step
+    from nmt.translate import load_tokenizers
+
+    device = bc.setup_device(device_name, threads)
+    config = bc.load(config_path, overrides)
+    cfg = config.train
+    src_tok, tgt_tok = load_tokenizers(config)
+    data = load_train_data(config, src_tok, tgt_tok)
+    torch.manual_seed(cfg.seed)
+    start = time.perf_counter()
+    if tool == "nmt":
+        model, optimizer, _ = build_training(config, src_tok, tgt_tok, device)
+        batches = [b for epoch in range(1, 100) for b in epoch_batches(data.train, cfg, epoch)][:steps]
+        for indices in batches:
+            batch = collate([data.train[i] for i in indices])
+            train_step(model, batch.to(device), optimizer, cfg, batch.num_tgt_tokens)
+    else:
+        model = joeynmt_peer.build(config.model, src_tok.vocab_size, tgt_tok.vocab_size, device)
+        optimizer = make_adam(list(model.parameters()), cfg.learning_rate)
+        rng = random.Random(cfg.seed)
+        for _ in range(steps):
+            indices = rng.sample(range(len(data.train)), cfg.batch_size)
+            joeynmt_peer.train_step(model, joeynmt_peer.make_batch([data.train[i] for i in indices], device), optimizer,
+                                    cfg.clip_grad_norm)  # fmt: skip
+    torch.save(model.state_dict(), path)
+    return time.perf_counter() - start
+
+
 def measure(label: str, config_path: str, overrides: list[str], count: int, beam: int, device_name: str,
-            threads: int, tool: str, checkpoint: str) -> dict:  # fmt: skip
+            threads: int, tool: str, checkpoint: str, weights: str = "") -> dict:  # fmt: skip
     from nmt.data.batching import Example
     from nmt.model.seq2seq import Seq2Seq
     from nmt.translate import Translator, load_tokenizers
@@ -53,6 +90,8 @@ def measure(label: str, config_path: str, overrides: list[str], count: int, beam
             translator = Translator.from_checkpoint(config, checkpoint, device)
         else:
             model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).to(device).eval()
+            if weights:
+                model.load_state_dict(torch.load(weights, weights_only=True))
             translator = Translator(model, src_tok, tgt_tok, config.decode, device)
         translator.translate_ids(src_ids[:64], beam)  # warm-up
         bc.sync(device)
@@ -63,6 +102,8 @@ def measure(label: str, config_path: str, overrides: list[str], count: int, beam
         out_tokens = sum(len(o) for o in outputs)
     else:
         model = joeynmt_peer.build(config.model, src_tok.vocab_size, tgt_tok.vocab_size, device)
+        if weights:
+            model.load_state_dict(torch.load(weights, weights_only=True))
         examples = [Example(ids, []) for ids in src_ids]
         chunks = [examples[i : i + 64] for i in range(0, len(examples), 64)]
         joeynmt_peer.decode(model, joeynmt_peer.make_batch(chunks[0], device, with_target=False), beam)  # warm-up
@@ -98,19 +139,40 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--checkpoint", default="", help="also time this trained checkpoint (config's own model)")
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--train-steps", type=int, default=0, help="train both models this many steps first")
+    parser.add_argument("--weights-dir", default="", help="keep the trained weights here; reuse them if present")
     args = parser.parse_args()
+    import tempfile
+    from pathlib import Path
+
     equivalent = args.set + joeynmt_peer.EQUIVALENT_OVERRIDES + SAME_LIMIT
+    peer = joeynmt_peer.AVAILABLE and not args.no_peer
+    workdir = args.weights_dir or tempfile.mkdtemp(prefix="bench-decode-")
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    weights = {"nmt": "", "joeynmt": ""}
+    state = "random weights"
+    if args.train_steps:
+        state = f"trained {args.train_steps} steps"
+        for tool, overrides in [("nmt", equivalent)] + ([("joeynmt", args.set)] if peer else []):
+            weights[tool] = f"{workdir}/{tool}-{args.train_steps}.pt"
+            if Path(weights[tool]).is_file():
+                print(f"reusing {weights[tool]}", flush=True)
+                continue
+            print(f"training: {tool}, {args.train_steps} steps ...", flush=True)
+            seconds = bc.in_child(train_weights, args.config, overrides, args.train_steps, args.device, args.threads,
+                                  tool, weights[tool])  # fmt: skip
+            print(f"  {seconds:.0f} s", flush=True)
     rows = []
     for beam in args.beams:
-        plan = [("nmt, JoeyNMT-equivalent, random weights", equivalent, "nmt", "")]
-        if joeynmt_peer.AVAILABLE and not args.no_peer:
-            plan.append(("JoeyNMT 2.3.0, random weights", args.set, "joeynmt", ""))
+        plan = [(f"nmt, JoeyNMT-equivalent, {state}", equivalent, "nmt", "")]
+        if peer:
+            plan.append((f"JoeyNMT 2.3.0, {state}", args.set, "joeynmt", ""))
         if args.checkpoint:
             plan.append(("nmt, trained checkpoint", args.set, "nmt", args.checkpoint))
         for label, overrides, tool, checkpoint in plan:
             print(f"measuring: {label}, beam {beam} ...", flush=True)
             rows.append(bc.in_child(_measure_kw, label, args.config, overrides, args.sentences, beam,
-                                    args.device, args.threads, tool, checkpoint))  # fmt: skip
+                                    args.device, args.threads, tool, checkpoint, weights[tool]))  # fmt: skip
     print(f"\nDecoding {args.sentences} test sentences, {args.config} {' '.join(args.set)}")
     print(f"Hardware: {bc.hardware()}\n")
     bc.print_table(rows, [

@@ -55,7 +55,7 @@ def _batches(data, cfg, kind: str, needed: int) -> list[list[int]]:
 def measure(label: str, config_path: str, overrides: list[str], steps: int, device_name: str, threads: int,
             tool: str = "nmt", batching: str = "ours", fast_path: bool = True) -> dict:  # fmt: skip
     from nmt.data.batching import collate, padding_fraction
-    from nmt.train.loop import batch_lengths, build_training, load_train_data, train_step
+    from nmt.train.loop import autocast_dtype, batch_lengths, build_training, load_train_data, train_step
     from nmt.translate import load_tokenizers
 
     device = bc.setup_device(device_name, threads)
@@ -72,10 +72,12 @@ def measure(label: str, config_path: str, overrides: list[str], steps: int, devi
             decoder = model.decoder
             decoder.teacher_forced = lambda tgt_in, state, memory: decoder.step_by_step(tgt_in, state, memory, 1.0)
 
+        amp_dtype = autocast_dtype(cfg.precision, device)
+
         def run_step(indices):
             batch = collate([data.train[i] for i in indices])
             tokens = batch.num_tgt_tokens
-            train_step(model, batch.to(device), optimizer, cfg, tokens)
+            train_step(model, batch.to(device), optimizer, cfg, tokens, amp_dtype)
             return tokens
     else:
         model = joeynmt_peer.build(config.model, src_tok.vocab_size, tgt_tok.vocab_size, device)

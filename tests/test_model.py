@@ -137,3 +137,17 @@ def test_every_variant_beam_one_equals_greedy_and_ignores_padding(overrides):
     assert beam_search(model, src, lengths, beam_size=1, max_len=8).tokens == greedy.tokens
     alone = greedy_search(model, src[:1, : lengths[0]], lengths[:1], max_len=8)
     assert alone.tokens[0] == greedy.tokens[0]  # padding in the batch changes nothing
+
+
+def test_dropout_zeroes_about_p_keeps_the_mean_and_is_identity_in_eval():
+    from nmt.model.dropout import Dropout
+
+    torch.manual_seed(0)
+    layer = Dropout(0.3)
+    x = torch.ones(200, 500)
+    out = layer(x)
+    zero_fraction = (out == 0).float().mean().item()
+    assert abs(zero_fraction - 0.3) < 0.01
+    assert abs(out.mean().item() - 1.0) < 0.02
+    assert torch.allclose(out[out != 0], torch.full_like(out[out != 0], 1 / 0.7))
+    assert torch.equal(layer.eval()(x), x)

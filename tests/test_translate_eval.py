@@ -90,3 +90,22 @@ def test_score_by_length_buckets():
     assert [r["bucket"] for r in rows] == ["1-3", "4-5", "11+"]
     assert [r["sentences"] for r in rows] == [1, 1, 1]
     assert rows[0]["bleu"] == 100.0 and rows[1]["bleu"] < 10.0
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(max_size=60), max_size=12))
+def test_random_text_gives_one_line_out_per_line_in(translator, lines):
+    lines = [line.replace("\n", " ") for line in lines]  # a line of input never holds a newline
+    out = translator.translate(lines, beam_size=2)
+    assert len(out) == len(lines)
+    assert all("\n" not in line for line in out)
+    assert all(o == "" for line, o in zip(lines, out) if not line.split())
+
+
+def test_overlong_input_is_clipped_not_fatal(translator):
+    out = translator.translate(["apples " * 2000, "tea"], beam_size=1)
+    assert len(out) == 2

@@ -41,11 +41,16 @@ class ReadResult:
     problems: list[Problem] = field(default_factory=list)
     blank_lines: int = 0
     lines_read: int = 0
+    clipped: int = 0  # pairs with a side longer than max_chars, clipped
 
 
 def normalize_text(text: str) -> str:
     """NFC, collapse whitespace runs to one space, strip the ends. Every script passes through."""
     return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def clip(text: str, max_chars: int) -> str:
+    return text if len(text) <= max_chars else text[:max_chars].rstrip()
 
 
 def parse_line(raw: bytes, line_no: int, path: str) -> Pair | Problem | None:
@@ -72,8 +77,9 @@ def parse_line(raw: bytes, line_no: int, path: str) -> Pair | Problem | None:
     return Pair(src, tgt, attribution, line_no)
 
 
-def read_anki(path: str | Path) -> ReadResult:
-    """Read every line of an Anki TSV file; malformed lines become ``Problem``s."""
+def read_anki(path: str | Path, max_chars: int = 1000) -> ReadResult:
+    """Read every line of an Anki TSV file; malformed lines become ``Problem``s; sentences
+    longer than ``max_chars`` are clipped (and counted)."""
     path = Path(path)
     if not path.is_file():
         raise NmtError(f"Data file not found: {path}")
@@ -93,6 +99,9 @@ def read_anki(path: str | Path) -> ReadResult:
         elif isinstance(parsed, Problem):
             result.problems.append(parsed)
         else:
+            if len(parsed.src) > max_chars or len(parsed.tgt) > max_chars:
+                result.clipped += 1
+                parsed = Pair(clip(parsed.src, max_chars), clip(parsed.tgt, max_chars), parsed.attribution, line_no)
             result.pairs.append(parsed)
     return result
 

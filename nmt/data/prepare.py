@@ -26,7 +26,7 @@ from nmt.errors import NmtError
 from nmt.fileio import sha256_file, write_lines_atomic, write_text_atomic
 from nmt.tokenizer import Tokenizer, train_sentencepiece
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 SPLITS = ("train", "dev", "test")
 MAX_PROBLEMS_SHOWN = 10
 
@@ -76,6 +76,7 @@ class PrepareReport:
     malformed_by_reason: dict[str, int]
     malformed_lines: list[str]  # first MAX_PROBLEMS_SHOWN as path:line: reason
     duplicates_dropped: int
+    clipped: int  # pairs with a sentence longer than data.max_chars, clipped to it
     pairs_kept: int
     split_pairs: dict[str, int]
     split_sources: dict[str, int]
@@ -90,6 +91,8 @@ class PrepareReport:
         ]
         for reason, count in sorted(self.malformed_by_reason.items()):
             lines.append(f"  {count} x {reason}")
+        if self.clipped:
+            lines.append(f"Clipped {self.clipped} pair(s) with a sentence longer than data.max_chars.")
         lines.append(f"Dropped {self.duplicates_dropped} exact duplicate pairs; kept {self.pairs_kept}.")
         for split in SPLITS:
             lines.append(
@@ -160,7 +163,16 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
                 report.reused = True
                 return report
 
-    result = read_anki(data_path)
+    result = read_anki(data_path, config.data.max_chars)
+    content_lines = result.lines_read - result.blank_lines
+    if content_lines == 0:
+        raise NmtError(f"{data_path} is empty: no sentence pairs to prepare.")
+    if len(result.problems) > content_lines / 2:
+        shown = "\n".join(f"  {p}" for p in result.problems[:3])
+        raise NmtError(
+            f"{data_path} does not look like an Anki/Tatoeba TSV file (source<TAB>target per line): "
+            f"{len(result.problems)} of {content_lines} lines are malformed, e.g.\n{shown}"
+        )
     if result.problems and config.data.on_malformed == "error":
         shown = "\n".join(f"  {p}" for p in result.problems[:MAX_PROBLEMS_SHOWN])
         more = len(result.problems) - MAX_PROBLEMS_SHOWN
@@ -202,6 +214,7 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
         malformed_by_reason=by_reason,
         malformed_lines=[str(p) for p in result.problems[:MAX_PROBLEMS_SHOWN]],
         duplicates_dropped=duplicates,
+        clipped=result.clipped,
         pairs_kept=len(kept),
         split_pairs={s: len(getattr(splits, s)) for s in SPLITS},
         split_sources={s: len({p.src for p in getattr(splits, s)}) for s in SPLITS},

@@ -28,6 +28,7 @@ from torch import nn
 
 from nmt.model.attention import Attention
 from nmt.model.gru import gru_step, split_input_gates
+from nmt.model.dropout import Dropout
 from nmt.tokenizer import PAD_ID
 
 
@@ -63,7 +64,7 @@ class AttentionDecoder(nn.Module):
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
         self.attention = attention
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.output = nn.Linear(output_dim, vocab_size)
 
     def init_state(self, hidden: torch.Tensor) -> DecoderState:
@@ -102,7 +103,7 @@ class AttentionDecoder(nn.Module):
         """The reference path: one ``step`` per target position, exactly as search runs it."""
         prev = tgt_in[:, 0]
         step_logits, attn = [], []
-        for t in range(tgt_in.size(1)):
+        for t in range(tgt_in.size(1)):  # (integer token ids: slicing them costs no gradient)
             logits, state, weights = self.step(prev, state, memory)
             step_logits.append(logits)
             attn.append(weights)
@@ -133,9 +134,10 @@ class BahdanauDecoder(AttentionDecoder):
         embed_gates, context_weight = split_input_gates(embedded, self.rnn.weight_ih, self.rnn.bias_ih)  # (B, T, 3H)
         hidden = state.hidden
         hiddens, contexts, attn = [], [], []
-        for t in range(tgt_in.size(1)):
+        # unbind once: indexing [:, t] in the loop would zero-fill a (B, T, 3H) gradient every step
+        for t, step_gates in enumerate(embed_gates.unbind(1)):
             context, weights = self.attend(hidden, memory, t)
-            gates = embed_gates[:, t] + F.linear(context, context_weight)
+            gates = step_gates + F.linear(context, context_weight)
             hidden = gru_step(gates, hidden, self.rnn.weight_hh, self.rnn.bias_hh)
             hiddens.append(hidden)
             contexts.append(context)
@@ -182,8 +184,8 @@ class LuongDecoder(AttentionDecoder):
         embed_gates, feed_weight = split_input_gates(embedded, self.rnn.weight_ih_l0, self.rnn.bias_ih_l0)
         hidden, feed = state.hidden, state.feed
         attentionals, attn = [], []
-        for t in range(embedded.size(1)):
-            gates = embed_gates[:, t] + F.linear(feed, feed_weight)
+        for t, step_gates in enumerate(embed_gates.unbind(1)):  # unbind: see BahdanauDecoder
+            gates = step_gates + F.linear(feed, feed_weight)
             hidden = gru_step(gates, hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)
             context, weights = self.attend(hidden, memory, t)
             feed = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from nmt.model.dropout import Dropout
 from nmt.tokenizer import PAD_ID
 
 
@@ -15,7 +16,7 @@ class Encoder(nn.Module):
     def __init__(self, vocab_size: int, embed_dim: int, hidden: int, num_layers: int, dropout: float):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = nn.GRU(
             embed_dim,
             hidden,

@@ -53,9 +53,11 @@ class Seq2Seq(nn.Module):
     def decode_step(
         self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        """prev_tokens (B,) -> log-probabilities (B, V) of the next token, new state, attention (B, S)."""
+        """prev_tokens (B,) -> logits (B, V) of the next token (float32), new state, attention (B, S).
+
+        Search normalises only what it keeps: log p = logit - logsumexp(logits)."""
         logits, state, weights = self.decoder.step(prev_tokens, state, memory)
-        return torch.log_softmax(logits.float(), dim=-1), state, weights
+        return logits.float(), state, weights
 
     def forward(
         self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor, teacher_forcing: float = 1.0

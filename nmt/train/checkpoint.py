@@ -6,7 +6,9 @@ is a pickled object, so loading one never runs code.
 
 from __future__ import annotations
 
+import os
 import pickle
+import shutil
 import re
 from dataclasses import asdict
 from pathlib import Path
@@ -31,6 +33,30 @@ def checkpoint_path(config: Config, name: str) -> Path:
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` to a temp file, fsync, rename: a kill never leaves half a checkpoint."""
     save_atomic(path, lambda tmp: torch.save({"format_version": FORMAT_VERSION, **payload}, tmp))
+
+
+def _point(link: Path, target: Path) -> None:
+    """Make ``link`` an atomic hard link to ``target`` (a copy where links are not supported)."""
+    tmp = link.with_name(f".{link.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(target, tmp)
+    except OSError:
+        shutil.copyfile(target, tmp)
+    os.replace(tmp, link)
+
+
+def save_training_checkpoint(directory: Path, payload: dict[str, Any], step: int, keep: int, best: bool = False) -> Path:
+    """Write ``step-<N>.pt`` atomically, point ``last.pt`` (and ``best.pt`` if ``best``) at it,
+    and delete step checkpoints beyond the newest ``keep``."""
+    path = directory / f"step-{step:08d}.pt"
+    save_checkpoint(path, payload)
+    _point(directory / "last.pt", path)
+    if best:
+        _point(directory / "best.pt", path)
+    for old in sorted(directory.glob("step-*.pt"))[:-keep]:
+        old.unlink()
+    return path
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

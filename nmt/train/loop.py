@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
+import signal
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,7 +25,7 @@ from nmt.evaluation import score
 from nmt.fileio import read_lines, write_lines_atomic
 from nmt.model.seq2seq import Seq2Seq, count_parameters
 from nmt.tokenizer import PAD_ID, Tokenizer
-from nmt.train.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_checkpoint
+from nmt.train.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_training_checkpoint
 from nmt.translate import Translator, load_tokenizers
 
 
@@ -43,6 +47,12 @@ class Progress:
     bad_epochs: int = 0  # validations since the last improvement
     train_seconds: float = 0.0  # time spent in training epochs (validation excluded)
     stopped_early: bool = False
+    nonfinite_steps: int = 0  # updates skipped for a non-finite loss or gradient
+    # Inside an unfinished epoch (checkpoints every N steps, or a stop by signal):
+    batch_in_epoch: int = 0  # batches of epoch + 1 already done
+    epoch_loss: float = 0.0  # their summed loss
+    epoch_tokens: int = 0  # and target tokens
+    epoch_seconds: float = 0.0
 
 
 @dataclass
@@ -127,16 +137,74 @@ def epoch_batches(examples: list[Example], cfg: TrainConfig, epoch: int) -> list
     return bucketed_batches(batch_lengths(examples), cfg.batch_size, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens)
 
 
-def train_step(model: Seq2Seq, batch: Batch, optimizer: torch.optim.Optimizer, cfg: TrainConfig, tokens: int) -> torch.Tensor:
-    """One update on ``batch``; returns the summed loss (a device tensor, no host sync)."""
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for train.precision on ``device`` (None: plain float32)."""
+    if precision == "bf16" or (precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()):
+        return torch.bfloat16
+    return None
+
+
+def train_step(
+    model: Seq2Seq,
+    batch: Batch,
+    optimizer: torch.optim.Optimizer,
+    cfg: TrainConfig,
+    tokens: int,
+    amp_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One update on ``batch``. Returns (summed loss, non-finite flag) as device tensors.
+
+    A non-finite loss or gradient norm skips the update: on CUDA the fused optimizer reads
+    the flag as ``found_inf`` on the device (no host sync); elsewhere it is checked on the
+    host, which costs nothing on a CPU.
+    With ``amp_dtype`` the forward pass runs under autocast; the loss is computed in float32.
+    """
     optimizer.zero_grad(set_to_none=True)
-    logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, cfg.teacher_forcing)
+    with torch.autocast(batch.src.device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+        logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, cfg.teacher_forcing)
     loss_sum = token_loss(logits, batch.tgt_out, cfg.label_smoothing)
     (loss_sum / tokens).backward()
-    if cfg.clip_grad_norm > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm)
-    optimizer.step()
-    return loss_sum.detach()
+    max_norm = cfg.clip_grad_norm if cfg.clip_grad_norm > 0 else float("inf")
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    nonfinite = ~(torch.isfinite(grad_norm) & torch.isfinite(loss_sum))
+    if loss_sum.is_cuda and optimizer.defaults.get("fused"):
+        optimizer.found_inf = nonfinite.float()
+        optimizer.step()
+    elif not bool(nonfinite):
+        optimizer.step()
+    return loss_sum.detach(), nonfinite
+
+
+class TrainingInterrupted(NmtError):
+    """SIGINT/SIGTERM arrived; a checkpoint was saved."""
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM while training runs; the loop stops after the current step."""
+
+    def __init__(self):
+        self.signal_name: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.signal_name is not None
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def handler(signum, _frame):
+            self.signal_name = signal.Signals(signum).name
+
+        for sig in previous:
+            signal.signal(sig, handler)
+        try:
+            yield self
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
 
 
 def train_epoch(
@@ -147,26 +215,76 @@ def train_epoch(
     epoch: int,
     device: torch.device,
     progress: Progress,
+    save: Callable[[], None] = lambda: None,
+    stop: StopFlag | None = None,
     show_bar: bool = True,
 ) -> EpochStats:
-    """One pass over the training data in bucketed, seeded-shuffled batches."""
+    """One pass over the training data in bucketed, seeded-shuffled batches.
+
+    Starts at ``progress.batch_in_epoch`` (resuming mid-epoch); calls ``save`` every
+    ``cfg.checkpoint_every`` steps and, then raising ``TrainingInterrupted``, when ``stop``
+    is set. Steps with a non-finite loss or gradient are skipped and counted; too many in
+    a row end training with an error.
+    """
     model.train()
+    amp_dtype = autocast_dtype(cfg.precision, device)
     batches = epoch_batches(examples, cfg, epoch)
-    total_loss = torch.zeros((), device=device)
-    total_tokens = 0
-    start = time.perf_counter()
-    bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", disable=not show_bar, leave=False)
-    for number, indices in enumerate(bar, 1):
-        batch = collate([examples[i] for i in indices])
+    total_loss = torch.tensor(progress.epoch_loss, device=device, dtype=torch.float64)
+    good_tokens = torch.tensor(progress.epoch_tokens, device=device, dtype=torch.float64)
+    in_a_row = torch.zeros((), device=device)
+    skipped = torch.zeros((), device=device)
+    check_every = 1 if device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
+    start = time.perf_counter() - progress.epoch_seconds
+
+    def record_partial() -> None:
+        progress.epoch_loss = total_loss.item()
+        progress.epoch_tokens = int(good_tokens.item())
+        progress.epoch_seconds = time.perf_counter() - start
+        progress.nonfinite_steps += int(skipped.item())
+        skipped.zero_()
+
+    bar = tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {epoch}", unit="batch",
+               disable=not show_bar, leave=False)  # fmt: skip
+    for number in range(progress.batch_in_epoch + 1, len(batches) + 1):
+        batch = collate([examples[i] for i in batches[number - 1]])
         tokens = batch.num_tgt_tokens
-        total_loss += train_step(model, batch.to(device), optimizer, cfg, tokens)
-        total_tokens += tokens
+        try:
+            loss_sum, nonfinite = train_step(model, batch.to(device), optimizer, cfg, tokens, amp_dtype)
+        except torch.cuda.OutOfMemoryError:
+            raise NmtError(
+                f"CUDA ran out of memory at epoch {epoch}, batch {number} ({len(batches[number - 1])} sentences, "
+                f"{tokens} target tokens). Lower train.batch_size (now {cfg.batch_size}) or set train.batch_tokens "
+                f"(now {cfg.batch_tokens or 'off'}) to cap padded tokens per batch, then resume with --resume."
+            ) from None
+        total_loss += torch.where(nonfinite, 0.0, loss_sum.double())
+        good_tokens += torch.where(nonfinite, 0.0, float(tokens))
+        in_a_row = (in_a_row + 1) * nonfinite
+        skipped += nonfinite
         progress.step += 1
+        progress.batch_in_epoch = number
+        bar.update(1)
+        if number % check_every == 0 and in_a_row.item() >= cfg.max_nonfinite:
+            raise NmtError(
+                f"Training stopped at epoch {epoch}, step {progress.step}: {int(in_a_row.item())} steps in a row had a "
+                "non-finite loss or gradient (skipped). Lower train.learning_rate or check the data; "
+                "--resume continues from the last checkpoint."
+            )
         if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
             seconds = time.perf_counter() - start
-            bar.set_postfix(loss=f"{total_loss.item() / total_tokens:.3f}", tok_s=f"{total_tokens / seconds:.0f}")
-    seconds = time.perf_counter() - start
-    return EpochStats(total_loss.item() / max(1, total_tokens), total_tokens, seconds)
+            bar.set_postfix(loss=f"{total_loss.item() / max(1.0, good_tokens.item()):.3f}",
+                            tok_s=f"{good_tokens.item() / seconds:.0f}")  # fmt: skip
+        if stop:
+            record_partial()
+            save()
+            raise TrainingInterrupted(f"Training stopped by {stop.signal_name} at epoch {epoch}, step {progress.step}.")
+        if cfg.checkpoint_every and progress.step % cfg.checkpoint_every == 0 and number < len(batches):
+            record_partial()
+            save()
+    bar.close()
+    record_partial()
+    stats = EpochStats(progress.epoch_loss / max(1, progress.epoch_tokens), progress.epoch_tokens, progress.epoch_seconds)
+    progress.batch_in_epoch, progress.epoch_loss, progress.epoch_tokens, progress.epoch_seconds = 0, 0.0, 0, 0.0
+    return stats
 
 
 @torch.no_grad()
@@ -191,9 +309,18 @@ def validate(translator: Translator, data: TrainData, cfg: TrainConfig) -> dict:
     return {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50)), "dev_bleu": scores["bleu"], "dev_chrf": scores["chrf"]}
 
 
+def make_adam(parameters: list[torch.nn.Parameter], learning_rate: float) -> torch.optim.Adam:
+    """Adam with the fused kernel where this PyTorch has it for the device (CPU: 2 ms per step
+    against 14 ms for the per-parameter loop on the eng-mar model), else the foreach one."""
+    try:
+        return torch.optim.Adam(parameters, lr=learning_rate, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(parameters, lr=learning_rate, foreach=True)
+
+
 def build_training(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, device: torch.device):
     model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.train.learning_rate)
+    optimizer = make_adam(list(model.parameters()), config.train.learning_rate)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="max", factor=config.train.lr_factor, patience=config.train.lr_patience, min_lr=config.train.min_lr
     )
@@ -265,43 +392,57 @@ def run_training(config: Config, device: torch.device, resume: bool = False, sho
         "of batch positions."
     )
     translator = Translator(model, src_tok, tgt_tok, config.decode, device)
-    while progress.epoch < cfg.epochs and not progress.stopped_early:
-        epoch = progress.epoch + 1
-        stats = train_epoch(model, data.train, optimizer, cfg, epoch, device, progress, show_bar)
-        progress.train_seconds += stats.seconds
-        metrics = validate(translator, data, cfg)
-        scheduler.step(metrics["dev_bleu"])
-        improved = metrics["dev_bleu"] > progress.best_bleu
-        progress.epoch = epoch
-        if improved:
-            progress.best_bleu, progress.best_epoch, progress.bad_epochs = metrics["dev_bleu"], epoch, 0
-        else:
-            progress.bad_epochs += 1
-            progress.stopped_early = progress.bad_epochs >= cfg.patience
+
+    def save(best: bool = False) -> None:
         payload = checkpoint_payload(model, optimizer, scheduler, progress, config, src_tok, tgt_tok)
-        save_checkpoint(last_path, payload)
-        if improved:
-            save_checkpoint(checkpoint_path(config, "best"), payload)
-        record = {
-            "epoch": epoch,
-            "step": progress.step,
-            "train_loss": round(stats.loss, 4),
-            **{k: round(v, 4) for k, v in metrics.items()},
-            "lr": optimizer.param_groups[0]["lr"],
-            "tokens_per_s": round(stats.tokens_per_second, 1),
-            "epoch_seconds": round(stats.seconds, 2),
-            "train_seconds": round(progress.train_seconds, 2),
-        }
-        with open(metrics_path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
-        log(
-            f"epoch {epoch:3d}  train loss {stats.loss:.3f}  dev loss {metrics['dev_loss']:.3f}  "
-            f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
-            f"{stats.tokens_per_second:.0f} tok/s  {stats.seconds:.0f}s" + ("  *best*" if improved else "")
-        )
+        save_training_checkpoint(Path(config.run_dir) / "checkpoints", payload, progress.step, cfg.keep_checkpoints, best)
+
+    with StopFlag().installed() as stop:
+        while progress.epoch < cfg.epochs and not progress.stopped_early:
+            _run_epoch(config, data, translator, optimizer, scheduler, progress, save, stop, log, show_bar)
+            if stop:  # arrived during validation: the epoch's checkpoint is already written
+                raise TrainingInterrupted(f"Training stopped by {stop.signal_name} after epoch {progress.epoch}.")
+    if progress.nonfinite_steps:
+        log(f"{progress.nonfinite_steps} update(s) were skipped for a non-finite loss or gradient.")
     reason = f"no dev BLEU gain in {cfg.patience} epochs" if progress.stopped_early else f"{progress.epoch} epochs"
     log(
         f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} at epoch {progress.best_epoch}; "
         f"{progress.train_seconds:.0f}s of training. Checkpoints in {last_path.parent}."
     )
     return progress
+
+
+def _run_epoch(config: Config, data: TrainData, translator: Translator, optimizer, scheduler, progress: Progress,
+               save: Callable[..., None], stop: StopFlag, log: RunLog, show_bar: bool) -> None:  # fmt: skip
+    """Train one epoch, validate, step the LR schedule, checkpoint, append to metrics.jsonl."""
+    cfg, model, device = config.train, translator.model, translator.device
+    epoch = progress.epoch + 1
+    stats = train_epoch(model, data.train, optimizer, cfg, epoch, device, progress, save, stop, show_bar)
+    progress.train_seconds += stats.seconds
+    metrics = validate(translator, data, cfg)
+    scheduler.step(metrics["dev_bleu"])
+    improved = metrics["dev_bleu"] > progress.best_bleu
+    progress.epoch = epoch
+    if improved:
+        progress.best_bleu, progress.best_epoch, progress.bad_epochs = metrics["dev_bleu"], epoch, 0
+    else:
+        progress.bad_epochs += 1
+        progress.stopped_early = progress.bad_epochs >= cfg.patience
+    save(best=improved)
+    record = {
+        "epoch": epoch,
+        "step": progress.step,
+        "train_loss": round(stats.loss, 4),
+        **{k: round(v, 4) for k, v in metrics.items()},
+        "lr": optimizer.param_groups[0]["lr"],
+        "tokens_per_s": round(stats.tokens_per_second, 1),
+        "epoch_seconds": round(stats.seconds, 2),
+        "train_seconds": round(progress.train_seconds, 2),
+    }
+    with open(Path(config.run_dir) / "metrics.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    log(
+        f"epoch {epoch:3d}  train loss {stats.loss:.3f}  dev loss {metrics['dev_loss']:.3f}  "
+        f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
+        f"{stats.tokens_per_second:.0f} tok/s  {stats.seconds:.0f}s" + ("  *best*" if improved else "")
+    )
