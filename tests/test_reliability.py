@@ -82,16 +82,17 @@ def test_sigkill_mid_epoch_then_resume_equals_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigint_saves_a_resumable_checkpoint_and_says_how_to_resume(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_saves_a_resumable_checkpoint_and_says_how_to_resume(tmp_path, sig):
     config = write_config(tmp_path, "stopped")
     ckpt_dir = tmp_path / "stopped" / "checkpoints"
     process = start_training(config)
     wait_for("step-*.pt", ckpt_dir, process, count=1)
     assert process.poll() is None, "training finished before it could be interrupted"
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sig)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
-    assert "Training stopped by SIGINT" in stderr and "Resume with: nmt train --config" in stderr
+    assert f"Training stopped by {sig.name}" in stderr and "Resume with: nmt train --config" in stderr
     assert "Traceback" not in stderr
     state = torch.load(ckpt_dir / "last.pt", weights_only=True)["progress"]
     assert state["step"] > 0
@@ -200,15 +201,50 @@ def test_reading_random_bytes_never_crashes(tmp_path, data):
     assert all(p.line_no >= 1 for p in result.problems)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.text(max_size=40), min_size=0, max_size=30))
-def test_prepare_on_random_text_succeeds_or_says_why(tmp_path_factory, lines):
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.binary(max_size=600), st.lists(st.text(max_size=40), max_size=30).map(lambda ls: "\n".join(ls).encode())))
+def test_prepare_on_random_bytes_or_text_succeeds_or_says_why(tmp_path_factory, content):
     root = tmp_path_factory.mktemp("fuzzprep")
     path = root / "in.txt"
-    path.write_text("\n".join(lines), encoding="utf-8")
+    path.write_bytes(content)
     config = config_from_dict(tiny_config(root, path))
     try:
         prepare(config, log=lambda _: None)
     except NmtError as exc:
         assert str(exc)
         assert not (root / "run" / "data" / "manifest.json").exists()
+
+
+def test_full_disk_gives_a_message_not_a_traceback(tmp_path, anki_file, monkeypatch):
+    import errno
+
+    import nmt.data.prepare as prepare_module
+
+    def no_space(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "data" / "train.en"))
+
+    monkeypatch.setattr(prepare_module, "write_lines_atomic", no_space)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(tiny_config(tmp_path, anki_file)), encoding="utf-8")
+    result = runner.invoke(app, ["prepare", "--config", str(config)])
+    assert result.exit_code == 1
+    assert "No space left on device" in result.stderr and "train.en" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_out_of_memory_names_the_batch_and_what_to_lower(tmp_path, monkeypatch):
+    from nmt.train import loop
+    from nmt.translate import load_tokenizers
+
+    config = config_from_dict(tiny_config(tmp_path, write_anki(tmp_path / "p.txt", synthetic_pairs())))
+    prepare(config, log=lambda _: None)
+    src_tok, tgt_tok = load_tokenizers(config)
+    data = loop.load_train_data(config, src_tok, tgt_tok)
+    model, optimizer, _ = loop.build_training(config, src_tok, tgt_tok, torch.device("cpu"))
+
+    def out_of_memory(*_args, **_kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(loop, "train_step", out_of_memory)
+    with pytest.raises(NmtError, match=r"ran out of memory at epoch 1, batch 1 .*Lower train.batch_size \(now 16\)"):
+        loop.train_epoch(model, data.train, optimizer, config.train, 1, torch.device("cpu"), loop.Progress(), show_bar=False)
