@@ -45,7 +45,8 @@ def train_weights(config_path: str, overrides: list[str], steps: int, device_nam
     import random
 
     from nmt.data.batching import collate
-    from nmt.train.loop import build_training, epoch_batches, load_train_data, make_adam, train_step
+    from nmt.train.data import epoch_batches, load_train_data
+    from nmt.train.loop import build_training, make_adam, train_step
     from nmt.translate import load_tokenizers
 
     device = bc.setup_device(device_name, threads)

@@ -39,7 +39,7 @@ def _timed_steps(run_step, batches, steps: int, warmup: int, device) -> tuple[fl
 
 
 def _batches(data, cfg, kind: str, needed: int) -> list[list[int]]:
-    from nmt.train.loop import epoch_batches
+    from nmt.train.data import epoch_batches
 
     if kind == "ours":
         batches = epoch_batches(data.train, cfg, 1)
@@ -55,7 +55,8 @@ def _batches(data, cfg, kind: str, needed: int) -> list[list[int]]:
 def measure(label: str, config_path: str, overrides: list[str], steps: int, device_name: str, threads: int,
             tool: str = "nmt", batching: str = "ours", fast_path: bool = True) -> dict:  # fmt: skip
     from nmt.data.batching import collate, padding_fraction
-    from nmt.train.loop import autocast_dtype, batch_lengths, build_training, load_train_data, train_step
+    from nmt.train.data import batch_lengths, load_train_data
+    from nmt.train.loop import autocast_dtype, build_training, train_step
     from nmt.translate import load_tokenizers
 
     device = bc.setup_device(device_name, threads)

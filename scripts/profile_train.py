@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-import torch
 from torch.profiler import ProfilerActivity, profile
 
 import bench_common as bc
@@ -16,7 +15,8 @@ import bench_common as bc
 
 def main() -> None:
     from nmt.data.batching import collate
-    from nmt.train.loop import build_training, epoch_batches, load_train_data, train_step
+    from nmt.train.data import epoch_batches, load_train_data
+    from nmt.train.loop import build_training, train_step
     from nmt.translate import load_tokenizers
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import random
-import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -18,41 +14,16 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from nmt.config import Config, TrainConfig, save_config
-from nmt.data.batching import Batch, Example, bucketed_batches, collate, padding_fraction, sorted_batches
-from nmt.data.prepare import prepared_paths
+from nmt.data.batching import Batch, Example, collate, padding_fraction, sorted_batches
 from nmt.errors import NmtError
 from nmt.evaluation import score
 from nmt.fileio import read_lines, write_lines_atomic
 from nmt.model.seq2seq import Seq2Seq, count_parameters
 from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.train.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_training_checkpoint
+from nmt.train.data import TrainData, batch_lengths, epoch_batches, load_train_data
+from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.translate import Translator, load_tokenizers
-
-
-@dataclass
-class TrainData:
-    train: list[Example]
-    dev: list[Example]  # dev pairs, for the loss
-    dev_sources: list[list[int]]  # distinct dev sources, for BLEU
-    dev_references: list[list[str]]  # every reference of each distinct dev source
-    skipped_long: int  # training pairs over train.max_len
-
-
-@dataclass
-class Progress:
-    epoch: int = 0  # epochs completed
-    step: int = 0  # optimizer updates done
-    best_bleu: float = -1.0
-    best_epoch: int = 0
-    bad_epochs: int = 0  # validations since the last improvement
-    train_seconds: float = 0.0  # time spent in training epochs (validation excluded)
-    stopped_early: bool = False
-    nonfinite_steps: int = 0  # updates skipped for a non-finite loss or gradient
-    # Inside an unfinished epoch (checkpoints every N steps, or a stop by signal):
-    batch_in_epoch: int = 0  # batches of epoch + 1 already done
-    epoch_loss: float = 0.0  # their summed loss
-    epoch_tokens: int = 0  # and target tokens
-    epoch_seconds: float = 0.0
 
 
 @dataclass
@@ -82,40 +53,6 @@ class RunLog:
             tqdm.write(message)
 
 
-def encode_pairs(src_tok: Tokenizer, tgt_tok: Tokenizer, src_lines: list[str], tgt_lines: list[str]) -> list[Example]:
-    return [Example(s, t) for s, t in zip(src_tok.encode(src_lines), tgt_tok.encode(tgt_lines))]
-
-
-def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TrainData:
-    paths = prepared_paths(config)
-    train = encode_pairs(src_tok, tgt_tok, read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
-    max_len = config.train.max_len
-    kept = [ex for ex in train if len(ex.src_ids) <= max_len and len(ex.tgt_ids) <= max_len]
-    dev = encode_pairs(src_tok, tgt_tok, read_lines(paths.text("dev", "src")), read_lines(paths.text("dev", "tgt")))
-    multi = [line.split("\t") for line in read_lines(paths.multi("dev"))]
-    dev_sources = src_tok.encode([cols[0] for cols in multi])
-    return TrainData(kept, dev, dev_sources, [cols[1:] for cols in multi], len(train) - len(kept))
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def rng_state() -> dict:
-    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
     """Summed cross-entropy over non-pad target tokens; logits (B, T, V), targets (B, T)."""
     return F.cross_entropy(
@@ -125,16 +62,6 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: flo
         reduction="sum",
         label_smoothing=label_smoothing,
     )
-
-
-def batch_lengths(examples: list[Example]) -> list[int]:
-    """The padded length each example needs: its longer side plus <eos>/<bos>."""
-    return [max(len(ex.src_ids), len(ex.tgt_ids)) + 1 for ex in examples]
-
-
-def epoch_batches(examples: list[Example], cfg: TrainConfig, epoch: int) -> list[list[int]]:
-    """This epoch's batches: bucketed, and shuffled with a seed of (train.seed, epoch)."""
-    return bucketed_batches(batch_lengths(examples), cfg.batch_size, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens)
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -173,38 +100,6 @@ def train_step(
     elif not bool(nonfinite):
         optimizer.step()
     return loss_sum.detach(), nonfinite
-
-
-class TrainingInterrupted(NmtError):
-    """SIGINT/SIGTERM arrived; a checkpoint was saved."""
-
-
-class StopFlag:
-    """Set by SIGINT/SIGTERM while training runs; the loop stops after the current step."""
-
-    def __init__(self):
-        self.signal_name: str | None = None
-
-    def __bool__(self) -> bool:
-        return self.signal_name is not None
-
-    @contextlib.contextmanager
-    def installed(self):
-        if threading.current_thread() is not threading.main_thread():
-            yield self
-            return
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-        def handler(signum, _frame):
-            self.signal_name = signal.Signals(signum).name
-
-        for sig in previous:
-            signal.signal(sig, handler)
-        try:
-            yield self
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
 
 
 def train_epoch(

@@ -1,0 +1,82 @@
+"""What a checkpoint must carry to resume exactly: progress, RNG states; and the flag a
+SIGINT/SIGTERM sets so training stops at a step boundary."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from nmt.errors import NmtError
+
+
+@dataclass
+class Progress:
+    epoch: int = 0  # epochs completed
+    step: int = 0  # optimizer updates done
+    best_bleu: float = -1.0
+    best_epoch: int = 0
+    bad_epochs: int = 0  # validations since the last improvement
+    train_seconds: float = 0.0  # time spent in training epochs (validation excluded)
+    stopped_early: bool = False
+    nonfinite_steps: int = 0  # updates skipped for a non-finite loss or gradient
+    # Inside an unfinished epoch (checkpoints every N steps, or a stop by signal):
+    batch_in_epoch: int = 0  # batches of epoch + 1 already done
+    epoch_loss: float = 0.0  # their summed loss
+    epoch_tokens: int = 0  # and target tokens
+    epoch_seconds: float = 0.0
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class TrainingInterrupted(NmtError):
+    """SIGINT/SIGTERM arrived; a checkpoint was saved."""
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM while training runs; the loop stops after the current step."""
+
+    def __init__(self):
+        self.signal_name: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.signal_name is not None
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def handler(signum, _frame):
+            self.signal_name = signal.Signals(signum).name
+
+        for sig in previous:
+            signal.signal(sig, handler)
+        try:
+            yield self
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
