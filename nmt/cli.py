@@ -297,6 +297,59 @@ def _evaluation_set(cfg: Config, src: Path | None, refs: list[Path]) -> tuple[li
     return sources, references, src.stem
 
 
+RunDirArgument = Annotated[Path, typer.Argument(help="A run directory (run_dir of a config).")]
+
+
+@app.command()
+@user_errors
+def plot(
+    run_dir: RunDirArgument,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="PNG to write (default: RUN_DIR/learning_curves.png).")] = None,
+) -> None:
+    """Draw the learning curves (train/dev loss, dev BLEU/chrF by epoch) from RUN_DIR/metrics.jsonl.
+
+    Works while training runs: it plots the epochs validated so far.
+    """
+    from nmt.plotting import plot_learning_curves
+
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        raise NmtError(f"No {metrics}: it is written after the first epoch of `nmt train`.")
+    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not records:
+        raise NmtError(f"{metrics} holds no validation yet.")
+    path = output or run_dir / "learning_curves.png"
+    plot_learning_curves(records, path)
+    typer.echo(f"Wrote {path} ({len(records)} epochs)")
+
+
+@app.command()
+@user_errors
+def average(
+    run_dir: RunDirArgument,
+    last: Annotated[int, typer.Option("--last", "-k", min=2, help="How many of the newest step checkpoints to average.")] = 3,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Where to write (default: RUN_DIR/checkpoints/averaged.pt).")
+    ] = None,
+) -> None:
+    """Average the weights of the newest step checkpoints (train.checkpoint_every, train.keep_checkpoints).
+
+    Use the result with `nmt translate/evaluate --checkpoint RUN_DIR/checkpoints/averaged.pt`.
+    """
+    from nmt.train.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
+
+    available = step_checkpoints(run_dir / "checkpoints")
+    if len(available) < last:
+        raise NmtError(
+            f"{run_dir / 'checkpoints'} holds {len(available)} step checkpoint(s); --last {last} needs {last}. "
+            "Keep more with train.keep_checkpoints (and train.checkpoint_every for checkpoints inside epochs)."
+        )
+    chosen = available[-last:]
+    path = output or run_dir / "checkpoints" / "averaged.pt"
+    save_checkpoint(path, average_checkpoints(chosen))
+    typer.echo(f"Averaged {', '.join(p.name for p in chosen)} into {path}")
+
+
 def main() -> None:
     app()
 

@@ -61,3 +61,20 @@ def test_mismatched_vocabulary_and_model_are_refused():
     bigger = Config(model=ModelConfig(embed_dim=512))
     with pytest.raises(NmtError, match="model.embed_dim: checkpoint has 256, config has 512"):
         check_compatible(payload, bigger, {"src": "a" * 64, "tgt": "b" * 64}, "x.pt")
+
+
+def test_averaging_two_checkpoints_gives_the_mean_of_their_weights(tmp_path):
+    from nmt.train.checkpoint import average_checkpoints
+
+    config = Config()
+    a, b = small_model(seed=1), small_model(seed=2)
+    save_checkpoint(tmp_path / "step-00000001.pt", {**payload_for(a, config), "progress": {"step": 1}})
+    save_checkpoint(tmp_path / "step-00000002.pt", {**payload_for(b, config), "progress": {"step": 2}})
+    averaged = average_checkpoints([tmp_path / "step-00000001.pt", tmp_path / "step-00000002.pt"])
+    for name, tensor in averaged["model"].items():
+        assert torch.allclose(tensor, (a.state_dict()[name] + b.state_dict()[name]) / 2)
+    assert averaged["progress"]["step"] == 2
+    other = Config(model=ModelConfig(embed_dim=8))
+    save_checkpoint(tmp_path / "x.pt", payload_for(small_model(dim=8), other))
+    with pytest.raises(NmtError, match="cannot average"):
+        average_checkpoints([tmp_path / "x.pt", tmp_path / "step-00000002.pt"])

@@ -140,3 +140,20 @@ def test_help_lists_every_option():
 def test_module_entry_point_runs():
     result = subprocess.run([sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "translate" in result.stdout
+
+
+def test_plot_and_average_commands(tmp_path, anki_file):
+    config = write_config(tmp_path, anki_file, "avg.yaml", train={"checkpoint_every": 4, "keep_checkpoints": 3, "epochs": 2})
+    assert run("train", "--config", config).exit_code == 0
+    run_dir = tmp_path / "run"
+    result = run("plot", run_dir, "--output", tmp_path / "curves.png")
+    assert result.exit_code == 0 and (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    result = run("average", run_dir, "--last", "2")
+    assert result.exit_code == 0, result.output
+    averaged = run_dir / "checkpoints" / "averaged.pt"
+    result = run("translate", "--config", config, "--checkpoint", averaged, "--text", "I see apples.")
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1
+    result = run("average", run_dir, "--last", "9")
+    assert result.exit_code == 1 and "holds 3 step checkpoint(s)" in result.stderr
+    result = run("plot", tmp_path / "nowhere")
+    assert result.exit_code == 1 and "metrics.jsonl" in result.stderr

@@ -109,3 +109,31 @@ def check_compatible(payload: dict, config: Config, spm_sha256: dict[str, str], 
             f"Checkpoint {path} does not match the config:\n  " + "\n  ".join(problems)
             + "\nUse the config and prepared data it was trained with, or train a new model."
         )
+
+
+def step_checkpoints(directory: Path) -> list[Path]:
+    """The step checkpoints in ``directory``, oldest first."""
+    return sorted(directory.glob("step-*.pt"))
+
+
+def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
+    """A checkpoint whose model weights are the mean of ``paths``' (float tensors; others
+    from the newest). Config and SentencePiece hashes must agree; optimizer state is dropped."""
+    payloads = [load_checkpoint(path) for path in paths]
+    newest = payloads[-1]
+    for path, payload in zip(paths, payloads):
+        if payload["spm_sha256"] != newest["spm_sha256"] or payload["config"]["model"] != newest["config"]["model"]:
+            raise NmtError(f"{path} was trained with another model config or vocabulary than {paths[-1]}: cannot average.")
+    averaged = {}
+    for name, tensor in newest["model"].items():
+        if tensor.is_floating_point():
+            averaged[name] = torch.stack([p["model"][name].float() for p in payloads]).mean(0).to(tensor.dtype)
+        else:
+            averaged[name] = tensor
+    return {
+        "model": averaged,
+        "config": newest["config"],
+        "spm_sha256": newest["spm_sha256"],
+        "progress": newest["progress"],
+        "averaged_from": [str(path) for path in paths],
+    }
