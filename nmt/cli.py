@@ -41,6 +41,13 @@ CheckpointOption = Annotated[
 DeviceOption = Annotated[
     Optional[str], typer.Option("--device", help="auto, cpu or cuda (default: the config's train.device).")
 ]
+OptionalConfigOption = Annotated[
+    Optional[Path], typer.Option("--config", "-c", help="YAML config file (see configs/); or use --model.")
+]
+ModelOption = Annotated[
+    Optional[Path],
+    typer.Option("--model", help="A model package folder from `nmt export`: no config, checkpoint or prepared data needed."),
+]
 BeamOption = Annotated[
     Optional[int], typer.Option("--beam-size", min=1, help="Beam width; 1 = greedy (default: decode.beam_size).")
 ]
@@ -150,9 +157,10 @@ def train(
 @app.command()
 @user_errors
 def translate(
-    config: ConfigOption,
+    config: OptionalConfigOption = None,
     set_: SetOption = None,
     checkpoint: CheckpointOption = "best",
+    model: ModelOption = None,
     input_: Annotated[
         Optional[Path], typer.Option("--input", "-i", help="Text file, one sentence per line (default: stdin).")
     ] = None,
@@ -177,13 +185,12 @@ def translate(
     Sentences are batched by length and the original order is restored. Greedy (--beam-size 1) or
     beam search with length normalisation (decode.length_penalty).
     """
-    from nmt.translate import Translator, read_input_lines
+    from nmt.translate import read_input_lines
 
-    cfg = _load(config, set_)
     if text is not None and input_ is not None:
         raise NmtError("Give either --text or --input, not both.")
+    _, translator = _translator(config, set_, checkpoint, model, device)
     lines = [text] if text is not None else read_input_lines(str(input_) if input_ else None)
-    translator = Translator.from_checkpoint(cfg, checkpoint, _device(cfg, device))
     hypotheses = translator.translate(lines, beam_size=beam_size, progress=input_ is not None)
     if output is not None:
         from nmt.fileio import write_lines_atomic
@@ -226,9 +233,10 @@ def _plot_attention(translator, lines: list[str], hypotheses: list[str], target:
 @app.command()
 @user_errors
 def evaluate(
-    config: ConfigOption,
+    config: OptionalConfigOption = None,
     set_: SetOption = None,
     checkpoint: CheckpointOption = "best",
+    model: ModelOption = None,
     src: Annotated[
         Optional[Path], typer.Option("--src", help="Source file to translate (default: the prepared test split).")
     ] = None,
@@ -246,11 +254,11 @@ def evaluate(
     """
     from nmt.evaluation import score
     from nmt.fileio import write_lines_atomic, write_text_atomic
-    from nmt.translate import Translator
 
-    cfg = _load(config, set_)
+    if model is not None and src is None:
+        raise NmtError("With --model, give the sentences to score: --src FILE --ref FILE [--ref FILE ...].")
+    cfg, translator = _translator(config, set_, checkpoint, model, device)
     sources, references, name = _evaluation_set(cfg, src, ref or [])
-    translator = Translator.from_checkpoint(cfg, checkpoint, _device(cfg, device))
     beam = beam_size or cfg.decode.beam_size
     hypotheses = translator.translate(sources, beam_size=beam, progress=True)
     report = score(hypotheses, references)
@@ -265,6 +273,20 @@ def evaluate(
     for metric in ("bleu", "chrf", "ter"):
         typer.echo(f"{metric.upper():5s} {report[metric]:6.2f}   {report['signature'][metric]}")
     typer.echo(f"Hypotheses and report in {out_dir}")
+
+
+def _translator(config: Path | None, set_: list[str] | None, checkpoint: str, model: Path | None, device: str | None):
+    """(config, Translator) from --config (+ --checkpoint) or from a --model package."""
+    from nmt.translate import Translator, resolve_device
+
+    if model is not None:
+        if config is not None or set_:
+            raise NmtError("--model carries its own config: give --model alone, or --config with --set, not both.")
+        return Translator.from_package(model, resolve_device(device or "auto"))
+    if config is None:
+        raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
+    cfg = _load(config, set_)
+    return cfg, Translator.from_checkpoint(cfg, checkpoint, _device(cfg, device))
 
 
 def _evaluation_set(cfg: Config, src: Path | None, refs: list[Path]) -> tuple[list[str], list[list[str]], str]:
@@ -298,6 +320,21 @@ def _evaluation_set(cfg: Config, src: Path | None, refs: list[Path]) -> tuple[li
 
 
 RunDirArgument = Annotated[Path, typer.Argument(help="A run directory (run_dir of a config).")]
+
+
+@app.command()
+@user_errors
+def export(
+    run_dir: RunDirArgument,
+    out_dir: Annotated[Path, typer.Argument(help="The folder to create (must not exist, or be empty).")],
+    checkpoint: CheckpointOption = "best",
+) -> None:
+    """Write a self-contained model package: weights (safetensors), the resolved config, both
+    SentencePiece models and a model card. Use it with `nmt translate --model OUT_DIR`."""
+    from nmt.export import export_model
+
+    path = export_model(run_dir, out_dir, checkpoint)
+    typer.echo(f"Exported {run_dir} ({checkpoint}) to {path}; see {path / 'MODEL_CARD.md'}")
 
 
 @app.command()

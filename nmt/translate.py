@@ -53,6 +53,15 @@ class Translator:
         model.to(device).eval()
         return cls(model, src_tok, tgt_tok, config.decode, device)
 
+    @classmethod
+    def from_package(cls, model_dir: Path, device: torch.device) -> tuple[Config, "Translator"]:
+        """(config, translator) from a folder written by `nmt export`."""
+        from nmt.export import load_package
+
+        config, model = load_package(model_dir, device)
+        src_tok, tgt_tok = load_tokenizers(config)
+        return config, cls(model, src_tok, tgt_tok, config.decode, device)
+
     def translate_ids(
         self, src_ids: list[list[int]], beam_size: int | None = None, progress: bool = False
     ) -> list[list[int]]:

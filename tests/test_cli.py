@@ -157,3 +157,40 @@ def test_plot_and_average_commands(tmp_path, anki_file):
     assert result.exit_code == 1 and "holds 3 step checkpoint(s)" in result.stderr
     result = run("plot", tmp_path / "nowhere")
     assert result.exit_code == 1 and "metrics.jsonl" in result.stderr
+
+
+def test_export_then_translate_and_evaluate_with_only_the_package(tmp_path, anki_file):
+    import shutil
+
+    config = write_config(tmp_path, anki_file, "exp.yaml")
+    assert run("train", "--config", config).exit_code == 0
+    src = tmp_path / "s.en"
+    src.write_text("I see apples.\n\nwe like tea.\n", encoding="utf-8")
+    expected = run("translate", "--config", config, "--input", src).stdout
+    assert run("evaluate", "--config", config).exit_code == 0
+
+    package = tmp_path / "package"
+    result = run("export", tmp_path / "run", package)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in package.iterdir()) == [
+        "MODEL_CARD.md", "config.yaml", "manifest.json", "model.safetensors", "spm.en.model", "spm.mr.model",
+    ]  # fmt: skip
+    card = (package / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "BLEU" in card and "nrefs:" in card and "split by source sentence" in card
+    assert run("export", tmp_path / "run", package).exit_code == 1  # refuses to overwrite
+
+    moved = tmp_path / "elsewhere" / "model"
+    moved.parent.mkdir()
+    shutil.move(package, moved)
+    shutil.rmtree(tmp_path / "run")  # nothing of the run is left: the package must be enough
+    result = run("translate", "--model", moved, "--input", src)
+    assert result.exit_code == 0 and result.stdout == expected
+    ref = tmp_path / "r.mr"
+    ref.write_text("मी सफरचंद पाहतो.\n-\nआम्ही चहा आवडते.\n", encoding="utf-8")
+    result = run("evaluate", "--model", moved, "--src", src, "--ref", ref, "--json")
+    assert result.exit_code == 0 and 0 <= json.loads(result.stdout)["bleu"] <= 100
+    result = run("translate", "--model", moved, "--config", config, "--text", "hi")
+    assert result.exit_code == 1 and "--model alone" in result.stderr
+    (moved / "spm.mr.model").write_bytes((moved / "spm.en.model").read_bytes())
+    result = run("translate", "--model", moved, "--text", "hi")
+    assert result.exit_code == 1 and "does not match the SentencePiece model" in result.stderr

@@ -223,7 +223,10 @@ def build_training(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, devic
 
 
 def checkpoint_payload(model, optimizer, scheduler, progress: Progress, config: Config, src_tok, tgt_tok) -> dict:
+    from nmt.export import hardware_description
+
     return {
+        "hardware": hardware_description(next(model.parameters()).device),
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
