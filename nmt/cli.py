@@ -38,6 +38,13 @@ SetOption = Annotated[
 CheckpointOption = Annotated[
     str, typer.Option("--checkpoint", help="'best', 'last' (in <run_dir>/checkpoints/) or a checkpoint file path.")
 ]
+CheckpointsOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--checkpoint",
+        help="'best' (default), 'last' or a checkpoint file path; repeat to decode with an ensemble (averaged log-probabilities).",
+    ),
+]
 DeviceOption = Annotated[
     Optional[str], typer.Option("--device", help="auto, cpu or cuda (default: the config's train.device).")
 ]
@@ -45,8 +52,11 @@ OptionalConfigOption = Annotated[
     Optional[Path], typer.Option("--config", "-c", help="YAML config file (see configs/); or use --model.")
 ]
 ModelOption = Annotated[
-    Optional[Path],
-    typer.Option("--model", help="A model package folder from `nmt export`: no config, checkpoint or prepared data needed."),
+    Optional[list[Path]],
+    typer.Option(
+        "--model",
+        help="A model package folder from `nmt export`: no config, checkpoint or prepared data needed. Repeat for an ensemble.",
+    ),
 ]
 BeamOption = Annotated[
     Optional[int], typer.Option("--beam-size", min=1, help="Beam width; 1 = greedy (default: decode.beam_size).")
@@ -159,7 +169,7 @@ def train(
 def translate(
     config: OptionalConfigOption = None,
     set_: SetOption = None,
-    checkpoint: CheckpointOption = "best",
+    checkpoint: CheckpointsOption = None,
     model: ModelOption = None,
     input_: Annotated[
         Optional[Path], typer.Option("--input", "-i", help="Text file, one sentence per line (default: stdin).")
@@ -235,7 +245,7 @@ def _plot_attention(translator, lines: list[str], hypotheses: list[str], target:
 def evaluate(
     config: OptionalConfigOption = None,
     set_: SetOption = None,
-    checkpoint: CheckpointOption = "best",
+    checkpoint: CheckpointsOption = None,
     model: ModelOption = None,
     src: Annotated[
         Optional[Path], typer.Option("--src", help="Source file to translate (default: the prepared test split).")
@@ -255,14 +265,14 @@ def evaluate(
     from nmt.evaluation import score
     from nmt.fileio import write_lines_atomic, write_text_atomic
 
-    if model is not None and src is None:
+    if model and src is None:
         raise NmtError("With --model, give the sentences to score: --src FILE --ref FILE [--ref FILE ...].")
     cfg, translator = _translator(config, set_, checkpoint, model, device)
     sources, references, name = _evaluation_set(cfg, src, ref or [])
     beam = beam_size or cfg.decode.beam_size
     hypotheses = translator.translate(sources, beam_size=beam, progress=True)
     report = score(hypotheses, references)
-    report.update({"set": name, "checkpoint": checkpoint, "beam_size": beam, "run_dir": cfg.run_dir})
+    report.update({"set": name, "checkpoint": checkpoint or ["best"], "beam_size": beam, "run_dir": cfg.run_dir})
     out_dir = Path(cfg.run_dir) / "eval"
     write_lines_atomic(out_dir / f"{name}.hyp", hypotheses)
     write_text_atomic(out_dir / f"{name}.report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
@@ -275,18 +285,20 @@ def evaluate(
     typer.echo(f"Hypotheses and report in {out_dir}")
 
 
-def _translator(config: Path | None, set_: list[str] | None, checkpoint: str, model: Path | None, device: str | None):
-    """(config, Translator) from --config (+ --checkpoint) or from a --model package."""
+def _translator(
+    config: Path | None, set_: list[str] | None, checkpoints: list[str] | None, models: list[Path] | None, device: str | None
+):
+    """(config, Translator) from --config (+ --checkpoint ...) or from --model package(s)."""
     from nmt.translate import Translator, resolve_device
 
-    if model is not None:
-        if config is not None or set_:
-            raise NmtError("--model carries its own config: give --model alone, or --config with --set, not both.")
-        return Translator.from_package(model, resolve_device(device or "auto"))
+    if models:
+        if config is not None or set_ or checkpoints:
+            raise NmtError("--model carries its own config and weights: give --model alone, not with --config, --set or --checkpoint.")
+        return Translator.from_packages(models, resolve_device(device or "auto"))
     if config is None:
         raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
     cfg = _load(config, set_)
-    return cfg, Translator.from_checkpoint(cfg, checkpoint, _device(cfg, device))
+    return cfg, Translator.from_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device))
 
 
 def _evaluation_set(cfg: Config, src: Path | None, refs: list[Path]) -> tuple[list[str], list[list[str]], str]:

@@ -43,24 +43,37 @@ class Translator:
     device: torch.device
 
     @classmethod
-    def from_checkpoint(cls, config: Config, checkpoint: str, device: torch.device) -> "Translator":
+    def from_checkpoints(cls, config: Config, checkpoints: list[str], device: torch.device) -> "Translator":
+        """One checkpoint, or several (an ensemble) trained with this config."""
         src_tok, tgt_tok = load_tokenizers(config)
-        path = checkpoint_path(config, checkpoint)
-        payload = load_checkpoint(path)
-        check_compatible(payload, config, {"src": src_tok.sha256, "tgt": tgt_tok.sha256}, path)
-        model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
-        model.load_state_dict(payload["model"])
-        model.to(device).eval()
-        return cls(model, src_tok, tgt_tok, config.decode, device)
+        models = []
+        for checkpoint in checkpoints:
+            path = checkpoint_path(config, checkpoint)
+            payload = load_checkpoint(path)
+            check_compatible(payload, config, {"src": src_tok.sha256, "tgt": tgt_tok.sha256}, path)
+            model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
+            model.load_state_dict(payload["model"])
+            models.append(model.to(device).eval())
+        return cls(_one_or_ensemble(models), src_tok, tgt_tok, config.decode, device)
 
     @classmethod
-    def from_package(cls, model_dir: Path, device: torch.device) -> tuple[Config, "Translator"]:
-        """(config, translator) from a folder written by `nmt export`."""
+    def from_checkpoint(cls, config: Config, checkpoint: str, device: torch.device) -> "Translator":
+        return cls.from_checkpoints(config, [checkpoint], device)
+
+    @classmethod
+    def from_packages(cls, model_dirs: list[Path], device: torch.device) -> tuple[Config, "Translator"]:
+        """(config of the first, translator) from folders written by `nmt export`; several
+        folders make an ensemble, and must share their SentencePiece models."""
         from nmt.export import load_package
 
-        config, model = load_package(model_dir, device)
+        loaded = [load_package(model_dir, device) for model_dir in model_dirs]
+        config = loaded[0][0]
         src_tok, tgt_tok = load_tokenizers(config)
-        return config, cls(model, src_tok, tgt_tok, config.decode, device)
+        for model_dir, (other, _) in zip(model_dirs[1:], loaded[1:]):
+            other_src, other_tgt = load_tokenizers(other)
+            if (other_src.sha256, other_tgt.sha256) != (src_tok.sha256, tgt_tok.sha256):
+                raise NmtError(f"{model_dir} uses other SentencePiece models than {model_dirs[0]}: they cannot be ensembled.")
+        return config, cls(_one_or_ensemble([m for _, m in loaded]), src_tok, tgt_tok, config.decode, device)
 
     def translate_ids(
         self, src_ids: list[list[int]], beam_size: int | None = None, progress: bool = False
@@ -127,6 +140,12 @@ class Translator:
         src_labels = self.src_tok.id_to_piece(src_ids) + ["</s>"]
         tgt_labels = self.tgt_tok.id_to_piece(tgt_ids) + ["</s>"]
         return src_labels, tgt_labels, attn[0].float().cpu()
+
+
+def _one_or_ensemble(models: list):
+    from nmt.ensemble import Ensemble
+
+    return models[0] if len(models) == 1 else Ensemble(models).eval()
 
 
 def read_input_lines(path: str | None) -> list[str]:

@@ -153,6 +153,11 @@ def test_plot_and_average_commands(tmp_path, anki_file):
     averaged = run_dir / "checkpoints" / "averaged.pt"
     result = run("translate", "--config", config, "--checkpoint", averaged, "--text", "I see apples.")
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1
+    # An ensemble of two checkpoints, in greedy and beam search.
+    for beam in ("1", "3"):
+        result = run("translate", "--config", config, "--checkpoint", "best", "--checkpoint", averaged,
+                     "--beam-size", beam, "--text", "I see apples.")  # fmt: skip
+        assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1, result.output
     result = run("average", run_dir, "--last", "9")
     assert result.exit_code == 1 and "holds 3 step checkpoint(s)" in result.stderr
     result = run("plot", tmp_path / "nowhere")
@@ -191,6 +196,8 @@ def test_export_then_translate_and_evaluate_with_only_the_package(tmp_path, anki
     assert result.exit_code == 0 and 0 <= json.loads(result.stdout)["bleu"] <= 100
     result = run("translate", "--model", moved, "--config", config, "--text", "hi")
     assert result.exit_code == 1 and "--model alone" in result.stderr
+    result = run("translate", "--model", moved, "--model", moved, "--input", src)  # an ensemble of packages
+    assert result.exit_code == 0 and result.stdout == expected  # twice the same model: same output
     (moved / "spm.mr.model").write_bytes((moved / "spm.en.model").read_bytes())
     result = run("translate", "--model", moved, "--text", "hi")
     assert result.exit_code == 1 and "does not match the SentencePiece model" in result.stderr

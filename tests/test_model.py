@@ -151,3 +151,35 @@ def test_dropout_zeroes_about_p_keeps_the_mean_and_is_identity_in_eval():
     assert abs(out.mean().item() - 1.0) < 0.02
     assert torch.allclose(out[out != 0], torch.full_like(out[out != 0], 1 / 0.7))
     assert torch.equal(layer.eval()(x), x)
+
+
+def test_ensemble_of_one_model_equals_that_model():
+    from nmt.ensemble import Ensemble
+
+    model = small_model(seed=11).eval()
+    ensemble = Ensemble([model]).eval()
+    src, lengths = random_sources(5, seed=6)
+    for search in (lambda m: greedy_search(m, src, lengths, 9), lambda m: beam_search(m, src, lengths, 3, 9)):
+        alone, together = search(model), search(ensemble)
+        assert alone.tokens == together.tokens
+        assert torch.allclose(torch.tensor(alone.scores), torch.tensor(together.scores), atol=1e-5)
+
+
+def test_ensemble_averages_member_log_probabilities():
+    from nmt.ensemble import Ensemble
+
+    a, b = small_model(seed=1).eval(), small_model(seed=2).eval()
+    ensemble = Ensemble([a, b]).eval()
+    src, lengths = random_sources(3, seed=7)
+    memory, state = ensemble.encode(src, lengths)
+    prev = torch.full((3,), BOS_ID)
+    log_probs, new_state, weights = ensemble.decode_step(prev, state, memory)
+    expected = []
+    for member in (a, b):
+        m, s = member.encode(src, lengths)
+        logits, _, _ = member.decode_step(prev, s, m)
+        expected.append(torch.log_softmax(logits, -1))
+    assert torch.allclose(log_probs, (expected[0] + expected[1]) / 2, atol=1e-6)
+    assert len(new_state.parts) == 2 and torch.allclose(weights.sum(-1), torch.ones(3))
+    result = beam_search(ensemble, src, lengths, beam_size=2, max_len=6)
+    assert len(result.tokens) == 3

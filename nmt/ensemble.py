@@ -1,0 +1,51 @@
+"""Ensembles: several models that share a target vocabulary, decoded as one.
+
+Each step averages the members' log-probabilities (search then renormalises: a
+normalised geometric mean of their distributions). ``Ensemble`` exposes the same
+``encode`` / ``decode_step`` as one model, so greedy and beam search need no change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class EnsembleParts:
+    """One memory or state per member; ``select`` applies to each."""
+
+    parts: list
+
+    def select(self, index: torch.Tensor) -> "EnsembleParts":
+        return EnsembleParts([part.select(index) for part in self.parts])
+
+
+class Ensemble(nn.Module):
+    def __init__(self, models: list[nn.Module]):
+        super().__init__()
+        self.members = nn.ModuleList(models)
+
+    @property
+    def config(self):
+        """The first member's model config (what plotting and messages look at)."""
+        return self.members[0].config
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[EnsembleParts, EnsembleParts]:
+        encoded = [member.encode(src, src_lengths) for member in self.members]
+        return EnsembleParts([m for m, _ in encoded]), EnsembleParts([s for _, s in encoded])
+
+    def decode_step(self, prev_tokens: torch.Tensor, state: EnsembleParts, memory: EnsembleParts):
+        """Mean log-probabilities (B, V), the new states, mean attention weights (B, S)."""
+        outputs = [member.decode_step(prev_tokens, s, m) for member, s, m in zip(self.members, state.parts, memory.parts)]
+        log_probs = torch.stack([torch.log_softmax(logits, dim=-1) for logits, _, _ in outputs]).mean(0)
+        weights = torch.stack([w for _, _, w in outputs]).mean(0)
+        return log_probs, EnsembleParts([s for _, s, _ in outputs]), weights
+
+    def forward(self, src, src_lengths, tgt_in, teacher_forcing: float = 1.0):
+        """Teacher-forced: mean log-probabilities (B, T, V) and mean attention (B, T, S)."""
+        outputs = [member(src, src_lengths, tgt_in, teacher_forcing) for member in self.members]
+        log_probs = torch.stack([torch.log_softmax(logits.float(), dim=-1) for logits, _ in outputs]).mean(0)
+        return log_probs, torch.stack([attn for _, attn in outputs]).mean(0)
