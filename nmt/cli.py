@@ -105,17 +105,30 @@ def prepare(
     config: ConfigOption,
     set_: SetOption = None,
     force: Annotated[bool, typer.Option("--force", help="Prepare again even if the outputs are up to date.")] = False,
+    download: Annotated[
+        Optional[str],
+        typer.Option("--download", help="Fetch the Anki archive <LANG>-eng.zip (e.g. mar, fra) from manythings.org first."),
+    ] = None,
+    url: Annotated[
+        Optional[str], typer.Option("--url", help="Address to fetch instead, '{lang}' replaced by --download's LANG.")
+    ] = None,
 ) -> None:
     """Read the TSV (data.path), clean and split it by source sentence, train SentencePiece models.
 
     Writes train/dev/test text files, multi-reference dev/test files, one SentencePiece model per
     language and a report into data.prepared_dir (default <run_dir>/data). Malformed lines are
     reported with file and line number and skipped (data.on_malformed=skip) or refused (=error).
-    Re-running with unchanged inputs and config reuses the outputs.
+    Re-running with unchanged inputs and config reuses the outputs. data.path may also be an Anki
+    zip archive (verified and unpacked); --download LANG fetches one into data/<LANG>-eng/.
     """
     from nmt.data.prepare import prepare as run_prepare
 
     cfg = _load(config, set_)
+    if download:
+        from nmt.data.download import download_anki
+
+        cfg.data.path = str(download_anki(download, Path("data") / f"{download}-eng", url))
+        typer.echo(f"Downloaded {cfg.data.path}", err=True)
     report = run_prepare(cfg, force=force, log=lambda msg: typer.echo(msg, err=True))
     save_config(cfg, Path(cfg.run_dir) / "config.yaml")
     if report.reused:

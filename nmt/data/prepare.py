@@ -163,6 +163,10 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
                 report.reused = True
                 return report
 
+    if data_path.suffix.lower() == ".zip":  # an Anki archive: verify, unpack, read its pairs
+        from nmt.data.download import unpack
+
+        data_path = unpack(data_path, paths.root / "source")
     result = read_anki(data_path, config.data.max_chars)
     content_lines = result.lines_read - result.blank_lines
     if content_lines == 0:

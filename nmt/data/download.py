@@ -1,0 +1,72 @@
+"""Anki archives: fetching ``<lang>-eng.zip`` from manythings.org, verifying and unpacking.
+
+A local zip works the same as a downloaded one: ``data.path`` may name the zip itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import urllib.error
+import urllib.request
+import zipfile
+import zlib
+from pathlib import Path
+
+from tqdm import tqdm
+
+from nmt.errors import NmtError
+from nmt.fileio import atomic_path
+
+ANKI_URL = "https://www.manythings.org/anki/{lang}-eng.zip"
+USER_AGENT = "nmt (Anki sentence-pair downloader)"  # the site refuses Python's default agent
+
+
+def fetch(url: str, dest: Path, timeout: float = 60.0) -> Path:
+    """Download ``url`` to ``dest`` (atomically, with a progress bar)."""
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response, atomic_path(dest) as tmp:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            with open(tmp, "wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, leave=False) as bar:
+                for block in iter(lambda: response.read(1 << 16), b""):
+                    out.write(block)
+                    bar.update(len(block))
+    except urllib.error.HTTPError as exc:
+        raise NmtError(f"Download of {url} failed: HTTP {exc.code} {exc.reason}.") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise NmtError(f"Download of {url} failed: {reason}. Download it by hand and set data.path to the zip.") from None
+    return dest
+
+
+def anki_member(archive: zipfile.ZipFile, path: Path) -> str:
+    """The sentence-pair file of an Anki archive: the one .txt that is not _about.txt."""
+    names = [n for n in archive.namelist() if n.endswith(".txt") and not Path(n).name.startswith("_")]
+    if len(names) != 1:
+        raise NmtError(f"{path} should hold one sentence-pair .txt file (besides _about.txt); it holds {names or 'none'}.")
+    return names[0]
+
+
+def unpack(zip_path: Path, dest_dir: Path) -> Path:
+    """Verify ``zip_path`` (every member's CRC) and extract its sentence-pair file into ``dest_dir``."""
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            broken = archive.testzip()
+            if broken is not None:
+                raise NmtError(f"{zip_path} is corrupt: member {broken} fails its checksum. Download it again.")
+            member = anki_member(archive, zip_path)
+            target = dest_dir / Path(member).name
+            with archive.open(member) as source, atomic_path(target) as tmp, open(tmp, "wb") as out:
+                shutil.copyfileobj(source, out)
+    except zlib.error as exc:
+        raise NmtError(f"{zip_path} is corrupt: its compressed data does not decompress ({exc}). Download it again.") from None
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise NmtError(f"{zip_path} is not a valid zip archive ({exc}). Download it again.") from None
+    return target
+
+
+def download_anki(lang: str, dest_dir: Path, url: str | None = None) -> Path:
+    """Fetch ``<lang>-eng.zip`` into ``dest_dir`` and return its path (verified by ``unpack`` later)."""
+    if not lang.isalpha():
+        raise NmtError(f"--download expects a language code such as 'mar' or 'fra', got {lang!r}.")
+    return fetch((url or ANKI_URL).format(lang=lang), dest_dir / f"{lang}-eng.zip")
