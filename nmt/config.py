@@ -83,6 +83,7 @@ class TrainConfig:
     checkpoint_every: int = 0  # also checkpoint every N steps inside an epoch (0 = only after each epoch)
     keep_checkpoints: int = 3  # step checkpoints kept besides last and best
     max_nonfinite: int = 10  # stop after this many steps in a row with a non-finite loss or gradient
+    tensorboard: bool = False  # also log scalars and attention heatmaps to <run_dir>/tensorboard
 
 
 @dataclass

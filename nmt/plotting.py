@@ -36,6 +36,14 @@ _use_script_fonts()
 
 
 def plot_attention(src_labels: list[str], tgt_labels: list[str], weights: torch.Tensor, path: str | Path, title: str = "") -> None:
+    """Heatmap of weights (T, S) to a file (.png, .svg, .pdf)."""
+    fig = attention_figure(src_labels, tgt_labels, weights, title)
+    suffix = Path(path).suffix.lstrip(".") or "png"
+    save_atomic(path, lambda tmp: fig.savefig(tmp, format=suffix, dpi=120))
+    plt.close(fig)
+
+
+def attention_figure(src_labels: list[str], tgt_labels: list[str], weights: torch.Tensor, title: str = ""):
     """Heatmap of weights (T, S): target subwords down the side, source subwords along the top."""
     rows, cols = weights.shape
     fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * cols + 2), max(3.0, 0.4 * rows + 1.5)))
@@ -49,9 +57,7 @@ def plot_attention(src_labels: list[str], tgt_labels: list[str], weights: torch.
         ax.set_title(title, fontsize=9, pad=40)
     fig.colorbar(image, ax=ax, fraction=0.04)
     fig.tight_layout()
-    suffix = Path(path).suffix.lstrip(".") or "png"
-    save_atomic(path, lambda tmp: fig.savefig(tmp, format=suffix, dpi=120))
-    plt.close(fig)
+    return fig
 
 
 def plot_learning_curves(records: list[dict], path: str | Path) -> None:

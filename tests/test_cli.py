@@ -201,3 +201,18 @@ def test_export_then_translate_and_evaluate_with_only_the_package(tmp_path, anki
     (moved / "spm.mr.model").write_bytes((moved / "spm.en.model").read_bytes())
     result = run("translate", "--model", moved, "--text", "hi")
     assert result.exit_code == 1 and "does not match the SentencePiece model" in result.stderr
+
+
+def test_tensorboard_logs_scalars_and_attention_heatmaps(tmp_path, anki_file):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = write_config(tmp_path, anki_file, "tb.yaml", train={"tensorboard": True})
+    assert run("train", "--config", config).exit_code == 0
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"), size_guidance={"images": 0})
+    events.Reload()
+    tags = events.Tags()
+    assert {"loss/train", "loss/dev", "dev/bleu", "dev/chrf", "train/learning_rate", "train/tokens_per_s",
+            "train/grad_norm"} <= set(tags["scalars"])  # fmt: skip
+    assert [event.step for event in events.Scalars("dev/bleu")] == [int(json.loads(line)["step"]) for line in
+            (tmp_path / "run" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]  # fmt: skip
+    assert "attention/dev_1" in tags["images"] and len(events.Images("attention/dev_1")) == 2

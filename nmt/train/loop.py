@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 import torch
@@ -31,6 +33,7 @@ class EpochStats:
     loss: float  # mean per target token
     tokens: int
     seconds: float
+    grad_norm: float = 0.0  # mean gradient norm (before clipping) of the epoch's finite steps
 
     @property
     def tokens_per_second(self) -> float:
@@ -71,6 +74,12 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return None
 
 
+class StepResult(NamedTuple):
+    loss_sum: torch.Tensor  # summed token loss (device tensor)
+    nonfinite: torch.Tensor  # bool: the update was skipped
+    grad_norm: torch.Tensor  # gradient norm before clipping
+
+
 def train_step(
     model: Seq2Seq,
     batch: Batch,
@@ -78,8 +87,9 @@ def train_step(
     cfg: TrainConfig,
     tokens: int,
     amp_dtype: torch.dtype | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One update on ``batch``. Returns (summed loss, non-finite flag) as device tensors.
+) -> StepResult:
+    """One update on ``batch``. Returns the loss, whether it was skipped, and the gradient
+    norm, as device tensors (no host sync).
 
     A non-finite loss or gradient norm skips the update: on CUDA the fused optimizer reads
     the flag as ``found_inf`` on the device (no host sync); elsewhere it is checked on the
@@ -99,7 +109,7 @@ def train_step(
         optimizer.step()
     elif not bool(nonfinite):
         optimizer.step()
-    return loss_sum.detach(), nonfinite
+    return StepResult(loss_sum.detach(), nonfinite, grad_norm.detach())
 
 
 def train_epoch(
@@ -128,6 +138,8 @@ def train_epoch(
     good_tokens = torch.tensor(progress.epoch_tokens, device=device, dtype=torch.float64)
     in_a_row = torch.zeros((), device=device)
     skipped = torch.zeros((), device=device)
+    norm_sum = torch.zeros((), device=device, dtype=torch.float64)  # this session's finite steps
+    norm_steps = torch.zeros((), device=device)
     check_every = 1 if device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
     start = time.perf_counter() - progress.epoch_seconds
 
@@ -144,7 +156,7 @@ def train_epoch(
         batch = collate([examples[i] for i in batches[number - 1]])
         tokens = batch.num_tgt_tokens
         try:
-            loss_sum, nonfinite = train_step(model, batch.to(device), optimizer, cfg, tokens, amp_dtype)
+            loss_sum, nonfinite, grad_norm = train_step(model, batch.to(device), optimizer, cfg, tokens, amp_dtype)
         except torch.cuda.OutOfMemoryError:
             raise NmtError(
                 f"CUDA ran out of memory at epoch {epoch}, batch {number} ({len(batches[number - 1])} sentences, "
@@ -155,6 +167,8 @@ def train_epoch(
         good_tokens += torch.where(nonfinite, 0.0, float(tokens))
         in_a_row = (in_a_row + 1) * nonfinite
         skipped += nonfinite
+        norm_sum += torch.where(nonfinite, 0.0, grad_norm.double())
+        norm_steps += ~nonfinite
         progress.step += 1
         progress.batch_in_epoch = number
         bar.update(1)
@@ -177,7 +191,12 @@ def train_epoch(
             save()
     bar.close()
     record_partial()
-    stats = EpochStats(progress.epoch_loss / max(1, progress.epoch_tokens), progress.epoch_tokens, progress.epoch_seconds)
+    stats = EpochStats(
+        progress.epoch_loss / max(1, progress.epoch_tokens),
+        progress.epoch_tokens,
+        progress.epoch_seconds,
+        norm_sum.item() / max(1.0, norm_steps.item()),
+    )
     progress.batch_in_epoch, progress.epoch_loss, progress.epoch_tokens, progress.epoch_seconds = 0, 0.0, 0, 0.0
     return stats
 
@@ -295,9 +314,14 @@ def run_training(config: Config, device: torch.device, resume: bool = False, sho
         payload = checkpoint_payload(model, optimizer, scheduler, progress, config, src_tok, tgt_tok)
         save_training_checkpoint(Path(config.run_dir) / "checkpoints", payload, progress.step, cfg.keep_checkpoints, best)
 
-    with StopFlag().installed() as stop:
+    monitor = None
+    if cfg.tensorboard:
+        from nmt.train.monitor import TensorBoardMonitor
+
+        monitor = TensorBoardMonitor(run_dir / "tensorboard", translator, data)
+    with StopFlag().installed() as stop, contextlib.closing(monitor) if monitor else contextlib.nullcontext():
         while progress.epoch < cfg.epochs and not progress.stopped_early:
-            _run_epoch(config, data, translator, optimizer, scheduler, progress, save, stop, log, show_bar)
+            _run_epoch(config, data, translator, optimizer, scheduler, progress, save, stop, log, show_bar, monitor)
             if stop:  # arrived during validation: the epoch's checkpoint is already written
                 raise TrainingInterrupted(f"Training stopped by {stop.signal_name} after epoch {progress.epoch}.")
     if progress.nonfinite_steps:
@@ -311,7 +335,7 @@ def run_training(config: Config, device: torch.device, resume: bool = False, sho
 
 
 def _run_epoch(config: Config, data: TrainData, translator: Translator, optimizer, scheduler, progress: Progress,
-               save: Callable[..., None], stop: StopFlag, log: RunLog, show_bar: bool) -> None:  # fmt: skip
+               save: Callable[..., None], stop: StopFlag, log: RunLog, show_bar: bool, monitor=None) -> None:  # fmt: skip
     """Train one epoch, validate, step the LR schedule, checkpoint, append to metrics.jsonl."""
     cfg, model, device = config.train, translator.model, translator.device
     epoch = progress.epoch + 1
@@ -334,11 +358,14 @@ def _run_epoch(config: Config, data: TrainData, translator: Translator, optimize
         **{k: round(v, 4) for k, v in metrics.items()},
         "lr": optimizer.param_groups[0]["lr"],
         "tokens_per_s": round(stats.tokens_per_second, 1),
+        "grad_norm": round(stats.grad_norm, 4),
         "epoch_seconds": round(stats.seconds, 2),
         "train_seconds": round(progress.train_seconds, 2),
     }
     with open(Path(config.run_dir) / "metrics.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
+    if monitor is not None:
+        monitor.log(record)
     log(
         f"epoch {epoch:3d}  train loss {stats.loss:.3f}  dev loss {metrics['dev_loss']:.3f}  "
         f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
