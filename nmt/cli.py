@@ -153,20 +153,34 @@ def train(
     lowers the learning rate when dev BLEU stalls, stops early after train.patience epochs without
     a gain, and keeps checkpoints 'last' and 'best'. Logs to <run_dir>/train.log and metrics.jsonl.
     """
+    from nmt.data.prepare import is_prepared
     from nmt.data.prepare import prepare as run_prepare
     from nmt.plotting import plot_learning_curves
+    from nmt.train import distributed
     from nmt.train.loop import TrainingInterrupted, run_training
 
     cfg = _load(config, set_)
-    report = run_prepare(cfg, log=lambda msg: typer.echo(msg, err=True))
-    if not report.reused:
-        typer.echo(report.summary())
+    requested = _device(cfg, device)
+    ddp = distributed.setup(requested.type)  # under torchrun: join the process group
     try:
-        progress = run_training(cfg, _device(cfg, device), resume=resume)
-    except TrainingInterrupted as exc:
-        again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])
-        typer.echo(f"{exc} Checkpoint saved: {Path(cfg.run_dir) / 'checkpoints' / 'last.pt'}.\nResume with: {again}", err=True)
-        raise typer.Exit(130) from None
+        if ddp.is_main:
+            report = run_prepare(cfg, log=lambda msg: typer.echo(msg, err=True))
+            if not report.reused:
+                typer.echo(report.summary())
+        ddp.barrier()
+        if not is_prepared(cfg):
+            raise NmtError(f"Prepared data missing in {cfg.prepared_dir} after rank 0 prepared it: is it on a shared disk?")
+        try:
+            progress = run_training(cfg, ddp.device(requested), resume=resume, ddp=ddp)
+        except TrainingInterrupted as exc:
+            again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])
+            if ddp.is_main:
+                typer.echo(f"{exc} Checkpoint saved: {Path(cfg.run_dir) / 'checkpoints' / 'last.pt'}.\nResume with: {again}", err=True)
+            raise typer.Exit(130) from None
+    finally:
+        distributed.teardown(ddp)
+    if not ddp.is_main:
+        return
     metrics_path = Path(cfg.run_dir) / "metrics.jsonl"
     records = [json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line]
     if records:

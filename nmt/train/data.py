@@ -40,6 +40,9 @@ def batch_lengths(examples: list[Example]) -> list[int]:
     return [max(len(ex.src_ids), len(ex.tgt_ids)) + 1 for ex in examples]
 
 
-def epoch_batches(examples: list[Example], cfg: TrainConfig, epoch: int) -> list[list[int]]:
-    """This epoch's batches: bucketed, and shuffled with a seed of (train.seed, epoch)."""
-    return bucketed_batches(batch_lengths(examples), cfg.batch_size, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens)
+def epoch_batches(examples: list[Example], cfg: TrainConfig, epoch: int, world: int = 1) -> list[list[int]]:
+    """This epoch's global batches: bucketed, and shuffled with a seed of (train.seed, epoch).
+    With ``world`` data-parallel processes each batch holds ``world`` times the sentences
+    (and token budget); every process takes its share of each."""
+    lengths = batch_lengths(examples)
+    return bucketed_batches(lengths, cfg.batch_size * world, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens * world)

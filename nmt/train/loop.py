@@ -24,6 +24,7 @@ from nmt.model.seq2seq import Seq2Seq, count_parameters
 from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.train.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_training_checkpoint
 from nmt.train.data import TrainData, batch_lengths, epoch_batches, load_train_data
+from nmt.train.distributed import Distributed
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.translate import Translator, load_tokenizers
 
@@ -41,14 +42,19 @@ class EpochStats:
 
 
 class RunLog:
-    """Lines to the console (above any progress bar) and to <run_dir>/train.log."""
+    """Lines to the console (above any progress bar) and to <run_dir>/train.log; silent
+    when not ``enabled`` (processes other than rank 0)."""
 
-    def __init__(self, path: Path, echo: bool = True):
+    def __init__(self, path: Path, echo: bool = True, enabled: bool = True):
         self.path = path
         self.echo = echo
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.enabled = enabled
+        if enabled:
+            path.parent.mkdir(parents=True, exist_ok=True)
 
     def __call__(self, message: str) -> None:
+        if not self.enabled:
+            return
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(f"{stamp} {message}\n")
@@ -123,17 +129,19 @@ def train_epoch(
     save: Callable[[], None] = lambda: None,
     stop: StopFlag | None = None,
     show_bar: bool = True,
+    ddp: Distributed = Distributed(),
 ) -> EpochStats:
     """One pass over the training data in bucketed, seeded-shuffled batches.
 
     Starts at ``progress.batch_in_epoch`` (resuming mid-epoch); calls ``save`` every
     ``cfg.checkpoint_every`` steps and, then raising ``TrainingInterrupted``, when ``stop``
     is set. Steps with a non-finite loss or gradient are skipped and counted; too many in
-    a row end training with an error.
+    a row end training with an error. Under ``ddp`` each process trains on its share of
+    every global batch, the loss normalised by the global token count.
     """
     model.train()
     amp_dtype = autocast_dtype(cfg.precision, device)
-    batches = epoch_batches(examples, cfg, epoch)
+    batches = epoch_batches(examples, cfg, epoch, ddp.world)
     total_loss = torch.tensor(progress.epoch_loss, device=device, dtype=torch.float64)
     good_tokens = torch.tensor(progress.epoch_tokens, device=device, dtype=torch.float64)
     in_a_row = torch.zeros((), device=device)
@@ -153,10 +161,11 @@ def train_epoch(
     bar = tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {epoch}", unit="batch",
                disable=not show_bar, leave=False)  # fmt: skip
     for number in range(progress.batch_in_epoch + 1, len(batches) + 1):
-        batch = collate([examples[i] for i in batches[number - 1]])
+        batch = _local_batch(examples, batches[number - 1], ddp)
         tokens = batch.num_tgt_tokens
+        normalizer = ddp.global_tokens(tokens, device) / ddp.world  # DDP averages gradients over ranks
         try:
-            loss_sum, nonfinite, grad_norm = train_step(model, batch.to(device), optimizer, cfg, tokens, amp_dtype)
+            loss_sum, nonfinite, grad_norm = train_step(model, batch.to(device), optimizer, cfg, normalizer, amp_dtype)
         except torch.cuda.OutOfMemoryError:
             raise NmtError(
                 f"CUDA ran out of memory at epoch {epoch}, batch {number} ({len(batches[number - 1])} sentences, "
@@ -182,10 +191,12 @@ def train_epoch(
             seconds = time.perf_counter() - start
             bar.set_postfix(loss=f"{total_loss.item() / max(1.0, good_tokens.item()):.3f}",
                             tok_s=f"{good_tokens.item() / seconds:.0f}")  # fmt: skip
-        if stop:
+        if ddp.any(bool(stop), device):
             record_partial()
             save()
-            raise TrainingInterrupted(f"Training stopped by {stop.signal_name} at epoch {epoch}, step {progress.step}.")
+            raise TrainingInterrupted(
+                f"Training stopped by {(stop and stop.signal_name) or 'a signal'} at epoch {epoch}, step {progress.step}."
+            )
         if cfg.checkpoint_every and progress.step % cfg.checkpoint_every == 0 and number < len(batches):
             record_partial()
             save()
@@ -263,10 +274,15 @@ def _trim_metrics(path: Path, last_epoch: int) -> None:
         write_lines_atomic(path, kept)
 
 
-def run_training(config: Config, device: torch.device, resume: bool = False, show_bar: bool = True) -> Progress:
-    """Train until ``train.epochs`` or early stopping; keep ``last`` and ``best`` checkpoints."""
+def run_training(
+    config: Config, device: torch.device, resume: bool = False, show_bar: bool = True, ddp: Distributed = Distributed()
+) -> Progress:
+    """Train until ``train.epochs`` or early stopping; keep ``last`` and ``best`` checkpoints.
+
+    Under ``ddp`` (torchrun) every process trains; only rank 0 logs, validates and writes.
+    """
     run_dir = Path(config.run_dir)
-    log = RunLog(run_dir / "train.log", echo=True)
+    log = RunLog(run_dir / "train.log", echo=True, enabled=ddp.is_main)
     metrics_path = run_dir / "metrics.jsonl"
     cfg = config.train
     if cfg.threads:
@@ -286,7 +302,8 @@ def run_training(config: Config, device: torch.device, resume: bool = False, sho
         scheduler.load_state_dict(payload["scheduler"])
         progress = Progress(**payload["progress"])
         set_rng_state(payload["rng"])
-        _trim_metrics(metrics_path, progress.epoch)
+        if ddp.is_main:
+            _trim_metrics(metrics_path, progress.epoch)
         log(f"Resuming from {last_path}: {progress.epoch} epoch(s), {progress.step} steps done.")
     elif resume:
         log(f"No checkpoint at {last_path}: starting a new run.")
@@ -295,34 +312,45 @@ def run_training(config: Config, device: torch.device, resume: bool = False, sho
             f"{run_dir} already holds a training run ({last_path}). Pass --resume to continue it, "
             f"or choose another run_dir (--set run_dir=...)."
         )
-    if not (resume and last_path.is_file()):
-        metrics_path.unlink(missing_ok=True)
-    save_config(config, run_dir / "config.yaml")
+    if ddp.is_main:
+        if not (resume and last_path.is_file()):
+            metrics_path.unlink(missing_ok=True)
+        save_config(config, run_dir / "config.yaml")
+    ddp.barrier()  # every process has read the checkpoint before rank 0 writes new ones
 
     log(
         f"Model: {count_parameters(model):,} parameters; {len(data.train):,} training pairs "
         f"({data.skipped_long} longer than {cfg.max_len} subwords skipped); device {device}."
     )
-    first_batches = epoch_batches(data.train, cfg, 1)
+    first_batches = epoch_batches(data.train, cfg, 1, ddp.world)
     log(
         f"{len(first_batches)} batches per epoch; padding is {100 * padding_fraction(first_batches, batch_lengths(data.train)):.1f}% "
         "of batch positions."
     )
+    if ddp.enabled:
+        log(
+            f"Data parallel over {ddp.world} processes: effective batch {ddp.world} x {cfg.batch_size} = "
+            f"{ddp.world * cfg.batch_size} sentences" + (f", {ddp.world * cfg.batch_tokens} tokens" if cfg.batch_tokens else "") + "."
+        )
     translator = Translator(model, src_tok, tgt_tok, config.decode, device)
+    trained = _wrap_data_parallel(model, ddp, device)
 
     def save(best: bool = False) -> None:
+        if not ddp.is_main:
+            return
         payload = checkpoint_payload(model, optimizer, scheduler, progress, config, src_tok, tgt_tok)
         save_training_checkpoint(Path(config.run_dir) / "checkpoints", payload, progress.step, cfg.keep_checkpoints, best)
 
     monitor = None
-    if cfg.tensorboard:
+    if cfg.tensorboard and ddp.is_main:
         from nmt.train.monitor import TensorBoardMonitor
 
         monitor = TensorBoardMonitor(run_dir / "tensorboard", translator, data)
     with StopFlag().installed() as stop, contextlib.closing(monitor) if monitor else contextlib.nullcontext():
         while progress.epoch < cfg.epochs and not progress.stopped_early:
-            _run_epoch(config, data, translator, optimizer, scheduler, progress, save, stop, log, show_bar, monitor)
-            if stop:  # arrived during validation: the epoch's checkpoint is already written
+            _run_epoch(config, data, translator, trained, optimizer, scheduler, progress, save, stop, log,
+                       show_bar and ddp.is_main, monitor, ddp)  # fmt: skip
+            if ddp.any(bool(stop), device):  # arrived during validation: the epoch's checkpoint is written
                 raise TrainingInterrupted(f"Training stopped by {stop.signal_name} after epoch {progress.epoch}.")
     if progress.nonfinite_steps:
         log(f"{progress.nonfinite_steps} update(s) were skipped for a non-finite loss or gradient.")
@@ -334,14 +362,36 @@ def run_training(config: Config, device: torch.device, resume: bool = False, sho
     return progress
 
 
-def _run_epoch(config: Config, data: TrainData, translator: Translator, optimizer, scheduler, progress: Progress,
-               save: Callable[..., None], stop: StopFlag, log: RunLog, show_bar: bool, monitor=None) -> None:  # fmt: skip
+def _local_batch(examples: list[Example], indices: list[int], ddp: Distributed) -> Batch:
+    """This process's part of a global batch. A process left without sentences (a global
+    batch smaller than the world) still steps, on one sentence whose targets are all padding,
+    so it adds nothing to the loss or the gradients."""
+    mine = ddp.shard(indices)
+    if mine:
+        return collate([examples[i] for i in mine])
+    batch = collate([examples[indices[0]]])
+    batch.tgt_out.fill_(PAD_ID)
+    return batch
+
+
+def _wrap_data_parallel(model: Seq2Seq, ddp: Distributed, device: torch.device) -> torch.nn.Module:
+    """The module the training step calls: ``model`` itself, or DDP around it under torchrun."""
+    if not ddp.enabled:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def _run_epoch(config: Config, data: TrainData, translator: Translator, trained: torch.nn.Module, optimizer, scheduler,
+               progress: Progress, save: Callable[..., None], stop: StopFlag, log: RunLog, show_bar: bool,
+               monitor=None, ddp: Distributed = Distributed()) -> None:  # fmt: skip
     """Train one epoch, validate, step the LR schedule, checkpoint, append to metrics.jsonl."""
-    cfg, model, device = config.train, translator.model, translator.device
+    cfg, device = config.train, translator.device
     epoch = progress.epoch + 1
-    stats = train_epoch(model, data.train, optimizer, cfg, epoch, device, progress, save, stop, show_bar)
+    stats = train_epoch(trained, data.train, optimizer, cfg, epoch, device, progress, save, stop, show_bar, ddp)
     progress.train_seconds += stats.seconds
-    metrics = validate(translator, data, cfg)
+    metrics = ddp.broadcast(validate(translator, data, cfg) if ddp.is_main else None)
     scheduler.step(metrics["dev_bleu"])
     improved = metrics["dev_bleu"] > progress.best_bleu
     progress.epoch = epoch
@@ -362,6 +412,8 @@ def _run_epoch(config: Config, data: TrainData, translator: Translator, optimize
         "epoch_seconds": round(stats.seconds, 2),
         "train_seconds": round(progress.train_seconds, 2),
     }
+    if not ddp.is_main:
+        return
     with open(Path(config.run_dir) / "metrics.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
     if monitor is not None:
