@@ -155,7 +155,6 @@ def train(
     """
     from nmt.data.prepare import is_prepared
     from nmt.data.prepare import prepare as run_prepare
-    from nmt.plotting import plot_learning_curves
     from nmt.train import distributed
     from nmt.train.loop import TrainingInterrupted, run_training
 
@@ -181,10 +180,7 @@ def train(
         distributed.teardown(ddp)
     if not ddp.is_main:
         return
-    metrics_path = Path(cfg.run_dir) / "metrics.jsonl"
-    records = [json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line]
-    if records:
-        plot_learning_curves(records, Path(cfg.run_dir) / "learning_curves.png")
+    _learning_curves(Path(cfg.run_dir))
     typer.echo(
         f"Best dev BLEU {progress.best_bleu:.2f} (epoch {progress.best_epoch}); "
         f"learning curves in {Path(cfg.run_dir) / 'learning_curves.png'}"
@@ -386,17 +382,25 @@ def plot(
 
     Works while training runs: it plots the epochs validated so far.
     """
-    from nmt.plotting import plot_learning_curves
+    from nmt.train.loop import metrics_path
 
-    metrics = run_dir / "metrics.jsonl"
-    if not metrics.is_file():
-        raise NmtError(f"No {metrics}: it is written after the first epoch of `nmt train`.")
-    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
+    drawn = _learning_curves(run_dir, output)
+    if drawn is None:
+        raise NmtError(f"No validation in {metrics_path(run_dir)} yet: it is written after the first epoch of `nmt train`.")
+    typer.echo(f"Wrote {drawn[0]} ({drawn[1]} epochs)")
+
+
+def _learning_curves(run_dir: Path, output: Path | None = None) -> tuple[Path, int] | None:
+    """Plot RUN_DIR/metrics.jsonl to ``output`` (default RUN_DIR/learning_curves.png); None if it is empty."""
+    from nmt.plotting import plot_learning_curves
+    from nmt.train.loop import metrics_path, read_metrics
+
+    records = read_metrics(metrics_path(run_dir))
     if not records:
-        raise NmtError(f"{metrics} holds no validation yet.")
+        return None
     path = output or run_dir / "learning_curves.png"
     plot_learning_curves(records, path)
-    typer.echo(f"Wrote {path} ({len(records)} epochs)")
+    return path, len(records)
 
 
 @app.command()

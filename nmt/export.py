@@ -14,8 +14,6 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 import shutil
 import tempfile
 from pathlib import Path
@@ -118,8 +116,9 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path
     return out_dir
 
 
-def load_package(model_dir: Path, device: torch.device):
-    """(config, model) from a model package, checked against its SentencePiece hashes."""
+def load_package(model_dir: Path, device: torch.device) -> tuple[Config, Seq2Seq, Tokenizer, Tokenizer]:
+    """(config, model, source tokenizer, target tokenizer) from a model package, its
+    SentencePiece models checked against the hashes the weights were exported with."""
     from safetensors.torch import load_file
 
     manifest_path = model_dir / "manifest.json"
@@ -132,24 +131,10 @@ def load_package(model_dir: Path, device: torch.device):
     config.run_dir = str(model_dir)
     config.data.prepared_dir = str(model_dir)  # the package may have been moved
     paths = prepared_paths(config)
-    for side in ("src", "tgt"):
-        if sha256_file(paths.spm(side)) != manifest["spm_sha256"][side]:
-            raise NmtError(f"{paths.spm(side)} does not match the SentencePiece model the weights were trained with.")
-    src_vocab, tgt_vocab = Tokenizer(paths.spm("src")).vocab_size, Tokenizer(paths.spm("tgt")).vocab_size
-    model = Seq2Seq(config.model, src_vocab, tgt_vocab)
+    tokenizers = {side: Tokenizer(paths.spm(side)) for side in ("src", "tgt")}
+    for side, tokenizer in tokenizers.items():
+        if tokenizer.sha256 != manifest["spm_sha256"][side]:
+            raise NmtError(f"{tokenizer.path} does not match the SentencePiece model the weights were trained with.")
+    model = Seq2Seq(config.model, tokenizers["src"].vocab_size, tokenizers["tgt"].vocab_size)
     model.load_state_dict(load_file(str(model_dir / WEIGHTS)))
-    return config, model.to(device).eval()
-
-
-def hardware_description(device: torch.device) -> str:
-    """A short description of where training runs, for checkpoints and model cards."""
-    cpu = platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    text = f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} threads, torch {torch.__version__}"
-    if device.type == "cuda":
-        text = f"{torch.cuda.get_device_name(device)}; " + text
-    return text
+    return config, model.to(device).eval(), tokenizers["src"], tokenizers["tgt"]

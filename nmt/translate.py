@@ -67,13 +67,11 @@ class Translator:
         from nmt.export import load_package
 
         loaded = [load_package(model_dir, device) for model_dir in model_dirs]
-        config = loaded[0][0]
-        src_tok, tgt_tok = load_tokenizers(config)
-        for model_dir, (other, _) in zip(model_dirs[1:], loaded[1:]):
-            other_src, other_tgt = load_tokenizers(other)
+        config, _, src_tok, tgt_tok = loaded[0]
+        for model_dir, (_, _, other_src, other_tgt) in zip(model_dirs[1:], loaded[1:]):
             if (other_src.sha256, other_tgt.sha256) != (src_tok.sha256, tgt_tok.sha256):
                 raise NmtError(f"{model_dir} uses other SentencePiece models than {model_dirs[0]}: they cannot be ensembled.")
-        return config, cls(_one_or_ensemble([m for _, m in loaded]), src_tok, tgt_tok, config.decode, device)
+        return config, cls(_one_or_ensemble([model for _, model, _, _ in loaded]), src_tok, tgt_tok, config.decode, device)
 
     def translate_ids(
         self, src_ids: list[list[int]], beam_size: int | None = None, progress: bool = False

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
-import platform
 import resource
 import sys
 from pathlib import Path
@@ -15,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from nmt.config import Config, load_config  # noqa: E402
 from nmt.data.prepare import prepare  # noqa: E402
+from nmt.hardware import hardware_description  # noqa: E402
 
 
 def load(config_path: str, overrides: list[str]) -> Config:
@@ -55,17 +54,8 @@ def in_child(function, *args):
 
 
 def hardware() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
-            cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    text = f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
-    if torch.cuda.is_available():
-        text += f", GPU {torch.cuda.get_device_name(0)}"
-    return text
+    """The machine in one line; the GPU first when one is present."""
+    return hardware_description(torch.device("cuda") if torch.cuda.is_available() else None)
 
 
 def print_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> None:

@@ -29,7 +29,7 @@ from nmt.evaluation import score, score_by_length
 from nmt.fileio import read_lines, write_text_atomic
 from nmt.model.seq2seq import count_parameters
 from nmt.plotting import plot_attention, plot_bleu_by_length
-from nmt.train.loop import run_training
+from nmt.train.loop import metrics_path, read_metrics, run_training
 from nmt.translate import Translator, resolve_device
 
 # name -> config overrides. Windows use D = 3: Anki sentences are short (about 8 subwords).
@@ -67,7 +67,7 @@ def run_variant(name: str, overrides: list[str], args, device: torch.device) -> 
     started = time.perf_counter()
     progress = run_training(config, device, resume=True, show_bar=False)
     wall = time.perf_counter() - started
-    records = [json.loads(line) for line in read_lines(run_dir / "metrics.jsonl") if line]
+    records = read_metrics(metrics_path(run_dir))
 
     translator = Translator.from_checkpoint(config, "best", device)
     rows = [line.split("\t") for line in read_lines(prepared_paths(config).multi("test"))]

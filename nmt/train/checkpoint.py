@@ -46,6 +46,11 @@ def _point(link: Path, target: Path) -> None:
     os.replace(tmp, link)
 
 
+def step_checkpoints(directory: Path) -> list[Path]:
+    """The step checkpoints in ``directory``, oldest first."""
+    return sorted(directory.glob("step-*.pt"))
+
+
 def save_training_checkpoint(directory: Path, payload: dict[str, Any], step: int, keep: int, best: bool = False) -> Path:
     """Write ``step-<N>.pt`` atomically, point ``last.pt`` (and ``best.pt`` if ``best``) at it,
     and delete step checkpoints beyond the newest ``keep``."""
@@ -54,7 +59,7 @@ def save_training_checkpoint(directory: Path, payload: dict[str, Any], step: int
     _point(directory / "last.pt", path)
     if best:
         _point(directory / "best.pt", path)
-    for old in sorted(directory.glob("step-*.pt"))[:-keep]:
+    for old in step_checkpoints(directory)[:-keep]:
         old.unlink()
     return path
 
@@ -109,11 +114,6 @@ def check_compatible(payload: dict, config: Config, spm_sha256: dict[str, str], 
             f"Checkpoint {path} does not match the config:\n  " + "\n  ".join(problems)
             + "\nUse the config and prepared data it was trained with, or train a new model."
         )
-
-
-def step_checkpoints(directory: Path) -> list[Path]:
-    """The step checkpoints in ``directory``, oldest first."""
-    return sorted(directory.glob("step-*.pt"))
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from nmt.data.batching import Batch, Example, collate, padding_fraction, sorted_
 from nmt.errors import NmtError
 from nmt.evaluation import score
 from nmt.fileio import read_lines, write_lines_atomic
+from nmt.hardware import hardware_description
 from nmt.model.seq2seq import Seq2Seq, count_parameters
 from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.train.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_training_checkpoint
@@ -253,8 +254,6 @@ def build_training(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, devic
 
 
 def checkpoint_payload(model, optimizer, scheduler, progress: Progress, config: Config, src_tok, tgt_tok) -> dict:
-    from nmt.export import hardware_description
-
     return {
         "hardware": hardware_description(next(model.parameters()).device),
         "model": model.state_dict(),
@@ -267,11 +266,20 @@ def checkpoint_payload(model, optimizer, scheduler, progress: Progress, config: 
     }
 
 
+def metrics_path(run_dir: str | Path) -> Path:
+    """<run_dir>/metrics.jsonl: one JSON record per validation."""
+    return Path(run_dir) / "metrics.jsonl"
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The records of a metrics.jsonl file (none if it does not exist yet)."""
+    return [json.loads(line) for line in read_lines(path) if line.strip()] if path.is_file() else []
+
+
 def _trim_metrics(path: Path, last_epoch: int) -> None:
     """On resume, drop metric lines of epochs the checkpoint does not include."""
     if path.is_file():
-        kept = [line for line in read_lines(path) if line and json.loads(line)["epoch"] <= last_epoch]
-        write_lines_atomic(path, kept)
+        write_lines_atomic(path, (json.dumps(r) for r in read_metrics(path) if r["epoch"] <= last_epoch))
 
 
 def run_training(
@@ -283,7 +291,7 @@ def run_training(
     """
     run_dir = Path(config.run_dir)
     log = RunLog(run_dir / "train.log", echo=True, enabled=ddp.is_main)
-    metrics_path = run_dir / "metrics.jsonl"
+    metrics_file = metrics_path(run_dir)
     cfg = config.train
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -303,7 +311,7 @@ def run_training(
         progress = Progress(**payload["progress"])
         set_rng_state(payload["rng"])
         if ddp.is_main:
-            _trim_metrics(metrics_path, progress.epoch)
+            _trim_metrics(metrics_file, progress.epoch)
         log(f"Resuming from {last_path}: {progress.epoch} epoch(s), {progress.step} steps done.")
     elif resume:
         log(f"No checkpoint at {last_path}: starting a new run.")
@@ -314,7 +322,7 @@ def run_training(
         )
     if ddp.is_main:
         if not (resume and last_path.is_file()):
-            metrics_path.unlink(missing_ok=True)
+            metrics_file.unlink(missing_ok=True)
         save_config(config, run_dir / "config.yaml")
     ddp.barrier()  # every process has read the checkpoint before rank 0 writes new ones
 
@@ -414,7 +422,7 @@ def _run_epoch(config: Config, data: TrainData, translator: Translator, trained:
     }
     if not ddp.is_main:
         return
-    with open(Path(config.run_dir) / "metrics.jsonl", "a", encoding="utf-8") as handle:
+    with open(metrics_path(config.run_dir), "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
     if monitor is not None:
         monitor.log(record)
