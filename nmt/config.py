@@ -22,6 +22,7 @@ AttentionName = Literal["bahdanau", "luong-dot", "luong-general", "luong-concat"
 WindowName = Literal["global", "local-m", "local-p"]
 LUONG_ATTENTIONS = ("luong-dot", "luong-general", "luong-concat")
 DeviceName = Literal["auto", "cpu", "cuda"]
+RnnInput = Literal["auto", "packed", "padded"]
 
 
 @dataclass
@@ -60,6 +61,9 @@ class ModelConfig:
     attention_dim: int = 256  # width of the additive (bahdanau, luong-concat, hard) scorer
     output_dim: int = 256  # width of the pre-softmax layer (Luong: of h̃_t)
     dropout: float = 0.2
+    # How the encoder's BiGRU is run (same weights, same outputs): packed sequences, or two padded
+    # calls with each sentence reversed within its length; auto = the faster measured on the device.
+    rnn_input: RnnInput = "auto"
 
 
 @dataclass

@@ -53,6 +53,22 @@ def in_child(function, *args):
         return pool.apply(function, args)
 
 
+def median_run(runs: list[dict], key: str) -> dict:
+    """The run whose ``key`` is the median of ``runs`` (the lower middle one for an even count),
+    with the spread of ``key`` over all runs added as ``spread`` (max / min - 1)."""
+    ordered = sorted(runs, key=lambda r: r[key])
+    values = [r[key] for r in ordered]
+    return {**ordered[(len(ordered) - 1) // 2], "spread": values[-1] / values[0] - 1 if values[0] else 0.0}
+
+
+def paired_ratio(runs: list[dict], peer_runs: list[dict], key: str) -> str:
+    """``key`` of each run over its peer's, taken back to back in the same repeat: the median
+    ratio and its range, steadier on a shared machine than a ratio of medians."""
+    values = sorted(a[key] / b[key] for a, b in zip(runs, peer_runs))
+    text = f"{values[(len(values) - 1) // 2]:.2f}x"
+    return text if len(values) == 1 else f"{text} (median of {len(values)} back-to-back pairs; range {values[0]:.2f}-{values[-1]:.2f}x)"
+
+
 def hardware() -> str:
     """The machine in one line; the GPU first when one is present."""
     return hardware_description(torch.device("cuda") if torch.cuda.is_available() else None)

@@ -142,6 +142,7 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--train-steps", type=int, default=0, help="train both models this many steps first")
     parser.add_argument("--weights-dir", default="", help="keep the trained weights here; reuse them if present")
+    parser.add_argument("--repeats", type=int, default=3, help="time every row this many times, interleaved; report the median")
     args = parser.parse_args()
     import tempfile
     from pathlib import Path
@@ -163,29 +164,32 @@ def main() -> None:
             seconds = bc.in_child(train_weights, args.config, overrides, args.train_steps, args.device, args.threads,
                                   tool, weights[tool])  # fmt: skip
             print(f"  {seconds:.0f} s", flush=True)
-    rows = []
+    rows, ratios = [], {}
     for beam in args.beams:
         plan = [(f"nmt, JoeyNMT-equivalent, {state}", equivalent, "nmt", "")]
         if peer:
             plan.append((f"JoeyNMT 2.3.0, {state}", args.set, "joeynmt", ""))
         if args.checkpoint:
             plan.append(("nmt, trained checkpoint", args.set, "nmt", args.checkpoint))
-        for label, overrides, tool, checkpoint in plan:
-            print(f"measuring: {label}, beam {beam} ...", flush=True)
-            rows.append(bc.in_child(_measure_kw, label, args.config, overrides, args.sentences, beam,
-                                    args.device, args.threads, tool, checkpoint, weights[tool]))  # fmt: skip
-    print(f"\nDecoding {args.sentences} test sentences, {args.config} {' '.join(args.set)}")
+        runs: dict[str, list[dict]] = {label: [] for label, *_ in plan}
+        for repeat in range(1, args.repeats + 1):  # interleaved: a slow spell of a shared machine hits every row
+            for label, overrides, tool, checkpoint in plan:
+                print(f"measuring: {label}, beam {beam} ({repeat}/{args.repeats}) ...", flush=True)
+                runs[label].append(bc.in_child(_measure_kw, label, args.config, overrides, args.sentences, beam,
+                                               args.device, args.threads, tool, checkpoint, weights[tool]))  # fmt: skip
+        rows += [bc.median_run(label_runs, "sentences_per_s") for label_runs in runs.values()]
+        peer_runs = runs.get(f"JoeyNMT 2.3.0, {state}")
+        if peer_runs:
+            ratios[beam] = bc.paired_ratio(list(runs.values())[0], peer_runs, "sentences_per_s")
+    print(f"\nDecoding {args.sentences} test sentences, {args.config} {' '.join(args.set)}; median of {args.repeats} runs")
     print(f"Hardware: {bc.hardware()}\n")
     bc.print_table(rows, [
         ("label", "run", "s"), ("beam", "beam", "d"), ("sentences_per_s", "sentences/s", ",.1f"),
         ("output_tokens_per_s", "output tokens/s", ",.0f"), ("peak_mib", "peak memory MiB", ",.0f"),
+        ("spread", "spread of runs", ".0%"),
     ])  # fmt: skip
-    for beam in args.beams:
-        ours = [r for r in rows if r["beam"] == beam and r["label"].startswith("nmt, JoeyNMT-equivalent")]
-        peer = [r for r in rows if r["beam"] == beam and r["label"].startswith("JoeyNMT")]
-        if ours and peer:
-            print(f"beam {beam}: nmt / JoeyNMT = {ours[0]['sentences_per_s'] / peer[0]['sentences_per_s']:.2f}x")
-
+    for beam, ratio in ratios.items():
+        print(f"beam {beam}: nmt / JoeyNMT = {ratio}")
 
 if __name__ == "__main__":
     main()

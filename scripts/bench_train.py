@@ -7,6 +7,7 @@ Rows:
   nmt, JoeyNMT-equivalent               luong-concat + input feeding: JoeyNMT's RNN structure
   nmt, luong-general fast / step-by-step  the parallel teacher-forced path against the loop
   JoeyNMT 2.3.0, own / our batches      when joeynmt is installed (see scripts/joeynmt_peer.py)
+  nmt, encoder packed / padded          the config as given, with model.rnn_input=packed / padded
 
     python scripts/bench_train.py --steps 200
     python scripts/bench_train.py --device cuda --steps 500 --set train.batch_tokens=6000
@@ -110,7 +111,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
     parser.add_argument("--no-peer", action="store_true", help="skip JoeyNMT even if installed")
     parser.add_argument("--rows", nargs="*", default=["default", "equivalent", "fast", "peer"],
-                        help="which rows: default equivalent fast peer")  # fmt: skip
+                        help="which rows: default equivalent fast peer encoder")  # fmt: skip
+    parser.add_argument("--repeats", type=int, default=1, help="time every row this many times, interleaved; report the median")
     args = parser.parse_args()
     common = (args.steps, args.device, args.threads)
     plan = []
@@ -126,24 +128,31 @@ def main() -> None:
         plan.append(("JoeyNMT 2.3.0, our bucketed batches", args.set, dict(tool="joeynmt", batching="ours")))
     elif "peer" in args.rows:
         print("(JoeyNMT not installed: no peer rows; see scripts/joeynmt_peer.py)")
-    rows = []
-    for label, overrides, options in plan:
-        print(f"measuring: {label} ...", flush=True)
-        rows.append(bc.in_child(_measure_kw, label, args.config, overrides, common, options))
-    print(f"\nTraining, {args.steps} steps after 5 warm-up steps, {args.config} {' '.join(args.set)}")
+    if "encoder" in args.rows:
+        plan.append(("nmt, encoder packed", args.set + ["model.rnn_input=packed"], dict()))
+        plan.append(("nmt, encoder padded", args.set + ["model.rnn_input=padded"], dict()))
+    runs: dict[str, list[dict]] = {label: [] for label, _, _ in plan}
+    for repeat in range(1, args.repeats + 1):  # interleaved: a slow spell of a shared machine hits every row
+        for label, overrides, options in plan:
+            print(f"measuring: {label} ({repeat}/{args.repeats}) ...", flush=True)
+            runs[label].append(bc.in_child(_measure_kw, label, args.config, overrides, common, options))
+    rows = [bc.median_run(label_runs, "tokens_per_s") for label_runs in runs.values()]
+    print(f"\nTraining, {args.steps} steps after 5 warm-up steps, {args.config} {' '.join(args.set)}; "
+          f"median of {args.repeats} run(s)")  # fmt: skip
     print(f"Hardware: {bc.hardware()}\n")
     bc.print_table(rows, [
         ("label", "run", "s"), ("tokens_per_s", "target tokens/s", ",.0f"), ("sentences_per_s", "sentences/s", ",.1f"),
         ("peak_mib", "peak memory MiB", ",.0f"), ("padding", "padding %", ".1f"), ("parameters", "parameters", ",d"),
     ])  # fmt: skip
-    by_label = {r["label"]: r for r in rows}
-    ours = by_label.get("nmt, JoeyNMT-equivalent")
-    for peer in ("JoeyNMT 2.3.0, its own batching", "JoeyNMT 2.3.0, our bucketed batches"):
-        if ours and peer in by_label:
-            print(f"\nnmt (JoeyNMT-equivalent) / {peer}: {ours['tokens_per_s'] / by_label[peer]['tokens_per_s']:.2f}x")
-    fast, slow = by_label.get("nmt, luong-general, fast path"), by_label.get("nmt, luong-general, step by step")
-    if fast and slow:
-        print(f"luong-general fast path / step by step: {fast['tokens_per_s'] / slow['tokens_per_s']:.2f}x")
+    ratios = [
+        ("nmt (JoeyNMT-equivalent) / JoeyNMT 2.3.0, its own batching", "nmt, JoeyNMT-equivalent", "JoeyNMT 2.3.0, its own batching"),
+        ("nmt (JoeyNMT-equivalent) / JoeyNMT 2.3.0, our bucketed batches", "nmt, JoeyNMT-equivalent", "JoeyNMT 2.3.0, our bucketed batches"),
+        ("luong-general fast path / step by step", "nmt, luong-general, fast path", "nmt, luong-general, step by step"),
+        ("encoder padded / packed", "nmt, encoder padded", "nmt, encoder packed"),
+    ]  # fmt: skip
+    for title, top, bottom in ratios:
+        if top in runs and bottom in runs:
+            print(f"{title}: {bc.paired_ratio(runs[top], runs[bottom], 'tokens_per_s')}")
 
 
 def _measure_kw(label, config_path, overrides, common, options):

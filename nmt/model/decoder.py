@@ -66,19 +66,39 @@ class AttentionDecoder(nn.Module):
         self.attention = attention
         self.dropout = Dropout(dropout)
         self.output = nn.Linear(output_dim, vocab_size)
+        self._gates_table: tuple[tuple, torch.Tensor] | None = None  # (weights' identity, table); not saved
 
     def init_state(self, hidden: torch.Tensor) -> DecoderState:
         return DecoderState(hidden)
 
-    def recur(self, embedded: torch.Tensor, state: DecoderState, memory: Memory):
-        """One step: embedded y_{t-1} (B, E) -> (new state, output features (B, output_dim), weights (B, S))."""
+    def gru_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The recurrence's (weight_ih, weight_hh, bias_ih, bias_hh); its input starts with E y_{t-1}."""
+        raise NotImplementedError
+
+    def recur(self, embedded: torch.Tensor, token_gates: torch.Tensor, state: DecoderState, memory: Memory):
+        """One step: embedded y_{t-1} (B, E) and its input gates W_ie E y_{t-1} + b_ih (B, 3H)
+        -> (new state, output features (B, output_dim), weights (B, S))."""
         raise NotImplementedError
 
     def step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
         """Search interface: prev_tokens (B,) -> logits (B, V), new state, attention weights (B, S)."""
         embedded = self.dropout(self.embedding(prev_tokens))
-        state, features, weights = self.recur(embedded, state, memory)
+        state, features, weights = self.recur(embedded, self.token_gates(prev_tokens, embedded), state, memory)
         return self.output(self.dropout(features)), state, weights
+
+    def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
+        """W_ie E y + b_ih (B, 3H). In inference, rows of a table computed once for the whole
+        vocabulary (recomputed whenever the weights change): a lookup instead of a matmul."""
+        weight_ih, _, bias_ih, _ = self.gru_weights()
+        embed_dim = embedded.size(-1)
+        if self.training or torch.is_grad_enabled():
+            return F.linear(embedded, weight_ih[:, :embed_dim], bias_ih)
+        weights = (self.embedding.weight, weight_ih, bias_ih)
+        identity = tuple((w.data_ptr(), w.device, w.dtype, w._version) for w in weights)
+        if self._gates_table is None or self._gates_table[0] != identity:
+            table = F.linear(self.embedding.weight, weight_ih[:, :embed_dim], bias_ih)  # (V, 3H)
+            self._gates_table = (identity, table)
+        return self._gates_table[1].index_select(0, prev_tokens)
 
     def attend(self, query: torch.Tensor, memory: Memory, step: int):
         """One step's attention: query (B, Dq) -> context (B, enc_dim), weights (B, S)."""
@@ -121,9 +141,13 @@ class BahdanauDecoder(AttentionDecoder):
         self.rnn = nn.GRUCell(embed_dim + enc_dim, hidden)
         self.pre_output = nn.Linear(hidden + enc_dim + embed_dim, output_dim)
 
-    def recur(self, embedded, state, memory):
+    def gru_weights(self):
+        return self.rnn.weight_ih, self.rnn.weight_hh, self.rnn.bias_ih, self.rnn.bias_hh
+
+    def recur(self, embedded, token_gates, state, memory):
         context, weights = self.attend(state.hidden, memory, state.step)
-        hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)
+        gates = token_gates + F.linear(context, self.rnn.weight_ih[:, embedded.size(-1) :])
+        hidden = gru_step(gates, state.hidden, self.rnn.weight_hh, self.rnn.bias_hh)
         features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))
         return DecoderState(hidden, state.step + 1), features, weights
 
@@ -158,12 +182,15 @@ class LuongDecoder(AttentionDecoder):
         feed = hidden.new_zeros(hidden.size(0), self.output_dim) if self.input_feeding else None
         return DecoderState(hidden, 0, feed)
 
-    def recur(self, embedded, state, memory):
-        rnn_input = torch.cat([embedded, state.feed], dim=-1) if self.input_feeding else embedded
-        # One step of self.rnn (the same weights): the cell op skips nn.GRU's per-call sequence
-        # machinery, a third faster per decoding step.
-        rnn = self.rnn
-        hidden = torch.gru_cell(rnn_input, state.hidden, rnn.weight_ih_l0, rnn.weight_hh_l0, rnn.bias_ih_l0, rnn.bias_hh_l0)
+    def gru_weights(self):
+        return self.rnn.weight_ih_l0, self.rnn.weight_hh_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0
+
+    def recur(self, embedded, token_gates, state, memory):
+        # One step of self.rnn (the same weights), on the input gates of y_{t-1} (plus h̃_{t-1}'s).
+        gates = token_gates
+        if self.input_feeding:
+            gates = gates + F.linear(state.feed, self.rnn.weight_ih_l0[:, embedded.size(-1) :])
+        hidden = gru_step(gates, state.hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)
         context, weights = self.attend(hidden, memory, state.step)
         attentional = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
         feed = attentional if self.input_feeding else None

@@ -15,13 +15,13 @@ import torch.nn.functional as F
 
 def gru_step(input_gates: torch.Tensor, hidden: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor) -> torch.Tensor:
     """input_gates (B, 3H) = W_ih x + b_ih; hidden (B, H) -> next hidden (B, H)."""
-    hidden_gates = F.linear(hidden, weight_hh, bias_hh)  # (B, 3H)
+    hidden_gates = torch.addmm(bias_hh, hidden, weight_hh.t())  # (B, 3H)
     in_r, in_z, in_n = input_gates.chunk(3, dim=-1)
     hid_r, hid_z, hid_n = hidden_gates.chunk(3, dim=-1)
-    reset = torch.sigmoid(in_r + hid_r)
-    update = torch.sigmoid(in_z + hid_z)
-    candidate = torch.tanh(in_n + reset * hid_n)
-    return candidate + update * (hidden - candidate)  # (1 - z) * n + z * h
+    reset = (in_r + hid_r).sigmoid_()  # in place on fresh sums: fewer tensors written per step
+    update = (in_z + hid_z).sigmoid_()
+    candidate = torch.addcmul(in_n, reset, hid_n).tanh_()
+    return torch.lerp(candidate, hidden, update)  # (1 - z) * n + z * h
 
 
 def split_input_gates(

@@ -21,7 +21,7 @@ class Seq2Seq(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = Encoder(
-            src_vocab_size, config.embed_dim, config.encoder_hidden, config.encoder_layers, config.dropout
+            src_vocab_size, config.embed_dim, config.encoder_hidden, config.encoder_layers, config.dropout, config.rnn_input
         )
         enc_dim = self.encoder.output_dim
         # Bridge (Bahdanau et al., A.2.2): s_0 = tanh(W_s ←h_1).

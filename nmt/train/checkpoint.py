@@ -85,8 +85,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return payload
 
 
-# Model settings that do not change the architecture or the weights' meaning.
-_FREE_MODEL_KEYS = {"dropout", "gumbel_temperature"}
+# Model settings that do not change the architecture or the weights' meaning (rnn_input: how
+# the encoder is run, with the same outputs either way).
+_FREE_MODEL_KEYS = {"dropout", "gumbel_temperature", "rnn_input"}
 
 
 def _differences(saved: dict, current: dict, prefix: str) -> list[str]:
@@ -122,7 +123,7 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     payloads = [load_checkpoint(path) for path in paths]
     newest = payloads[-1]
     for path, payload in zip(paths, payloads):
-        if payload["spm_sha256"] != newest["spm_sha256"] or payload["config"]["model"] != newest["config"]["model"]:
+        if payload["spm_sha256"] != newest["spm_sha256"] or _differences(payload["config"]["model"], newest["config"]["model"], ""):
             raise NmtError(f"{path} was trained with another model config or vocabulary than {paths[-1]}: cannot average.")
     averaged = {}
     for name, tensor in newest["model"].items():
