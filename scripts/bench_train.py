@@ -8,6 +8,7 @@ Rows:
   nmt, luong-general fast / step-by-step  the parallel teacher-forced path against the loop
   JoeyNMT 2.3.0, own / our batches      when joeynmt is installed (see scripts/joeynmt_peer.py)
   nmt, encoder packed / padded          the config as given, with model.rnn_input=packed / padded
+  nmt, compiled decoder step            the config as given, with train.compile=default (against the first row)
 
     python scripts/bench_train.py --steps 200
     python scripts/bench_train.py --device cuda --steps 500 --set train.batch_tokens=6000
@@ -54,7 +55,7 @@ def _batches(data, cfg, kind: str, needed: int) -> list[list[int]]:
 
 
 def measure(label: str, config_path: str, overrides: list[str], steps: int, device_name: str, threads: int,
-            tool: str = "nmt", batching: str = "ours", fast_path: bool = True) -> dict:  # fmt: skip
+            tool: str = "nmt", batching: str = "ours", fast_path: bool = True, warmup: int = 5) -> dict:  # fmt: skip
     from nmt.data.batching import collate, padding_fraction
     from nmt.train.data import batch_lengths, load_train_data
     from nmt.train.loop import autocast_dtype, build_training, train_step
@@ -66,7 +67,6 @@ def measure(label: str, config_path: str, overrides: list[str], steps: int, devi
     torch.manual_seed(cfg.seed)
     src_tok, tgt_tok = load_tokenizers(config)
     data = load_train_data(config, src_tok, tgt_tok)
-    warmup = 5
     batches = _batches(data, cfg, batching, steps + warmup)
     if tool == "nmt":
         model, optimizer, _ = build_training(config, src_tok, tgt_tok, device)
@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
     parser.add_argument("--no-peer", action="store_true", help="skip JoeyNMT even if installed")
     parser.add_argument("--rows", nargs="*", default=["default", "equivalent", "fast", "peer"],
-                        help="which rows: default equivalent fast peer encoder")  # fmt: skip
+                        help="which rows: default equivalent fast peer encoder compile")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=1, help="time every row this many times, interleaved; report the median")
     args = parser.parse_args()
     common = (args.steps, args.device, args.threads)
@@ -131,13 +131,15 @@ def main() -> None:
     if "encoder" in args.rows:
         plan.append(("nmt, encoder packed", args.set + ["model.rnn_input=packed"], dict()))
         plan.append(("nmt, encoder padded", args.set + ["model.rnn_input=padded"], dict()))
+    if "compile" in args.rows:
+        plan.append(("nmt, compiled decoder step", args.set + ["train.compile=default"], dict(warmup=30)))
     runs: dict[str, list[dict]] = {label: [] for label, _, _ in plan}
     for repeat in range(1, args.repeats + 1):  # interleaved: a slow spell of a shared machine hits every row
         for label, overrides, options in plan:
             print(f"measuring: {label} ({repeat}/{args.repeats}) ...", flush=True)
             runs[label].append(bc.in_child(_measure_kw, label, args.config, overrides, common, options))
     rows = [bc.median_run(label_runs, "tokens_per_s") for label_runs in runs.values()]
-    print(f"\nTraining, {args.steps} steps after 5 warm-up steps, {args.config} {' '.join(args.set)}; "
+    print(f"\nTraining, {args.steps} steps after 5 warm-up steps (compiled row: 30), {args.config} {' '.join(args.set)}; "
           f"median of {args.repeats} run(s)")  # fmt: skip
     print(f"Hardware: {bc.hardware()}\n")
     bc.print_table(rows, [
@@ -149,6 +151,7 @@ def main() -> None:
         ("nmt (JoeyNMT-equivalent) / JoeyNMT 2.3.0, our bucketed batches", "nmt, JoeyNMT-equivalent", "JoeyNMT 2.3.0, our bucketed batches"),
         ("luong-general fast path / step by step", "nmt, luong-general, fast path", "nmt, luong-general, step by step"),
         ("encoder padded / packed", "nmt, encoder padded", "nmt, encoder packed"),
+        ("compiled decoder step / eager", "nmt, compiled decoder step", "nmt, config as given"),
     ]  # fmt: skip
     for title, top, bottom in ratios:
         if top in runs and bottom in runs:

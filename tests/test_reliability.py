@@ -81,6 +81,35 @@ def test_sigkill_mid_epoch_then_resume_equals_uninterrupted_run(tmp_path):
     assert len(list(ckpt_dir.glob("step-*.pt"))) <= 3  # keep_checkpoints
 
 
+def test_loader_workers_train_the_same_weights_as_the_loop(tmp_path):
+    finals = {}
+    for workers in (0, 2):
+        config = write_config(tmp_path, f"workers{workers}", loader_workers=workers, epochs=2)
+        result = runner.invoke(app, ["train", "--config", str(config)])
+        assert result.exit_code == 0, result.output
+        finals[workers] = final_weights(tmp_path / f"workers{workers}")
+    assert finals[0]["progress"]["step"] == finals[2]["progress"]["step"] > 0
+    for name, tensor in finals[0]["model"].items():
+        assert torch.equal(tensor, finals[2]["model"][name]), name
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_process_group_with_loader_workers_stops_cleanly(tmp_path):
+    """A terminal's Ctrl-C reaches every process of the group, the loader's workers too:
+    they leave it to the main process, which checkpoints and exits 130."""
+    config = write_config(tmp_path, "group", loader_workers=2)
+    ckpt_dir = tmp_path / "group" / "checkpoints"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config)], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    wait_for("step-*.pt", ckpt_dir, process, count=1)
+    assert process.poll() is None, "training finished before it could be interrupted"
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Training stopped by SIGINT" in stderr and "Traceback" not in stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_saves_a_resumable_checkpoint_and_says_how_to_resume(tmp_path, sig):

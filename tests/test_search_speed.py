@@ -1,5 +1,7 @@
 """The pieces that make decoding fast give the same answers as the plain computation."""
 
+import shutil
+
 import pytest
 import torch
 
@@ -103,3 +105,54 @@ def test_beam_search_results_do_not_depend_on_the_decoding_batch():
             alone = beam_search(model, src[i : i + 1, : lengths[i]], lengths[i : i + 1], beam_size=beam, max_len=10)
             assert alone.tokens[0] == batched.tokens[i]
             assert abs(alone.scores[0] - batched.scores[i]) < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile on the CPU needs a C++ compiler")
+@pytest.mark.parametrize("overrides", [{}, {"attention": "luong-concat", "input_feeding": True}])
+def test_compiled_decoder_steps_equal_eager(overrides):
+    """train.compile: the compiled loop body and search step give the eager results."""
+    torch.manual_seed(0)
+    config = ModelConfig(embed_dim=8, encoder_hidden=8, decoder_hidden=8, attention_dim=8, output_dim=8, dropout=0.0,
+                         **overrides)  # fmt: skip
+    eager = Seq2Seq(config, 20, 20)
+    compiled = Seq2Seq(config, 20, 20)
+    compiled.load_state_dict(eager.state_dict())
+    compiled.decoder.compile_steps("default")
+    src, lengths = random_sources(4)
+    tgt_in = torch.randint(4, 20, (4, 5))
+    for model in (eager, compiled):
+        logits, _ = model(src, lengths, tgt_in)
+        logits.square().mean().backward()
+    assert torch.allclose(compiled(src, lengths, tgt_in)[0], eager(src, lengths, tgt_in)[0], atol=1e-5)
+    for (name, p_eager), p_compiled in zip(eager.named_parameters(), compiled.parameters()):
+        assert torch.allclose(p_eager.grad, p_compiled.grad, atol=1e-5), name
+    eager.eval(), compiled.eval()
+    assert beam_search(compiled, src, lengths, 3, 6).tokens == beam_search(eager, src, lengths, 3, 6).tokens
+
+
+def test_token_gate_table_is_rebuilt_after_training_steps_with_a_fused_optimizer():
+    """Fused Adam updates weights in place without bumping their version counters; the
+    train()/eval() switch around the steps must still give search the new weights' gates."""
+    from nmt.train.loop import make_adam
+
+    model = small_model(seed=2).eval()
+    src, lengths = random_sources(3)
+    prev = torch.tensor([2, 5, 7])
+    with torch.no_grad():
+        memory, state = model.encode(src, lengths)
+        model.decode_step(prev, state, memory)  # builds the table
+    model.train()
+    optimizer = make_adam(list(model.parameters()), 0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        logits, _ = model(src, lengths, torch.randint(4, 20, (3, 4)))
+        logits.logsumexp(-1).mean().backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        memory, state = model.encode(src, lengths)
+        tabled = model.decode_step(prev, state, memory)[0]
+    with torch.enable_grad():
+        plain = model.decode_step(prev, state, memory)[0].detach()
+    assert torch.allclose(tabled, plain, atol=1e-5)

@@ -34,7 +34,13 @@ class Batch:
         return int((self.tgt_out != PAD_ID).sum())
 
     def to(self, device: torch.device) -> "Batch":
-        return Batch(self.src.to(device), self.src_lengths, self.tgt_in.to(device), self.tgt_out.to(device))
+        """On ``device`` (lengths stay on the CPU). From pinned memory the copies are asynchronous."""
+        copy = lambda t: t.to(device, non_blocking=t.is_pinned())  # noqa: E731
+        return Batch(copy(self.src), self.src_lengths, copy(self.tgt_in), copy(self.tgt_out))
+
+    def pin_memory(self) -> "Batch":
+        """Page-locked copies, so the copy to the GPU can overlap computation (DataLoader calls this)."""
+        return Batch(self.src.pin_memory(), self.src_lengths, self.tgt_in.pin_memory(), self.tgt_out.pin_memory())
 
 
 def pad_sequences(sequences: list[list[int]]) -> torch.Tensor:

@@ -86,9 +86,16 @@ class AttentionDecoder(nn.Module):
         state, features, weights = self.recur(embedded, self.token_gates(prev_tokens, embedded), state, memory)
         return self.output(self.dropout(features)), state, weights
 
+    def train(self, mode: bool = True) -> "AttentionDecoder":
+        """Also drops the input-gate table: weights change between ``train()`` and ``eval()``,
+        and fused optimizers update them in place without bumping their version counters."""
+        self._gates_table = None
+        return super().train(mode)
+
     def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
         """W_ie E y + b_ih (B, 3H). In inference, rows of a table computed once for the whole
-        vocabulary (recomputed whenever the weights change): a lookup instead of a matmul."""
+        vocabulary: a lookup instead of a matmul. The table is rebuilt after every ``train()``
+        / ``eval()`` switch and whenever the weights are replaced or edited in place."""
         weight_ih, _, bias_ih, _ = self.gru_weights()
         embed_dim = embedded.size(-1)
         if self.training or torch.is_grad_enabled():
@@ -99,6 +106,13 @@ class AttentionDecoder(nn.Module):
             table = F.linear(self.embedding.weight, weight_ih[:, :embed_dim], bias_ih)  # (V, 3H)
             self._gates_table = (identity, table)
         return self._gates_table[1].index_select(0, prev_tokens)
+
+    def compile_steps(self, mode: str) -> None:
+        """Compile the per-step bodies of teacher-forced training (``torch.compile``, shapes
+        dynamic; mode ``reduce-overhead`` adds CUDA graphs) and of search (``recur``)."""
+        for name in ("loop_step", "recur"):
+            if hasattr(self, name):
+                setattr(self, name, torch.compile(getattr(self, name), mode=mode, dynamic=True))
 
     def attend(self, query: torch.Tensor, memory: Memory, step: int):
         """One step's attention: query (B, Dq) -> context (B, enc_dim), weights (B, S)."""
@@ -151,6 +165,12 @@ class BahdanauDecoder(AttentionDecoder):
         features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))
         return DecoderState(hidden, state.step + 1), features, weights
 
+    def loop_step(self, step_gates, hidden, context_weight, memory: Memory, t: int):
+        """The teacher-forced loop's body: attention, then the GRU on [E y_{t-1}; c_t]."""
+        context, weights = self.attend(hidden, memory, t)
+        gates = step_gates + F.linear(context, context_weight)
+        return gru_step(gates, hidden, self.rnn.weight_hh, self.rnn.bias_hh), context, weights
+
     def teacher_forced(self, tgt_in, state, memory):
         """The recurrence needs attention each step, but the embedding part of the GRU input
         and the output layer do not: both run once over all steps, outside the loop."""
@@ -160,9 +180,7 @@ class BahdanauDecoder(AttentionDecoder):
         hiddens, contexts, attn = [], [], []
         # unbind once: indexing [:, t] in the loop would zero-fill a (B, T, 3H) gradient every step
         for t, step_gates in enumerate(embed_gates.unbind(1)):
-            context, weights = self.attend(hidden, memory, t)
-            gates = step_gates + F.linear(context, context_weight)
-            hidden = gru_step(gates, hidden, self.rnn.weight_hh, self.rnn.bias_hh)
+            hidden, context, weights = self.loop_step(step_gates, hidden, context_weight, memory, t)
             hiddens.append(hidden)
             contexts.append(context)
             attn.append(weights)
@@ -209,15 +227,19 @@ class LuongDecoder(AttentionDecoder):
         attentional = torch.tanh(self.combine(torch.cat([contexts, hiddens], dim=-1)))  # (B, T, output_dim)
         return self.output(self.dropout(attentional)), weights
 
+    def loop_step(self, step_gates, hidden, feed, feed_weight, memory: Memory, t: int):
+        """The input-feeding loop's body: the GRU on [E y_{t-1}; h̃_{t-1}], attention, h̃_t."""
+        gates = step_gates + F.linear(feed, feed_weight)
+        hidden = gru_step(gates, hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)
+        context, weights = self.attend(hidden, memory, t)
+        return hidden, torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))), weights  # h̃_t
+
     def _teacher_forced_feeding(self, embedded, state, memory):
         embed_gates, feed_weight = split_input_gates(embedded, self.rnn.weight_ih_l0, self.rnn.bias_ih_l0)
         hidden, feed = state.hidden, state.feed
         attentionals, attn = [], []
         for t, step_gates in enumerate(embed_gates.unbind(1)):  # unbind: see BahdanauDecoder
-            gates = step_gates + F.linear(feed, feed_weight)
-            hidden = gru_step(gates, hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)
-            context, weights = self.attend(hidden, memory, t)
-            feed = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
+            hidden, feed, weights = self.loop_step(step_gates, hidden, feed, feed_weight, memory, t)
             attentionals.append(feed)
             attn.append(weights)
         return self.output(self.dropout(torch.stack(attentionals, 1))), torch.stack(attn, 1)

@@ -10,8 +10,8 @@ Two ways to run the same weights, with the same outputs:
   set to zero. No packing, and cuDNN may use its persistent kernels, which it never uses
   with a ``PackedSequence``.
 
-Which is faster depends on the device (docs/benchmarks.md has the measurements);
-``rnn_input: auto`` picks the faster measured one.
+Which is faster depends on the device; docs/benchmarks.md has the measurements (on the
+CPU a full training step is as fast either way, so ``packed``, the default, stays).
 """
 
 from __future__ import annotations
@@ -23,15 +23,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.model.dropout import Dropout
 from nmt.tokenizer import PAD_ID
-
-RNN_INPUTS = ("auto", "packed", "padded")
-
-
-def resolve_rnn_input(name: str, device: torch.device) -> str:
-    """``auto`` -> the mode measured faster on this kind of device (docs/benchmarks.md)."""
-    if name != "auto":
-        return name
-    return "padded" if device.type == "cpu" else "packed"
 
 
 def reverse_within_lengths(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -46,7 +37,7 @@ class Encoder(nn.Module):
     """Embeddings -> dropout -> BiGRU. Outputs h_j = [→h_j; ←h_j] for every source position."""
 
     def __init__(self, vocab_size: int, embed_dim: int, hidden: int, num_layers: int, dropout: float,
-                 rnn_input: str = "auto"):  # fmt: skip
+                 rnn_input: str = "packed"):  # fmt: skip
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
         self.dropout = Dropout(dropout)
@@ -59,13 +50,13 @@ class Encoder(nn.Module):
             dropout=dropout if num_layers > 1 else 0.0,
         )
         self.output_dim = 2 * hidden
-        self.rnn_input = rnn_input  # auto | packed | padded: how the BiGRU is run, not what it computes
+        self.rnn_input = rnn_input  # packed | padded: how the BiGRU is run, not what it computes
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S), src_lengths (B,) on CPU -> enc_outputs (B, S, 2H) (zeros at padding),
         backward_final (B, H): the backward RNN's state at position 1 of the top layer."""
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
-        if resolve_rnn_input(self.rnn_input, src.device) == "padded":
+        if self.rnn_input == "padded":
             return self._run_padded(embedded, src_lengths.to(src.device))
         packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         packed_out, final = self.rnn(packed)  # final: (layers * 2, B, H)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import torch
+
 from nmt.config import Config, TrainConfig
-from nmt.data.batching import Example, bucketed_batches
+from nmt.data.batching import Batch, Example, bucketed_batches, collate
 from nmt.data.prepare import prepared_paths
 from nmt.fileio import read_lines
-from nmt.tokenizer import Tokenizer
+from nmt.tokenizer import PAD_ID, Tokenizer
+from nmt.train.distributed import Distributed
 
 
 @dataclass
@@ -46,3 +51,60 @@ def epoch_batches(examples: list[Example], cfg: TrainConfig, epoch: int, world: 
     (and token budget); every process takes its share of each."""
     lengths = batch_lengths(examples)
     return bucketed_batches(lengths, cfg.batch_size * world, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens * world)
+
+
+def local_batch(examples: list[Example], indices: list[int], ddp: Distributed) -> Batch:
+    """This process's part of a global batch. A process left without sentences (a global
+    batch smaller than the world) still steps, on one sentence whose targets are all padding,
+    so it adds nothing to the loss or the gradients."""
+    mine = ddp.shard(indices)
+    if mine:
+        return collate([examples[i] for i in mine])
+    batch = collate([examples[indices[0]]])
+    batch.tgt_out.fill_(PAD_ID)
+    return batch
+
+
+def loader_workers(cfg: TrainConfig, device: torch.device) -> int:
+    """train.loader_workers, with -1 (auto) = 2 on a GPU (collation overlaps the GPU's work),
+    0 on the CPU (the cores are busy training)."""
+    if cfg.loader_workers >= 0:
+        return cfg.loader_workers
+    return 2 if device.type == "cuda" else 0
+
+
+class _EpochBatches(torch.utils.data.Dataset):
+    """Item i: the collated (local share of) global batch i."""
+
+    def __init__(self, examples: list[Example], batches: list[list[int]], ddp: Distributed):
+        self.examples, self.batches, self.ddp = examples, batches, ddp
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int) -> Batch:
+        return local_batch(self.examples, self.batches[index], self.ddp)
+
+
+def _ignore_stop_signals(_worker_id: int) -> None:
+    """Workers leave Ctrl-C and SIGTERM to the main process, which checkpoints and stops them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def iterate_batches(examples: list[Example], batches: list[list[int]], ddp: Distributed, workers: int,
+                    pin_memory: bool) -> Iterator[Batch]:  # fmt: skip
+    """The collated batches, in order: built in the loop, or by ``workers`` processes ahead of
+    it; in page-locked memory with ``pin_memory`` (for asynchronous copies to a GPU)."""
+    if workers == 0 and not pin_memory:
+        return (local_batch(examples, indices, ddp) for indices in batches)
+    loader = torch.utils.data.DataLoader(
+        _EpochBatches(examples, batches, ddp),
+        batch_size=None,  # items are whole batches already
+        num_workers=workers,
+        pin_memory=pin_memory,
+        prefetch_factor=4 if workers else None,
+        worker_init_fn=_ignore_stop_signals if workers else None,
+        generator=torch.Generator().manual_seed(0),  # its seed draw must not advance the global RNG (dropout)
+    )
+    return iter(loader)

@@ -24,7 +24,7 @@ from nmt.hardware import hardware_description
 from nmt.model.seq2seq import Seq2Seq, count_parameters
 from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.train.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_training_checkpoint
-from nmt.train.data import TrainData, batch_lengths, epoch_batches, load_train_data
+from nmt.train.data import TrainData, batch_lengths, epoch_batches, iterate_batches, load_train_data, loader_workers
 from nmt.train.distributed import Distributed
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.translate import Translator, load_tokenizers
@@ -161,8 +161,9 @@ def train_epoch(
 
     bar = tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {epoch}", unit="batch",
                disable=not show_bar, leave=False)  # fmt: skip
-    for number in range(progress.batch_in_epoch + 1, len(batches) + 1):
-        batch = _local_batch(examples, batches[number - 1], ddp)
+    first = progress.batch_in_epoch + 1
+    loaded = iterate_batches(examples, batches[first - 1 :], ddp, loader_workers(cfg, device), device.type == "cuda")
+    for number, batch in enumerate(loaded, start=first):
         tokens = batch.num_tgt_tokens
         normalizer = ddp.global_tokens(tokens, device) / ddp.world  # DDP averages gradients over ranks
         try:
@@ -246,6 +247,8 @@ def make_adam(parameters: list[torch.nn.Parameter], learning_rate: float) -> tor
 
 def build_training(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, device: torch.device):
     model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).to(device)
+    if config.train.compile != "none":
+        model.decoder.compile_steps(config.train.compile)
     optimizer = make_adam(list(model.parameters()), config.train.learning_rate)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="max", factor=config.train.lr_factor, patience=config.train.lr_patience, min_lr=config.train.min_lr
@@ -363,23 +366,13 @@ def run_training(
     if progress.nonfinite_steps:
         log(f"{progress.nonfinite_steps} update(s) were skipped for a non-finite loss or gradient.")
     reason = f"no dev BLEU gain in {cfg.patience} epochs" if progress.stopped_early else f"{progress.epoch} epochs"
+    best_at = [r["train_seconds"] for r in read_metrics(metrics_file) if r["epoch"] == progress.best_epoch]
+    to_best = f" (after {best_at[0]:.0f}s of training)" if best_at else ""
     log(
-        f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} at epoch {progress.best_epoch}; "
+        f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} at epoch {progress.best_epoch}{to_best}; "
         f"{progress.train_seconds:.0f}s of training. Checkpoints in {last_path.parent}."
     )
     return progress
-
-
-def _local_batch(examples: list[Example], indices: list[int], ddp: Distributed) -> Batch:
-    """This process's part of a global batch. A process left without sentences (a global
-    batch smaller than the world) still steps, on one sentence whose targets are all padding,
-    so it adds nothing to the loss or the gradients."""
-    mine = ddp.shard(indices)
-    if mine:
-        return collate([examples[i] for i in mine])
-    batch = collate([examples[indices[0]]])
-    batch.tgt_out.fill_(PAD_ID)
-    return batch
 
 
 def _wrap_data_parallel(model: Seq2Seq, ddp: Distributed, device: torch.device) -> torch.nn.Module:
