@@ -7,8 +7,8 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import NamedTuple
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
 from pathlib import Path
 
 import torch
@@ -358,9 +358,10 @@ def run_training(
 
         monitor = TensorBoardMonitor(run_dir / "tensorboard", translator, data)
     with StopFlag().installed() as stop, contextlib.closing(monitor) if monitor else contextlib.nullcontext():
+        run = EpochRunner(config, data, translator, trained, optimizer, scheduler, progress, save, stop, log,
+                          show_bar and ddp.is_main, monitor, ddp)  # fmt: skip
         while progress.epoch < cfg.epochs and not progress.stopped_early:
-            _run_epoch(config, data, translator, trained, optimizer, scheduler, progress, save, stop, log,
-                       show_bar and ddp.is_main, monitor, ddp)  # fmt: skip
+            run.epoch()
             if ddp.any(bool(stop), device):  # arrived during validation: the epoch's checkpoint is written
                 raise TrainingInterrupted(f"Training stopped by {stop.signal_name} after epoch {progress.epoch}.")
     if progress.nonfinite_steps:
@@ -384,43 +385,61 @@ def _wrap_data_parallel(model: Seq2Seq, ddp: Distributed, device: torch.device) 
     return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
-def _run_epoch(config: Config, data: TrainData, translator: Translator, trained: torch.nn.Module, optimizer, scheduler,
-               progress: Progress, save: Callable[..., None], stop: StopFlag, log: RunLog, show_bar: bool,
-               monitor=None, ddp: Distributed = Distributed()) -> None:  # fmt: skip
-    """Train one epoch, validate, step the LR schedule, checkpoint, append to metrics.jsonl."""
-    cfg, device = config.train, translator.device
-    epoch = progress.epoch + 1
-    stats = train_epoch(trained, data.train, optimizer, cfg, epoch, device, progress, save, stop, show_bar, ddp)
-    progress.train_seconds += stats.seconds
-    metrics = ddp.broadcast(validate(translator, data, cfg) if ddp.is_main else None)
-    scheduler.step(metrics["dev_bleu"])
-    improved = metrics["dev_bleu"] > progress.best_bleu
-    progress.epoch = epoch
-    if improved:
-        progress.best_bleu, progress.best_epoch, progress.bad_epochs = metrics["dev_bleu"], epoch, 0
-    else:
-        progress.bad_epochs += 1
-        progress.stopped_early = progress.bad_epochs >= cfg.patience
-    save(best=improved)
-    record = {
-        "epoch": epoch,
-        "step": progress.step,
-        "train_loss": round(stats.loss, 4),
-        **{k: round(v, 4) for k, v in metrics.items()},
-        "lr": optimizer.param_groups[0]["lr"],
-        "tokens_per_s": round(stats.tokens_per_second, 1),
-        "grad_norm": round(stats.grad_norm, 4),
-        "epoch_seconds": round(stats.seconds, 2),
-        "train_seconds": round(progress.train_seconds, 2),
-    }
-    if not ddp.is_main:
-        return
-    with open(metrics_path(config.run_dir), "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
-    if monitor is not None:
-        monitor.log(record)
-    log(
-        f"epoch {epoch:3d}  train loss {stats.loss:.3f}  dev loss {metrics['dev_loss']:.3f}  "
-        f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
-        f"{stats.tokens_per_second:.0f} tok/s  {stats.seconds:.0f}s" + ("  *best*" if improved else "")
-    )
+@dataclass
+class EpochRunner:
+    """Everything an epoch of the run loop touches, so that one epoch is one call."""
+
+    config: Config
+    data: TrainData
+    translator: Translator  # wraps the model itself, for validation
+    trained: torch.nn.Module  # the module the step calls: the model, or DDP around it
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.ReduceLROnPlateau
+    progress: Progress
+    save: Callable[..., None]
+    stop: StopFlag
+    log: RunLog
+    show_bar: bool
+    monitor: Any = None  # TensorBoardMonitor, when train.tensorboard is on
+    ddp: Distributed = field(default_factory=Distributed)
+
+    def epoch(self) -> None:
+        """Train one epoch, validate, step the LR schedule, checkpoint, append to metrics.jsonl."""
+        config, data, progress, optimizer, ddp = self.config, self.data, self.progress, self.optimizer, self.ddp
+        cfg, device = config.train, self.translator.device
+        epoch = progress.epoch + 1
+        stats = train_epoch(self.trained, data.train, optimizer, cfg, epoch, device, progress, self.save, self.stop,
+                            self.show_bar, ddp)  # fmt: skip
+        progress.train_seconds += stats.seconds
+        metrics = ddp.broadcast(validate(self.translator, data, cfg) if ddp.is_main else None)
+        self.scheduler.step(metrics["dev_bleu"])
+        improved = metrics["dev_bleu"] > progress.best_bleu
+        progress.epoch = epoch
+        if improved:
+            progress.best_bleu, progress.best_epoch, progress.bad_epochs = metrics["dev_bleu"], epoch, 0
+        else:
+            progress.bad_epochs += 1
+            progress.stopped_early = progress.bad_epochs >= cfg.patience
+        self.save(best=improved)
+        record = {
+            "epoch": epoch,
+            "step": progress.step,
+            "train_loss": round(stats.loss, 4),
+            **{k: round(v, 4) for k, v in metrics.items()},
+            "lr": optimizer.param_groups[0]["lr"],
+            "tokens_per_s": round(stats.tokens_per_second, 1),
+            "grad_norm": round(stats.grad_norm, 4),
+            "epoch_seconds": round(stats.seconds, 2),
+            "train_seconds": round(progress.train_seconds, 2),
+        }
+        if not ddp.is_main:
+            return
+        with open(metrics_path(config.run_dir), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        if self.monitor is not None:
+            self.monitor.log(record)
+        self.log(
+            f"epoch {epoch:3d}  train loss {stats.loss:.3f}  dev loss {metrics['dev_loss']:.3f}  "
+            f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
+            f"{stats.tokens_per_second:.0f} tok/s  {stats.seconds:.0f}s" + ("  *best*" if improved else "")
+        )
