@@ -66,7 +66,7 @@ class AttentionDecoder(nn.Module):
         self.attention = attention
         self.dropout = Dropout(dropout)
         self.output = nn.Linear(output_dim, vocab_size)
-        self._gates_table: tuple[tuple, torch.Tensor] | None = None  # (weights' identity, table); not saved
+        self._gates_table: tuple[tuple, torch.Tensor, torch.Tensor] | None = None  # (identity, table, W_io); not saved
 
     def init_state(self, hidden: torch.Tensor) -> DecoderState:
         return DecoderState(hidden)
@@ -75,15 +75,17 @@ class AttentionDecoder(nn.Module):
         """The recurrence's (weight_ih, weight_hh, bias_ih, bias_hh); its input starts with E y_{t-1}."""
         raise NotImplementedError
 
-    def recur(self, embedded: torch.Tensor, token_gates: torch.Tensor, state: DecoderState, memory: Memory):
-        """One step: embedded y_{t-1} (B, E) and its input gates W_ie E y_{t-1} + b_ih (B, 3H)
-        -> (new state, output features (B, output_dim), weights (B, S))."""
+    def recur(self, embedded: torch.Tensor, token_gates: torch.Tensor, other_weight: torch.Tensor, state: DecoderState,
+              memory: Memory):  # fmt: skip
+        """One search step: embedded y_{t-1} (B, E), its input gates W_ie E y_{t-1} + b_ih (B, 3H) and
+        W_io, the weights of the rest of the GRU input -> (new state, output features (B, output_dim),
+        weights (B, S)). Runs ``loop_step``, the body the teacher-forced loops share."""
         raise NotImplementedError
 
     def step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
         """Search interface: prev_tokens (B,) -> logits (B, V), new state, attention weights (B, S)."""
         embedded = self.dropout(self.embedding(prev_tokens))
-        state, features, weights = self.recur(embedded, self.token_gates(prev_tokens, embedded), state, memory)
+        state, features, weights = self.recur(embedded, *self.token_gates(prev_tokens, embedded), state, memory)
         return self.output(self.dropout(features)), state, weights
 
     def train(self, mode: bool = True) -> "AttentionDecoder":
@@ -92,27 +94,25 @@ class AttentionDecoder(nn.Module):
         self._gates_table = None
         return super().train(mode)
 
-    def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
-        """W_ie E y + b_ih (B, 3H). In inference, rows of a table computed once for the whole
-        vocabulary: a lookup instead of a matmul. The table is rebuilt after every ``train()``
-        / ``eval()`` switch and whenever the weights are replaced or edited in place."""
+    def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W_ie E y + b_ih (B, 3H), W_io): ``split_input_gates`` of the step. In inference the
+        gates are rows of a table computed once for the whole vocabulary: a lookup instead of
+        a matmul. The table is rebuilt after every ``train()`` / ``eval()`` switch and whenever
+        the weights are replaced or edited in place."""
         weight_ih, _, bias_ih, _ = self.gru_weights()
-        embed_dim = embedded.size(-1)
         if self.training or torch.is_grad_enabled():
-            return F.linear(embedded, weight_ih[:, :embed_dim], bias_ih)
+            return split_input_gates(embedded, weight_ih, bias_ih)
         weights = (self.embedding.weight, weight_ih, bias_ih)
         identity = tuple((w.data_ptr(), w.device, w.dtype, w._version) for w in weights)
         if self._gates_table is None or self._gates_table[0] != identity:
-            table = F.linear(self.embedding.weight, weight_ih[:, :embed_dim], bias_ih)  # (V, 3H)
-            self._gates_table = (identity, table)
-        return self._gates_table[1].index_select(0, prev_tokens)
+            self._gates_table = (identity, *split_input_gates(self.embedding.weight, weight_ih, bias_ih))  # (V, 3H)
+        _, table, other_weight = self._gates_table
+        return table.index_select(0, prev_tokens), other_weight
 
     def compile_steps(self, mode: str) -> None:
-        """Compile the per-step bodies of teacher-forced training (``torch.compile``, shapes
-        dynamic; mode ``reduce-overhead`` adds CUDA graphs) and of search (``recur``)."""
-        for name in ("loop_step", "recur"):
-            if hasattr(self, name):
-                setattr(self, name, torch.compile(getattr(self, name), mode=mode, dynamic=True))
+        """Compile ``loop_step``, the per-step body of teacher-forced loops and of search
+        (``torch.compile``, shapes dynamic; mode ``reduce-overhead`` adds CUDA graphs)."""
+        self.loop_step = torch.compile(self.loop_step, mode=mode, dynamic=True)
 
     def attend(self, query: torch.Tensor, memory: Memory, step: int):
         """One step's attention: query (B, Dq) -> context (B, enc_dim), weights (B, S)."""
@@ -158,15 +158,13 @@ class BahdanauDecoder(AttentionDecoder):
     def gru_weights(self):
         return self.rnn.weight_ih, self.rnn.weight_hh, self.rnn.bias_ih, self.rnn.bias_hh
 
-    def recur(self, embedded, token_gates, state, memory):
-        context, weights = self.attend(state.hidden, memory, state.step)
-        gates = token_gates + F.linear(context, self.rnn.weight_ih[:, embedded.size(-1) :])
-        hidden = gru_step(gates, state.hidden, self.rnn.weight_hh, self.rnn.bias_hh)
+    def recur(self, embedded, token_gates, other_weight, state, memory):
+        hidden, context, weights = self.loop_step(token_gates, state.hidden, other_weight, memory, state.step)
         features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))
         return DecoderState(hidden, state.step + 1), features, weights
 
     def loop_step(self, step_gates, hidden, context_weight, memory: Memory, t: int):
-        """The teacher-forced loop's body: attention, then the GRU on [E y_{t-1}; c_t]."""
+        """One step's body: attention, then the GRU on [E y_{t-1}; c_t]."""
         context, weights = self.attend(hidden, memory, t)
         gates = step_gates + F.linear(context, context_weight)
         return gru_step(gates, hidden, self.rnn.weight_hh, self.rnn.bias_hh), context, weights
@@ -203,14 +201,9 @@ class LuongDecoder(AttentionDecoder):
     def gru_weights(self):
         return self.rnn.weight_ih_l0, self.rnn.weight_hh_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0
 
-    def recur(self, embedded, token_gates, state, memory):
+    def recur(self, embedded, token_gates, other_weight, state, memory):
         # One step of self.rnn (the same weights), on the input gates of y_{t-1} (plus h̃_{t-1}'s).
-        gates = token_gates
-        if self.input_feeding:
-            gates = gates + F.linear(state.feed, self.rnn.weight_ih_l0[:, embedded.size(-1) :])
-        hidden = gru_step(gates, state.hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)
-        context, weights = self.attend(hidden, memory, state.step)
-        attentional = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
+        hidden, attentional, weights = self.loop_step(token_gates, state.hidden, state.feed, other_weight, memory, state.step)
         feed = attentional if self.input_feeding else None
         return replace(state, hidden=hidden, step=state.step + 1, feed=feed), attentional, weights
 
@@ -228,8 +221,9 @@ class LuongDecoder(AttentionDecoder):
         return self.output(self.dropout(attentional)), weights
 
     def loop_step(self, step_gates, hidden, feed, feed_weight, memory: Memory, t: int):
-        """The input-feeding loop's body: the GRU on [E y_{t-1}; h̃_{t-1}], attention, h̃_t."""
-        gates = step_gates + F.linear(feed, feed_weight)
+        """One step's body: the GRU on [E y_{t-1}; h̃_{t-1}] (without input feeding, ``feed`` is
+        None: on E y_{t-1} alone), attention, h̃_t."""
+        gates = step_gates if feed is None else step_gates + F.linear(feed, feed_weight)
         hidden = gru_step(gates, hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)
         context, weights = self.attend(hidden, memory, t)
         return hidden, torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))), weights  # h̃_t
