@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import resource
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -49,6 +50,17 @@ def in_child(function, *args):
     """Run ``function(*args)`` in a fresh process: its peak memory and threads are its own."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(function, args)
+
+
+def interleaved_runs(jobs: list[tuple[str, Callable, tuple]], repeats: int, note: str = "") -> dict[str, list[dict]]:
+    """Each job (label, function, args) run ``repeats`` times, each time in a fresh process
+    (``in_child``), the jobs interleaved: a slow spell of a shared machine hits every row."""
+    runs: dict[str, list[dict]] = {label: [] for label, _, _ in jobs}
+    for repeat in range(1, repeats + 1):
+        for label, function, args in jobs:
+            print(f"measuring: {label}{note} ({repeat}/{repeats}) ...", flush=True)
+            runs[label].append(in_child(function, *args))
+    return runs
 
 
 def median_run(runs: list[dict], key: str) -> dict:

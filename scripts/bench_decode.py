@@ -171,12 +171,9 @@ def main() -> None:
             plan.append((f"JoeyNMT 2.3.0, {state}", args.set, "joeynmt", ""))
         if args.checkpoint:
             plan.append(("nmt, trained checkpoint", args.set, "nmt", args.checkpoint))
-        runs: dict[str, list[dict]] = {label: [] for label, *_ in plan}
-        for repeat in range(1, args.repeats + 1):  # interleaved: a slow spell of a shared machine hits every row
-            for label, overrides, tool, checkpoint in plan:
-                print(f"measuring: {label}, beam {beam} ({repeat}/{args.repeats}) ...", flush=True)
-                runs[label].append(bc.in_child(_measure_kw, label, args.config, overrides, args.sentences, beam,
-                                               args.device, args.threads, tool, checkpoint, weights[tool]))  # fmt: skip
+        jobs = [(label, _measure_kw, (label, args.config, overrides, args.sentences, beam, args.device, args.threads,
+                                      tool, checkpoint, weights[tool])) for label, overrides, tool, checkpoint in plan]  # fmt: skip
+        runs = bc.interleaved_runs(jobs, args.repeats, note=f", beam {beam}")
         rows += [bc.median_run(label_runs, "sentences_per_s") for label_runs in runs.values()]
         peer_runs = runs.get(f"JoeyNMT 2.3.0, {state}")
         if peer_runs:

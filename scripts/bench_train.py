@@ -133,11 +133,8 @@ def main() -> None:
         plan.append(("nmt, encoder padded", args.set + ["model.rnn_input=padded"], dict()))
     if "compile" in args.rows:
         plan.append(("nmt, compiled decoder step", args.set + ["train.compile=default"], dict(warmup=30)))
-    runs: dict[str, list[dict]] = {label: [] for label, _, _ in plan}
-    for repeat in range(1, args.repeats + 1):  # interleaved: a slow spell of a shared machine hits every row
-        for label, overrides, options in plan:
-            print(f"measuring: {label} ({repeat}/{args.repeats}) ...", flush=True)
-            runs[label].append(bc.in_child(_measure_kw, label, args.config, overrides, common, options))
+    jobs = [(label, _measure_kw, (label, args.config, overrides, common, options)) for label, overrides, options in plan]
+    runs = bc.interleaved_runs(jobs, args.repeats)
     rows = [bc.median_run(label_runs, "tokens_per_s") for label_runs in runs.values()]
     print(f"\nTraining, {args.steps} steps after 5 warm-up steps (compiled row: 30), {args.config} {' '.join(args.set)}; "
           f"median of {args.repeats} run(s)")  # fmt: skip
