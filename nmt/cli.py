@@ -91,12 +91,17 @@ def _load(config: Path, overrides: list[str] | None) -> Config:
 
 
 def _device(config: Config, device: str | None):
-    from nmt.translate import resolve_device
+    """--device, else train.device."""
+    return _device_named(device or config.train.device)
 
-    name = device or config.train.device
-    if name not in ("auto", "cpu", "cuda"):
-        raise NmtError(f"--device: got {name!r}, expected one of 'auto', 'cpu', 'cuda'.")
-    return resolve_device(name)
+
+def _device_named(name: str):
+    """The device, with TF32 on where it is a GPU."""
+    from nmt.device import enable_tf32, select_device
+
+    chosen = select_device(name)
+    enable_tf32(chosen)
+    return chosen
 
 
 @app.command()
@@ -121,7 +126,8 @@ def prepare(
     Re-running with unchanged inputs and config reuses the outputs. data.path may also be an Anki
     zip archive (verified and unpacked); --download LANG fetches one into data/<LANG>-eng/.
     """
-    from nmt.data.prepare import prepare as run_prepare
+    from nmt.paths import run_paths
+    from nmt.prepare import prepare as run_prepare
 
     cfg = _load(config, set_)
     if download:
@@ -130,7 +136,7 @@ def prepare(
         cfg.data.path = str(download_anki(download, Path("data") / f"{download}-eng", url))
         typer.echo(f"Downloaded {cfg.data.path}", err=True)
     report = run_prepare(cfg, force=force, log=lambda msg: typer.echo(msg, err=True))
-    save_config(cfg, Path(cfg.run_dir) / "config.yaml")
+    save_config(cfg, run_paths(cfg).config)
     if report.reused:
         typer.echo(f"Prepared data in {cfg.prepared_dir} is up to date (reused; --force to redo).")
     typer.echo(report.summary())
@@ -153,14 +159,17 @@ def train(
     lowers the learning rate when dev BLEU stalls, stops early after train.patience epochs without
     a gain, and keeps checkpoints 'last' and 'best'. Logs to <run_dir>/train.log and metrics.jsonl.
     """
-    from nmt.data.prepare import is_prepared
-    from nmt.data.prepare import prepare as run_prepare
+    from nmt.paths import run_paths
+    from nmt.prepare import is_prepared
+    from nmt.prepare import prepare as run_prepare
     from nmt.train import distributed
-    from nmt.train.loop import TrainingInterrupted, run_training
+    from nmt.train.state import TrainingInterrupted
+    from nmt.train.trainer import Trainer
 
     cfg = _load(config, set_)
     requested = _device(cfg, device)
     ddp = distributed.setup(requested.type)  # under torchrun: join the process group
+    run = run_paths(cfg)
     try:
         if ddp.is_main:
             report = run_prepare(cfg, log=lambda msg: typer.echo(msg, err=True))
@@ -170,21 +179,18 @@ def train(
         if not is_prepared(cfg):
             raise NmtError(f"Prepared data missing in {cfg.prepared_dir} after rank 0 prepared it: is it on a shared disk?")
         try:
-            progress = run_training(cfg, ddp.device(requested), resume=resume, ddp=ddp)
+            progress = Trainer(cfg, ddp.device(requested), ddp).run(resume)
         except TrainingInterrupted as exc:
             again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])
             if ddp.is_main:
-                typer.echo(f"{exc} Checkpoint saved: {Path(cfg.run_dir) / 'checkpoints' / 'last.pt'}.\nResume with: {again}", err=True)
+                typer.echo(f"{exc} Checkpoint saved: {run.checkpoint('last')}.\nResume with: {again}", err=True)
             raise typer.Exit(130) from None
     finally:
         distributed.teardown(ddp)
     if not ddp.is_main:
         return
-    _learning_curves(Path(cfg.run_dir))
-    typer.echo(
-        f"Best dev BLEU {progress.best_bleu:.2f} (epoch {progress.best_epoch}); "
-        f"learning curves in {Path(cfg.run_dir) / 'learning_curves.png'}"
-    )
+    _learning_curves(run.root)
+    typer.echo(f"Best dev BLEU {progress.best_bleu:.2f} (epoch {progress.best_epoch}); learning curves in {run.learning_curves}")
 
 
 @app.command()
@@ -222,7 +228,7 @@ def translate(
 
     if text is not None and input_ is not None:
         raise NmtError("Give either --text or --input, not both.")
-    _, translator = _translator(config, set_, checkpoint, model, device)
+    translator = _translator(config, set_, checkpoint, model, device)
     lines = [text] if text is not None else read_input_lines(str(input_) if input_ else None)
     hypotheses = translator.translate(lines, beam_size=beam_size, progress=input_ is not None)
     if output is not None:
@@ -234,33 +240,29 @@ def translate(
         for line in hypotheses:
             sys.stdout.write(line + "\n")
     if plot_attention is not None:
-        _plot_attention(translator, lines, hypotheses, plot_attention, plot_count)
+        _plot_attention(translator, lines, plot_attention, plot_count, beam_size)
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-def _plot_attention(translator, lines: list[str], hypotheses: list[str], target: Path, count: int) -> None:
+def _plot_attention(translator, lines: list[str], target: Path, count: int, beam_size: int | None) -> None:
     """Heatmaps of the first ``count`` non-empty lines: into a folder, or one file for one sentence."""
     from nmt.plotting import plot_attention
 
-    if translator.model.config.attention == "none":
+    if translator.loaded.config.model.attention == "none":
         typer.echo("model.attention is 'none': the model has no attention weights to plot.", err=True)
         return
     single_file = target.suffix.lower() in PLOT_SUFFIXES
     if single_file and len(lines) != 1:
         raise NmtError(f"--plot-attention {target} names one file; use it with --text, or give a folder for a file of lines.")
-    plotted = 0
-    for number, (line, hyp) in enumerate(zip(lines, hypotheses), 1):
-        if plotted >= count:
-            break
-        if not line.strip():
-            continue
-        src_labels, tgt_labels, weights = translator.attention_matrix(line, hyp)
+    numbered = [(number, line) for number, line in enumerate(lines, 1) if line.strip()][:count]
+    heatmaps = translator.heatmaps([line for _, line in numbered], beam_size)
+    for (number, _), heatmap in zip(numbered, heatmaps):
         path = target if single_file else target / f"attention_{number:04d}.png"
-        plot_attention(src_labels, tgt_labels, weights, path, title=f"{line}\n{hyp}")
-        plotted += 1
-    typer.echo(f"Wrote {plotted} attention heatmap(s) to {target}", err=True)
+        plot_attention(heatmap.src_labels, heatmap.tgt_labels, heatmap.weights, path,
+                       title=f"{heatmap.source}\n{heatmap.translation}")  # fmt: skip
+    typer.echo(f"Wrote {len(heatmaps)} attention heatmap(s) to {target}", err=True)
 
 
 @app.command()
@@ -285,73 +287,41 @@ def evaluate(
 
     Scores are computed on detokenized text. Hypotheses and a JSON report go to <run_dir>/eval/.
     """
-    from nmt.evaluation import score
-    from nmt.fileio import write_lines_atomic, write_text_atomic
+    from nmt.evaluate import evaluate as run_evaluate
+    from nmt.evaluate import evaluation_set
+    from nmt.paths import run_paths
 
     if model and src is None:
         raise NmtError("With --model, give the sentences to score: --src FILE --ref FILE [--ref FILE ...].")
-    cfg, translator = _translator(config, set_, checkpoint, model, device)
-    sources, references, name = _evaluation_set(cfg, src, ref or [])
-    beam = beam_size or cfg.decode.beam_size
-    hypotheses = translator.translate(sources, beam_size=beam, progress=True)
-    report = score(hypotheses, references)
-    report.update({"set": name, "checkpoint": checkpoint or ["best"], "beam_size": beam, "run_dir": cfg.run_dir})
-    out_dir = Path(cfg.run_dir) / "eval"
-    write_lines_atomic(out_dir / f"{name}.hyp", hypotheses)
-    write_text_atomic(out_dir / f"{name}.report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    translator = _translator(config, set_, checkpoint, model, device)
+    cfg = translator.loaded.config
+    test_set, name = evaluation_set(cfg, src, ref or [])
+    report = run_evaluate(translator, test_set, name, beam_size or cfg.decode.beam_size, checkpoint or ["best"])
     if as_json:
         typer.echo(json.dumps(report, ensure_ascii=False))
         return
     typer.echo(f"{name}: {report['num_sentences']} sentences, up to {report['num_references']} references each")
     for metric in ("bleu", "chrf", "ter"):
         typer.echo(f"{metric.upper():5s} {report[metric]:6.2f}   {report['signature'][metric]}")
-    typer.echo(f"Hypotheses and report in {out_dir}")
+    typer.echo(f"Hypotheses and report in {run_paths(cfg).eval_dir}")
 
 
 def _translator(
     config: Path | None, set_: list[str] | None, checkpoints: list[str] | None, models: list[Path] | None, device: str | None
 ):
-    """(config, Translator) from --config (+ --checkpoint ...) or from --model package(s)."""
-    from nmt.translate import Translator, resolve_device
+    """A Translator from --config (+ --checkpoint ...) or from --model package(s)."""
+    from nmt.loading import load_checkpoints, load_packages
+    from nmt.translate import Translator
 
     if models:
         if config is not None or set_ or checkpoints:
             raise NmtError("--model carries its own config and weights: give --model alone, not with --config, --set or --checkpoint.")
-        return Translator.from_packages(models, resolve_device(device or "auto"))
+        chosen = _device_named(device or "auto")
+        return Translator(load_packages(models, chosen))
     if config is None:
         raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
     cfg = _load(config, set_)
-    return cfg, Translator.from_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device))
-
-
-def _evaluation_set(cfg: Config, src: Path | None, refs: list[Path]) -> tuple[list[str], list[list[str]], str]:
-    """(sources, references per source, name) from --src/--ref or the prepared test split."""
-    from nmt.data.prepare import prepared_paths
-    from nmt.fileio import read_lines
-
-    if src is None:
-        if refs:
-            raise NmtError("--ref needs --src.")
-        multi = prepared_paths(cfg).multi("test")
-        if not multi.is_file():
-            raise NmtError(f"No prepared test set at {multi}. Run `nmt prepare --config ...` first.")
-        rows = [line.split("\t") for line in read_lines(multi)]
-        return [r[0] for r in rows], [r[1:] for r in rows], "test"
-    if not refs:
-        raise NmtError("--src needs at least one --ref file to score against.")
-    for path in [src, *refs]:
-        if not path.is_file():
-            raise NmtError(f"File not found: {path}")
-    sources = read_lines(src, errors="replace")
-    columns = [read_lines(path, errors="replace") for path in refs]
-    for path, lines in zip(refs, columns):
-        if len(lines) != len(sources):
-            raise NmtError(f"{path} has {len(lines)} lines but {src} has {len(sources)}: references must be line-aligned.")
-    references = [[col[i] for col in columns if col[i].strip()] for i in range(len(sources))]
-    missing = [i + 1 for i, r in enumerate(references) if not r]
-    if missing:
-        raise NmtError(f"Line(s) {missing[:10]} of {src} have no reference in any --ref file.")
-    return sources, references, src.stem
+    return Translator(load_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device)))
 
 
 RunDirArgument = Annotated[Path, typer.Argument(help="A run directory (run_dir of a config).")]
@@ -382,23 +352,25 @@ def plot(
 
     Works while training runs: it plots the epochs validated so far.
     """
-    from nmt.train.loop import metrics_path
+    from nmt.paths import RunPaths
 
     drawn = _learning_curves(run_dir, output)
     if drawn is None:
-        raise NmtError(f"No validation in {metrics_path(run_dir)} yet: it is written after the first epoch of `nmt train`.")
+        raise NmtError(f"No validation in {RunPaths(run_dir).metrics} yet: it is written after the first epoch of `nmt train`.")
     typer.echo(f"Wrote {drawn[0]} ({drawn[1]} epochs)")
 
 
 def _learning_curves(run_dir: Path, output: Path | None = None) -> tuple[Path, int] | None:
     """Plot RUN_DIR/metrics.jsonl to ``output`` (default RUN_DIR/learning_curves.png); None if it is empty."""
+    from nmt.paths import RunPaths
     from nmt.plotting import plot_learning_curves
-    from nmt.train.loop import metrics_path, read_metrics
+    from nmt.train.metrics import MetricsFile
 
-    records = read_metrics(metrics_path(run_dir))
+    run = RunPaths(run_dir)
+    records = MetricsFile(run.metrics).read()
     if not records:
         return None
-    path = output or run_dir / "learning_curves.png"
+    path = output or run.learning_curves
     plot_learning_curves(records, path)
     return path, len(records)
 
@@ -416,16 +388,18 @@ def average(
 
     Use the result with `nmt translate/evaluate --checkpoint RUN_DIR/checkpoints/averaged.pt`.
     """
-    from nmt.train.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
+    from nmt.checkpoint import average_checkpoints, save_checkpoint
+    from nmt.paths import RunPaths
 
-    available = step_checkpoints(run_dir / "checkpoints")
+    run = RunPaths(run_dir)
+    available = run.step_checkpoints()
     if len(available) < last:
         raise NmtError(
-            f"{run_dir / 'checkpoints'} holds {len(available)} step checkpoint(s); --last {last} needs {last}. "
+            f"{run.checkpoints} holds {len(available)} step checkpoint(s); --last {last} needs {last}. "
             "Keep more with train.keep_checkpoints (and train.checkpoint_every for checkpoints inside epochs)."
         )
     chosen = available[-last:]
-    path = output or run_dir / "checkpoints" / "averaged.pt"
+    path = output or run.averaged
     save_checkpoint(path, average_checkpoints(chosen))
     typer.echo(f"Averaged {', '.join(p.name for p in chosen)} into {path}")
 

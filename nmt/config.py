@@ -16,12 +16,14 @@ from typing import Any, Literal
 
 import yaml
 
+from nmt.device import DEVICE_NAMES
 from nmt.errors import NmtError
+from nmt.model.attention import ATTENTIONS, LUONG_ATTENTIONS, WINDOWS
 
-AttentionName = Literal["bahdanau", "luong-dot", "luong-general", "luong-concat", "hard", "none"]
-WindowName = Literal["global", "local-m", "local-p"]
-LUONG_ATTENTIONS = ("luong-dot", "luong-general", "luong-concat")
-DeviceName = Literal["auto", "cpu", "cuda"]
+# Allowed values come from the attention registry (nmt/model/attention.py), so a new mechanism is one entry there.
+AttentionName = Literal[tuple(ATTENTIONS)]  # type: ignore[valid-type]
+WindowName = Literal[WINDOWS]  # type: ignore[valid-type]
+DeviceName = Literal[DEVICE_NAMES]  # type: ignore[valid-type]
 RnnInput = Literal["packed", "padded"]
 
 

@@ -1,101 +1,105 @@
-"""Greedy and batched beam search over any model exposing ``encode`` / ``decode_step``.
+"""Greedy and batched beam search over any ``SearchModel``.
 
-Search knows nothing of attention or RNNs: it only expands, reorders and steps the
-decoder state through ``select``. Both searches drop sentences from the batch as they
-finish, so a batch costs what its unfinished sentences cost, and neither writes a full
-log-softmax: log-probabilities are logits minus their logsumexp, computed for the few
-candidates kept. Candidates are found by ``best_candidates``, a two-stage top-k that reads
-every logit once, in a cheap max, instead of a full ``topk``/``max`` pass per row.
+Search knows a protocol, not a model: ``encode``, a ``decode_step`` that returns logits,
+and states that ``select`` rows. It returns ``Hypothesis`` objects — tokens, the
+log-probability of each, the ranking score and, when asked, the attention rows — so n-best
+lists, scores and heatmaps all come from here. Both searches drop sentences from the batch
+as they finish, so a batch costs what its unfinished sentences cost, and neither writes a
+full log-softmax: log p = logit − logsumexp(logits), computed for the few candidates kept.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
-import torch.nn.functional as F
+from tqdm import tqdm
 
+from nmt.config import DecodeConfig
+from nmt.data.batching import source_tensor, sorted_batches
+from nmt.errors import NmtError
 from nmt.tokenizer import BOS_ID, EOS_ID
+from nmt.topk import best_candidates
+
+
+class Selectable(Protocol):
+    def select(self, index: torch.Tensor) -> Selectable:
+        """The rows ``index`` (reordering, repeating or dropping sentences and beams)."""
+        ...
+
+
+class SearchModel(Protocol):
+    """What search needs from a model. ``Seq2Seq`` and ``Ensemble`` both satisfy it."""
+
+    training: bool
+
+    def train(self, mode: bool = True) -> SearchModel: ...
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Selectable, Selectable]:
+        """src (B, S) ids, src_lengths (B,) -> (memory, the decoder's first state)."""
+        ...
+
+    def decode_step(
+        self, prev_tokens: torch.Tensor, state: Selectable, memory: Selectable
+    ) -> tuple[torch.Tensor, Selectable, torch.Tensor]:
+        """prev_tokens (B,) -> (logits (B, V) float32, new state, attention weights (B, S)).
+
+        Logits are unnormalised: log p(y) = logits[y] − logsumexp(logits), and search does
+        that normalisation itself."""
+        ...
 
 
 @dataclass
-class SearchResult:
-    tokens: list[list[int]]  # per sentence, without <bos>/<eos>
-    scores: list[float]  # log-probability of each chosen hypothesis (including <eos>)
+class Hypothesis:
+    tokens: list[int]  # target ids, without <bos>/<eos>
+    token_logprobs: list[float]  # log p of each token, then of <eos> if it ended (one more than tokens)
+    score: float  # ranks hypotheses: sum(token_logprobs) / len(token_logprobs) ** length_penalty
+    attention: torch.Tensor | None = None  # (len(token_logprobs), source subwords + <eos>), when asked for
 
+    @property
+    def log_prob(self) -> float:
+        return sum(self.token_logprobs)
 
-@functools.lru_cache(maxsize=64)
-def _block_shape(vocab: int, target_width: int) -> tuple[int, int]:
-    """(depth, width) with depth * width >= vocab: a divisor of ``vocab`` near ``target_width``
-    when there is one (no padding), else ``target_width`` itself."""
-    for delta in range(target_width // 2 + 1):
-        for width in (target_width - delta, target_width + delta):
-            if width > 0 and vocab % width == 0:
-                return vocab // width, width
-    return -(-vocab // target_width), target_width
-
-
-def best_candidates(
-    logits: torch.Tensor, offsets: torch.Tensor | None, group: int, k: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` best of ``logits[r, v] + offsets[r]`` over each ``group`` consecutive rows.
-
-    logits (R, V), offsets (R,) or None -> values (R / group, k') and ids (R / group, k'),
-    id = row within the group * V + token, k' = min(k, group * V). The same as
-    ``(logits + offsets[:, None]).view(-1, group * V).topk(k)``, ties aside, values bitwise.
-
-    Each row's V logits are cut into ``width`` strided blocks (block j holds tokens j,
-    j + width, j + 2 width, ...). The k best candidates lie in the k blocks whose maxima are
-    best: a block outside them is beaten by k maxima of other blocks. So one cheap ``amax``
-    reads every logit, and ``topk`` runs only on block maxima and on the k chosen blocks;
-    on the CPU ``topk`` and ``max`` over a whole (320, 4000) step cost as much as the
-    output layer that made it.
-    """
-    rows, vocab = logits.shape
-    sentences = rows // group
-    k = min(k, group * vocab)
-    depth, width = _block_shape(vocab, round(math.sqrt(8 * vocab)))  # 160 x 25 for V = 4000 (measured best)
-    if depth * width != vocab:  # pad with -inf: never chosen ahead of a real token
-        logits = F.pad(logits, (0, depth * width - vocab), value=float("-inf"))
-    blocks = logits.view(rows, depth, width)  # blocks[r, d, j] = logits[r, d * width + j]
-    block_max = blocks.amax(dim=1)  # (R, width)
-    if offsets is not None:
-        block_max = block_max + offsets.unsqueeze(1)
-    top_blocks = block_max.view(sentences, group * width).topk(min(k, group * width), dim=-1).indices  # (N, kb)
-    block_rows = torch.arange(sentences, device=logits.device).unsqueeze(1) * group + top_blocks // width  # (N, kb)
-    block_cols = top_blocks % width
-    chosen = blocks[block_rows, :, block_cols]  # (N, kb, depth)
-    if offsets is not None:
-        chosen = chosen + offsets[block_rows].unsqueeze(-1)
-    values, positions = chosen.view(sentences, -1).topk(k, dim=-1)  # (N, k)
-    which = positions // depth  # index into the chosen blocks
-    tokens = (positions % depth) * width + block_cols.gather(1, which)
-    in_group = block_rows.gather(1, which) % group
-    return values, in_group * vocab + tokens.clamp(max=vocab - 1)  # (a padded slot only ever holds -inf)
+    @property
+    def ended(self) -> bool:
+        """Whether it ends with <eos> (rather than at the length limit)."""
+        return len(self.token_logprobs) > len(self.tokens)
 
 
 def max_output_length(src_lengths: torch.Tensor, ratio: float, offset: int) -> int:
     return max(1, int(src_lengths.max().item() * ratio) + offset)
 
 
+def _attention_rows(rows: list[torch.Tensor] | torch.Tensor | None, source_length: int) -> torch.Tensor | None:
+    """Attention rows of one hypothesis, on the CPU, cut to the sentence's real source positions."""
+    if rows is None or len(rows) == 0:
+        return None
+    matrix = torch.stack(list(rows)) if isinstance(rows, list) else rows
+    return matrix[:, :source_length].float().cpu()
+
+
 @torch.inference_mode()
-def greedy_search(model, src: torch.Tensor, src_lengths: torch.Tensor, max_len: int) -> SearchResult:
-    """Pick the most probable token at each step, for the whole batch at once."""
+def greedy_search(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, max_len: int,
+                  length_penalty: float = 1.0, with_attention: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+    """Pick the most probable token at each step, for the whole batch at once. One
+    hypothesis per sentence."""
     memory, state = model.encode(src, src_lengths)
     batch = src.size(0)
     tokens: list[list[int]] = [[] for _ in range(batch)]
-    scores = [0.0] * batch
+    logprobs: list[list[float]] = [[] for _ in range(batch)]
+    attention: list[list[torch.Tensor]] = [[] for _ in range(batch)]
     active = list(range(batch))  # original rows still decoding, in the order of the tensors
     prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
     for _ in range(max_len):
-        logits, state, _ = model.decode_step(prev, state, memory)  # (A, V)
+        logits, state, weights = model.decode_step(prev, state, memory)  # (A, V)
         best_logits, best_tokens = best_candidates(logits, None, 1, 1)  # (A, 1) each
         prev = best_tokens.squeeze(1)
-        best_scores = best_logits.squeeze(1) - torch.logsumexp(logits, dim=-1)
-        for row, token, token_score in zip(active, prev.tolist(), best_scores.tolist()):
-            scores[row] += token_score
+        best_logprobs = best_logits.squeeze(1) - torch.logsumexp(logits, dim=-1)
+        step_weights = weights.cpu().unbind(0) if with_attention else [None] * len(active)
+        for row, token, logprob, row_weights in zip(active, prev.tolist(), best_logprobs.tolist(), step_weights):
+            logprobs[row].append(logprob)
+            attention[row].append(row_weights)
             if token != EOS_ID:
                 tokens[row].append(token)
         still = (prev != EOS_ID).nonzero(as_tuple=True)[0]  # positions in the active batch
@@ -104,80 +108,179 @@ def greedy_search(model, src: torch.Tensor, src_lengths: torch.Tensor, max_len: 
         if still.numel() < len(active):
             active = [active[i] for i in still.tolist()]
             memory, state, prev = memory.select(still), state.select(still), prev.index_select(0, still)
-    return SearchResult(tokens, scores)
+    lengths = src_lengths.tolist()
+    return [
+        [Hypothesis(tokens[r], logprobs[r], sum(logprobs[r]) / len(logprobs[r]) ** length_penalty,
+                    _attention_rows(attention[r], lengths[r]) if with_attention else None)]  # fmt: skip
+        for r in range(batch)
+    ]
+
+
+@dataclass
+class _Ended:
+    """A hypothesis set aside by beam search, with the scores it was ranked by."""
+
+    norm: float  # raw / length ** length_penalty
+    raw: float  # log-probability as search accumulated it
+    tokens: list[int]
+    logprobs: list[float]
+    attention: torch.Tensor | None
+
+
+class _Beams:
+    """Beam search's bookkeeping. Rows are (active sentence, beam) pairs, sentence-major."""
+
+    def __init__(self, batch: int, source_width: int, device: torch.device, with_attention: bool):
+        self.scores = torch.zeros((batch, 1), device=device)  # (A, beams): log p of each live beam
+        self.tokens = torch.empty((batch, 0), dtype=torch.long, device=device)  # (A*beams, steps so far)
+        self.logprobs = torch.empty((batch, 0), device=device)  # (A*beams, steps so far)
+        self.attention = torch.empty((batch, 0, source_width), device=device) if with_attention else None
+        self.active = list(range(batch))  # original sentence of each row of ``scores``
+        self.ended: list[list[_Ended]] = [[] for _ in range(batch)]
+
+    def done(self, row: int, best_ended: bool, beam_size: int, n_best: int) -> bool:
+        """Whether the sentence of ``row`` needs no more steps."""
+        count = len(self.ended[self.active[row]])
+        return count >= beam_size or (best_ended and count >= n_best)
+
+    def set_aside(self, which: torch.Tensor, scores, origins, token_logprobs, weights, step: int, alpha: float):
+        """Candidates ``which`` (A, C) bool, ending with <eos> at ``step``: into ``ended``."""
+        rows, cols = torch.nonzero(which, as_tuple=True)
+        if rows.numel() == 0:
+            return
+        picked = origins[rows, cols]
+        logprobs = torch.cat([self.logprobs[picked], token_logprobs[rows, cols].unsqueeze(1)], dim=1).tolist()
+        attention = [None] * len(logprobs)
+        if self.attention is not None:
+            attention = torch.cat([self.attention[picked], weights[picked].unsqueeze(1)], dim=1).unbind(0)
+        columns = zip(rows.tolist(), scores[rows, cols].tolist(), self.tokens[picked].tolist(), logprobs, attention)
+        for row, raw, tokens, row_logprobs, rows_attention in columns:
+            self.ended[self.active[row]].append(_Ended(raw / step**alpha, raw, tokens, row_logprobs, rows_attention))
+
+    def advance(self, scores: torch.Tensor, origins: torch.Tensor, tokens: torch.Tensor, token_logprobs, weights):
+        """Continue rows ``origins`` (R',) with ``tokens`` (R',); ``scores`` (A', beams)."""
+        self.scores = scores
+        self.tokens = torch.cat([self.tokens[origins], tokens.unsqueeze(1)], dim=1)
+        self.logprobs = torch.cat([self.logprobs[origins], token_logprobs.unsqueeze(1)], dim=1)
+        if self.attention is not None:
+            self.attention = torch.cat([self.attention[origins], weights[origins].unsqueeze(1)], dim=1)
+
+    def end_live_beams(self, alpha: float) -> None:
+        """At the length limit the live beams compete with the hypotheses that ended."""
+        beams = self.scores.size(1)
+        for row, sentence in enumerate(self.active):
+            for beam in range(beams):
+                raw = self.scores[row, beam].item()
+                if raw != float("-inf"):
+                    index = row * beams + beam
+                    tokens, logprobs = self.tokens[index].tolist(), self.logprobs[index].tolist()
+                    attention = None if self.attention is None else self.attention[index]
+                    self.ended[sentence].append(_Ended(raw / max(1, len(tokens)) ** alpha, raw, tokens, logprobs, attention))
+
+    def best(self, n_best: int, src_lengths: torch.Tensor) -> list[list[Hypothesis]]:
+        lengths = src_lengths.tolist()
+        results = []
+        for sentence, ended in enumerate(self.ended):
+            ranked = sorted(ended, key=lambda e: e.norm, reverse=True)[:n_best]  # stable: ties keep their order
+            results.append([Hypothesis(e.tokens, e.logprobs, e.norm, _attention_rows(e.attention, lengths[sentence]))
+                            for e in ranked])  # fmt: skip
+        return results
 
 
 @torch.inference_mode()
-def beam_search(
-    model, src: torch.Tensor, src_lengths: torch.Tensor, beam_size: int, max_len: int, length_penalty: float = 1.0
-) -> SearchResult:
-    """Batched beam search: all sentences x beams step as one batch.
+def beam_search(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, beam_size: int, max_len: int,
+                length_penalty: float = 1.0, n_best: int = 1, with_attention: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+    """Batched beam search: all sentences x beams step as one batch; the ``n_best`` best
+    hypotheses of each sentence, best first.
 
     The first step runs once per sentence (its beams would all be the same <bos>), then
     each sentence keeps ``beam_size`` beams. A hypothesis that emits <eos> is set aside
     with score log p / len**length_penalty (len counts <eos>). A sentence is done, and
-    leaves the batch, when its best candidate of the step ends with <eos> (the rule of
-    OpenNMT and JoeyNMT) or it has ``beam_size`` finished hypotheses; the search stops when
-    every sentence is done. Sentences still open at ``max_len`` add their live beams to
-    the candidates.
+    leaves the batch, when its best candidate of the step ends with <eos> and it has
+    ``n_best`` ended hypotheses (the rule of OpenNMT and JoeyNMT for one), or it has
+    ``beam_size`` of them. Sentences still open at ``max_len`` add their live beams to the
+    candidates.
     """
-    batch, k = src.size(0), beam_size
-    device = src.device
+    k, device = beam_size, src.device
     memory, state = model.encode(src, src_lengths)  # one row per sentence until the first step is taken
-    beam_scores = torch.zeros((batch, 1), device=device)  # (A, beams) for A active sentences
-    prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
-    history = torch.empty((batch, 0), dtype=torch.long, device=device)  # (A*beams, steps so far)
-    finished: list[list[tuple[float, float, list[int]]]] = [[] for _ in range(batch)]  # (norm, raw, tokens)
-    active = list(range(batch))  # original sentence of each row of beam_scores
-
+    beams = _Beams(src.size(0), src.size(1), device, with_attention)
+    prev = torch.full((src.size(0),), BOS_ID, dtype=torch.long, device=device)
     for step in range(1, max_len + 1):
-        logits, state, _ = model.decode_step(prev, state, memory)  # (A*beams, V)
-        n_active, beams = beam_scores.shape
+        logits, state, weights = model.decode_step(prev, state, memory)  # (A*beams, V)
+        n_active, width = beams.scores.shape
         vocab = logits.size(-1)
-        offsets = beam_scores.view(-1) - torch.logsumexp(logits, dim=-1)  # score so far - log Z, per row
-        top_scores, top_ids = best_candidates(logits, offsets, beams, 2 * k)  # (A, 2K): the sentence's best
-        top_beams, top_tokens = top_ids // vocab, top_ids % vocab
+        log_z = torch.logsumexp(logits, dim=-1)  # (A*beams,)
+        top_scores, top_ids = best_candidates(logits, beams.scores.view(-1) - log_z, width, 2 * k)  # (A, 2K)
+        top_tokens = top_ids % vocab
+        origins = torch.arange(n_active, device=device).unsqueeze(1) * width + top_ids // vocab  # (A, 2K) old rows
+        token_logprobs = logits[origins, top_tokens] - log_z[origins]  # (A, 2K)
         is_eos = top_tokens == EOS_ID
-
         # Set aside hypotheses that end here (only among each sentence's first K candidates).
-        eos_rows, eos_cols = torch.nonzero(is_eos[:, :k] & torch.isfinite(top_scores[:, :k]), as_tuple=True)
-        if eos_rows.numel():
-            origins = (eos_rows * beams + top_beams[eos_rows, eos_cols]).tolist()
-            raw_scores = top_scores[eos_rows, eos_cols].tolist()
-            for row, raw, tokens in zip(eos_rows.tolist(), raw_scores, history[origins].tolist()):
-                finished[active[row]].append((raw / step**length_penalty, raw, tokens))
-
+        ending = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])
+        beams.set_aside(ending, top_scores, origins, token_logprobs, weights, step, length_penalty)
         # Continue with the best K candidates that did not end.
         alive_scores = top_scores.masked_fill(is_eos, float("-inf"))
         keep_scores, keep_cols = alive_scores.topk(min(k, alive_scores.size(1)), dim=-1)  # (A, K)
-        keep_beams = top_beams.gather(1, keep_cols)
-        keep_tokens = top_tokens.gather(1, keep_cols)
-        origins = torch.arange(n_active, device=device).unsqueeze(1) * beams + keep_beams  # (A, K) rows of the old batch
-
+        kept = [t.gather(1, keep_cols) for t in (top_tokens, origins, token_logprobs)]
         best_ended = is_eos[:, 0].tolist()
-        still = [r for r in range(n_active) if not best_ended[r] and len(finished[active[r]]) < k]
+        still = [r for r in range(n_active) if not beams.done(r, best_ended[r], k, n_best)]
         if not still:
-            active = []
+            beams.active = []
             break
         dropped = len(still) < n_active
         if dropped:  # drop the sentences that are done
             keep = torch.tensor(still, device=device)
-            keep_scores, keep_tokens, origins = keep_scores[keep], keep_tokens[keep], origins[keep]
-            active = [active[r] for r in still]
-        origins = origins.view(-1)
-        if dropped or beams != keep_scores.size(1):
-            memory = memory.select(origins)  # a sentence's rows share its memory: any of them will do
-        beam_scores = keep_scores
-        state = state.select(origins)
-        history = torch.cat([history[origins], keep_tokens.view(-1, 1)], dim=1)
-        prev = keep_tokens.view(-1)
+            keep_scores, kept = keep_scores[keep], [t[keep] for t in kept]
+            beams.active = [beams.active[r] for r in still]
+        keep_tokens, keep_origins, keep_logprobs = (t.reshape(-1) for t in kept)
+        if dropped or width != keep_scores.size(1):
+            memory = memory.select(keep_origins)  # a sentence's rows share its memory: any of them will do
+        state = state.select(keep_origins)
+        beams.advance(keep_scores, keep_origins, keep_tokens, keep_logprobs, weights)
+        prev = keep_tokens
+    beams.end_live_beams(length_penalty)
+    return beams.best(n_best, src_lengths)
 
-    beams = beam_scores.size(1)
-    for row, sentence in enumerate(active):  # reached max_len: live beams compete with the finished
-        for beam in range(beams):
-            raw = beam_scores[row, beam].item()
-            if raw != float("-inf"):
-                tokens = history[row * beams + beam].tolist()
-                finished[sentence].append((raw / max(1, len(tokens)) ** length_penalty, raw, tokens))
-    best = [max(hyps, key=lambda f: f[0]) for hyps in finished]
-    return SearchResult([b[2] for b in best], [b[1] for b in best])
+
+def search_sentences(model: SearchModel, sentences: list[list[int]], decode: DecodeConfig, device: torch.device,
+                     beam_size: int | None = None, n_best: int = 1, with_attention: bool = False,
+                     progress: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+    """Subword ids of many sentences -> the ``n_best`` hypotheses of each, in their order.
+
+    Sentences are batched by length (longest first) under ``decode.batch_size`` and
+    ``decode.batch_tokens``; an empty sentence gets one empty hypothesis.
+    """
+    beam_size = decode.beam_size if beam_size is None else beam_size
+    if not 1 <= n_best <= beam_size:
+        raise NmtError(f"n_best must be between 1 and the beam size ({beam_size}), got {n_best}.")
+    results = [[Hypothesis([], [], 0.0)] for _ in sentences]
+    todo = [i for i, ids in enumerate(sentences) if ids]
+    # Each sentence runs as beam_size hypotheses: the token budget is shared among them.
+    batches = sorted_batches([len(sentences[i]) + 1 for i in todo], decode.batch_size, decode.batch_tokens // beam_size)
+    was_training = model.training
+    model.train(False)
+    bar = tqdm(total=len(todo), desc="translate", unit="sent", disable=not progress, leave=False)
+    for batch in batches:
+        rows = [todo[i] for i in batch]
+        src, src_lengths = source_tensor([sentences[r] for r in rows])
+        found = _search_batch(model, src.to(device), src_lengths, decode, beam_size, n_best, with_attention)
+        for row, hypotheses in zip(rows, found):
+            results[row] = hypotheses
+        bar.update(len(rows))
+    bar.close()
+    model.train(was_training)
+    return results
+
+
+def _search_batch(model, src, src_lengths, decode: DecodeConfig, beam_size: int, n_best: int, with_attention: bool):
+    max_len = max_output_length(src_lengths, decode.max_len_ratio, decode.max_len_offset)
+    try:
+        if beam_size == 1:
+            return greedy_search(model, src, src_lengths, max_len, decode.length_penalty, with_attention)
+        return beam_search(model, src, src_lengths, beam_size, max_len, decode.length_penalty, n_best, with_attention)
+    except torch.cuda.OutOfMemoryError:
+        raise NmtError(
+            f"CUDA ran out of memory translating {src.size(0)} sentences of up to {src.size(1)} subwords with beam "
+            f"{beam_size}. Lower decode.batch_tokens (now {decode.batch_tokens}) or decode.batch_size "
+            f"(now {decode.batch_size})."
+        ) from None

@@ -73,3 +73,7 @@ class Tokenizer:
 
     def id_to_piece(self, ids: list[int]) -> list[str]:
         return [self.processor.id_to_piece(i) for i in ids]
+
+    def labels(self, ids: list[int], with_eos: bool = True) -> list[str]:
+        """One label per position a model sees or emits: the pieces, then ``<eos>``."""
+        return self.id_to_piece(ids) + ([EOS] if with_eos else [])

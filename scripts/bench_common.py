@@ -13,7 +13,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from nmt.config import Config, load_config  # noqa: E402
-from nmt.data.prepare import prepare  # noqa: E402
+from nmt.prepare import prepare  # noqa: E402
 from nmt.hardware import hardware_description  # noqa: E402
 
 
@@ -24,14 +24,27 @@ def load(config_path: str, overrides: list[str]) -> Config:
 
 
 def setup_device(name: str, threads: int) -> torch.device:
-    from nmt.translate import resolve_device
+    from nmt.device import enable_tf32, select_device
 
     if threads:
         torch.set_num_threads(threads)
-    device = resolve_device(name)  # (TF32 allowed on a GPU, as in training)
+    device = select_device(name)
+    enable_tf32(device)  # as in training
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     return device
+
+
+def model_and_optimizer(config: Config, device: torch.device):
+    """The tokenizers, model and optimizer as the Trainer builds them."""
+    from nmt.loading import load_tokenizers, new_model
+    from nmt.train.optim import build_optimizer
+
+    src_tok, tgt_tok = load_tokenizers(config)
+    model = new_model(config, src_tok, tgt_tok).to(device)
+    if config.train.compile != "none":
+        model.compile_steps(config.train.compile)
+    return src_tok, tgt_tok, model, build_optimizer(model, config.train)
 
 
 def sync(device: torch.device) -> None:

@@ -33,10 +33,10 @@ SAME_LIMIT = ["decode.max_len_ratio=1.5", "decode.max_len_offset=0", "decode.bat
 
 
 def test_sources(config, count: int) -> list[str]:
-    from nmt.data.prepare import prepared_paths
-    from nmt.fileio import read_lines
+    from nmt.data.references import read_references
+    from nmt.paths import prepared_paths
 
-    return [line.split("\t")[0] for line in read_lines(prepared_paths(config).multi("test"))][:count]
+    return read_references(prepared_paths(config).multi("test")).sources[:count]
 
 
 def train_weights(config_path: str, overrides: list[str], steps: int, device_name: str, threads: int, tool: str,
@@ -46,8 +46,9 @@ def train_weights(config_path: str, overrides: list[str], steps: int, device_nam
 
     from nmt.data.batching import collate
     from nmt.train.data import epoch_batches, load_train_data
-    from nmt.train.loop import build_training, make_adam, train_step
-    from nmt.translate import load_tokenizers
+    from nmt.loading import load_tokenizers
+    from nmt.train.optim import make_adam
+    from nmt.train.step import train_step
 
     device = bc.setup_device(device_name, threads)
     config = bc.load(config_path, overrides)
@@ -57,7 +58,7 @@ def train_weights(config_path: str, overrides: list[str], steps: int, device_nam
     torch.manual_seed(cfg.seed)
     start = time.perf_counter()
     if tool == "nmt":
-        model, optimizer, _ = build_training(config, src_tok, tgt_tok, device)
+        _, _, model, optimizer = bc.model_and_optimizer(config, device)
         batches = [b for epoch in range(1, 100) for b in epoch_batches(data.train, cfg, epoch)][:steps]
         for indices in batches:
             batch = collate([data.train[i] for i in indices])
@@ -77,8 +78,8 @@ def train_weights(config_path: str, overrides: list[str], steps: int, device_nam
 def measure(label: str, config_path: str, overrides: list[str], count: int, beam: int, device_name: str,
             threads: int, tool: str, checkpoint: str, weights: str = "") -> dict:  # fmt: skip
     from nmt.data.batching import Example
-    from nmt.model.seq2seq import Seq2Seq
-    from nmt.translate import Translator, load_tokenizers
+    from nmt.loading import load_checkpoints, load_tokenizers, new_model
+    from nmt.search import search_sentences
 
     device = bc.setup_device(device_name, threads)
     config = bc.load(config_path, overrides)
@@ -88,19 +89,18 @@ def measure(label: str, config_path: str, overrides: list[str], count: int, beam
     torch.manual_seed(0)
     if tool == "nmt":
         if checkpoint:
-            translator = Translator.from_checkpoint(config, checkpoint, device)
+            model = load_checkpoints(config, [checkpoint], device).model
         else:
-            model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).to(device).eval()
+            model = new_model(config, src_tok, tgt_tok).to(device).eval()
             if weights:
                 model.load_state_dict(torch.load(weights, weights_only=True))
-            translator = Translator(model, src_tok, tgt_tok, config.decode, device)
-        translator.translate_ids(src_ids[:64], beam)  # warm-up
+        search_sentences(model, src_ids[:64], config.decode, device, beam)  # warm-up
         bc.sync(device)
         start = time.perf_counter()
-        outputs = translator.translate_ids(src_ids, beam)
+        outputs = search_sentences(model, src_ids, config.decode, device, beam)
         bc.sync(device)
         seconds = time.perf_counter() - start
-        out_tokens = sum(len(o) for o in outputs)
+        out_tokens = sum(len(o[0].tokens) for o in outputs)
     else:
         model = joeynmt_peer.build(config.model, src_tok.vocab_size, tgt_tok.vocab_size, device)
         if weights:

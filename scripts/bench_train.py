@@ -58,8 +58,8 @@ def measure(label: str, config_path: str, overrides: list[str], steps: int, devi
             tool: str = "nmt", batching: str = "ours", fast_path: bool = True, warmup: int = 5) -> dict:  # fmt: skip
     from nmt.data.batching import collate, padding_fraction
     from nmt.train.data import batch_lengths, load_train_data
-    from nmt.train.loop import autocast_dtype, build_training, train_step
-    from nmt.translate import load_tokenizers
+    from nmt.loading import load_tokenizers
+    from nmt.train.step import autocast_dtype, train_step
 
     device = bc.setup_device(device_name, threads)
     config = bc.load(config_path, overrides)
@@ -69,7 +69,7 @@ def measure(label: str, config_path: str, overrides: list[str], steps: int, devi
     data = load_train_data(config, src_tok, tgt_tok)
     batches = _batches(data, cfg, batching, steps + warmup)
     if tool == "nmt":
-        model, optimizer, _ = build_training(config, src_tok, tgt_tok, device)
+        _, _, model, optimizer = bc.model_and_optimizer(config, device)
         if not fast_path:
             decoder = model.decoder
             decoder.teacher_forced = lambda tgt_in, state, memory: decoder.step_by_step(tgt_in, state, memory, 1.0)

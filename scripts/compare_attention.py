@@ -24,13 +24,18 @@ from pathlib import Path
 import torch
 
 from nmt.config import load_config
-from nmt.data.prepare import prepare, prepared_paths
-from nmt.evaluation import score, score_by_length
-from nmt.fileio import read_lines, write_text_atomic
+from nmt.data.references import read_references
+from nmt.device import select_device
+from nmt.fileio import write_text_atomic
+from nmt.loading import load_checkpoints
 from nmt.model.seq2seq import count_parameters
+from nmt.paths import prepared_paths, run_paths
 from nmt.plotting import plot_attention, plot_bleu_by_length
-from nmt.train.loop import metrics_path, read_metrics, run_training
-from nmt.translate import Translator, resolve_device
+from nmt.prepare import prepare
+from nmt.scoring import score, score_by_length
+from nmt.train.metrics import MetricsFile
+from nmt.train.trainer import Trainer
+from nmt.translate import Translator
 
 # name -> config overrides. Windows use D = 3: Anki sentences are short (about 8 subwords).
 VARIANTS = {
@@ -65,13 +70,13 @@ def run_variant(name: str, overrides: list[str], args, device: torch.device) -> 
         return json.loads(result_path.read_text(encoding="utf-8"))
     prepare(config, log=lambda _: None)
     started = time.perf_counter()
-    progress = run_training(config, device, resume=True, show_bar=False)
+    progress = Trainer(config, device, show_bar=False).run(resume=True)
     wall = time.perf_counter() - started
-    records = read_metrics(metrics_path(run_dir))
+    records = MetricsFile(run_paths(config).metrics).read()
 
-    translator = Translator.from_checkpoint(config, "best", device)
-    rows = [line.split("\t") for line in read_lines(prepared_paths(config).multi("test"))]
-    sources, references = [r[0] for r in rows], [r[1:] for r in rows]
+    translator = Translator(load_checkpoints(config, ["best"], device))
+    test_set = read_references(prepared_paths(config).multi("test"))
+    sources, references = test_set.sources, test_set.references
     hypotheses = translator.translate(sources)
     scores = score(hypotheses, references)
     result = {
@@ -91,10 +96,10 @@ def run_variant(name: str, overrides: list[str], args, device: torch.device) -> 
     }
     heatmaps = Path(args.out) / "heatmaps"
     if config.model.attention != "none":
-        for number in range(HEATMAP_SENTENCES):
-            src_labels, tgt_labels, weights = translator.attention_matrix(sources[number], hypotheses[number])
-            path = heatmaps / f"{name.replace('/', '_')}_{number + 1}.png"
-            plot_attention(src_labels, tgt_labels, weights, path, title=f"{name}: {sources[number]}\n{hypotheses[number]}")
+        for number, heatmap in enumerate(translator.heatmaps(sources[:HEATMAP_SENTENCES]), 1):
+            path = heatmaps / f"{name.replace('/', '_')}_{number}.png"
+            title = f"{name}: {heatmap.source}\n{heatmap.translation}"
+            plot_attention(heatmap.src_labels, heatmap.tgt_labels, heatmap.weights, path, title=title)
     write_text_atomic(result_path, json.dumps(result, indent=2, ensure_ascii=False))
     return result
 
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", default="runs/compare-attention", help="where the runs go")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
-    device = resolve_device(args.device)
+    device = select_device(args.device)
     results = []
     for name in args.variants:
         print(f"== {name}", file=sys.stderr, flush=True)

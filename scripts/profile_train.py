@@ -16,8 +16,8 @@ import bench_common as bc
 def main() -> None:
     from nmt.data.batching import collate
     from nmt.train.data import epoch_batches, load_train_data
-    from nmt.train.loop import build_training, train_step
-    from nmt.translate import load_tokenizers
+    from nmt.loading import load_tokenizers
+    from nmt.train.step import train_step
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/eng-mar.yaml")
@@ -30,7 +30,7 @@ def main() -> None:
     config = bc.load(args.config, args.set)
     src_tok, tgt_tok = load_tokenizers(config)
     data = load_train_data(config, src_tok, tgt_tok)
-    model, optimizer, _ = build_training(config, src_tok, tgt_tok, device)
+    _, _, model, optimizer = bc.model_and_optimizer(config, device)
     batches = epoch_batches(data.train, config.train, 1)[: args.steps + 3]
 
     def step(indices):

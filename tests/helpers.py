@@ -1,24 +1,107 @@
-"""Small model builders shared by tests."""
+"""Builders shared by tests: a synthetic English->Devanagari corpus, configs pointing at it,
+small models and source batches."""
 
 from __future__ import annotations
 
+import itertools
+import random
+from pathlib import Path
+
 import torch
 
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, check_model_combination
 from nmt.data.batching import source_tensor
 from nmt.model.seq2seq import Seq2Seq
 
+SUBJECTS = {"I": "मी", "you": "तू", "we": "आम्ही", "they": "ते", "she": "ती"}
+VERBS = {"see": "पाहतो", "want": "हवे", "like": "आवडते", "eat": "खातो"}
+OBJECTS = {"apples": "सफरचंद", "water": "पाणी", "books": "पुस्तके", "tea": "चहा", "rice": "भात", "milk": "दूध"}
 
-def small_model(vocab: int = 20, dim: int = 16, dropout: float = 0.0, seed: int = 0) -> Seq2Seq:
+
+def synthetic_pairs(seed: int = 0) -> list[tuple[str, str]]:
+    """English 'S V O.' -> Devanagari 'S O V.' for every combination; some get a second translation."""
+    rng = random.Random(seed)
+    pairs = []
+    for (s, ts), (v, tv), (o, to) in itertools.product(SUBJECTS.items(), VERBS.items(), OBJECTS.items()):
+        pairs.append((f"{s} {v} {o}.", f"{ts} {to} {tv}."))
+        if rng.random() < 0.3:
+            pairs.append((f"{s} {v} {o}.", f"{ts} {to} {tv}!"))
+    return pairs
+
+
+def write_anki(path: Path, pairs: list[tuple[str, str]], attribution: bool = False) -> Path:
+    lines = [
+        f"{s}\t{t}" + (f"\tCC-BY 2.0 (France) Attribution: tatoeba.org #{i}" if attribution else "")
+        for i, (s, t) in enumerate(pairs)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def tiny_config(tmp_path: Path, data_path: Path, **sections) -> dict:
+    """A raw config dict for a seconds-long run on ``data_path``; ``sections`` update it."""
+    config = {
+        "run_dir": str(tmp_path / "run"),
+        "data": {"path": str(data_path), "dev_size": 0.1, "test_size": 0.1},
+        "tokenizer": {"src_vocab_size": 300, "tgt_vocab_size": 300},
+        "model": {"embed_dim": 32, "encoder_hidden": 32, "decoder_hidden": 32, "attention_dim": 32, "output_dim": 32,
+                  "dropout": 0.0},  # fmt: skip
+        "train": {"epochs": 2, "batch_size": 16, "threads": 1, "seed": 7},
+        "decode": {"beam_size": 2},
+    }
+    for section, values in sections.items():
+        if isinstance(values, dict):
+            config.setdefault(section, {}).update(values)
+        else:
+            config[section] = values
+    return config
+
+
+def model_config(dim: int = 16, dropout: float = 0.0, **overrides) -> ModelConfig:
+    """A small, valid model config of width ``dim`` (overrides: any ModelConfig field)."""
+    sizes = dict(embed_dim=dim, encoder_hidden=dim, decoder_hidden=dim, attention_dim=dim, output_dim=dim, dropout=dropout)
+    config = ModelConfig(**{**sizes, **overrides})
+    check_model_combination(config)
+    return config
+
+
+def small_model(vocab: int = 20, dim: int = 16, dropout: float = 0.0, seed: int = 0, **overrides) -> Seq2Seq:
     torch.manual_seed(seed)
-    config = ModelConfig(
-        embed_dim=dim, encoder_hidden=dim, decoder_hidden=dim, attention_dim=dim, output_dim=dim, dropout=dropout
-    )
-    return Seq2Seq(config, vocab, vocab)
+    return Seq2Seq(model_config(dim, dropout, **overrides), vocab, vocab)
 
 
 def random_sources(n: int, vocab: int = 20, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` random sentences of 1-7 tokens (+ <eos>): padded ids (n, S) and lengths (n,)."""
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, 8, (n,), generator=gen).tolist()
     ids = [torch.randint(4, vocab, (length,), generator=gen).tolist() for length in lengths]
     return source_tensor(ids)
+
+
+# Every attention mechanism and window, as ModelConfig overrides.
+VARIANT_CONFIGS = [
+    dict(attention="bahdanau"),
+    dict(attention="luong-dot", decoder_hidden=32),
+    dict(attention="luong-general"),
+    dict(attention="luong-concat"),
+    dict(attention="luong-general", input_feeding=True),
+    dict(attention="luong-general", attention_window="local-m", window_width=2),
+    dict(attention="luong-dot", decoder_hidden=32, attention_window="local-p", window_width=2),
+    dict(attention="bahdanau", attention_window="local-p", window_width=2),
+    dict(attention="hard"),
+    dict(attention="none"),
+]
+
+
+def variant_id(overrides: dict) -> str:
+    return "-".join(str(v) for v in overrides.values())
+
+
+def best_tokens(found) -> list[list[int]]:
+    """The best hypothesis' tokens of each sentence of a search result."""
+    return [hypotheses[0].tokens for hypotheses in found]
+
+
+def best_log_probs(found) -> list[float]:
+    """The best hypothesis' log-probability (the sum of its token log-probs) of each sentence."""
+    return [hypotheses[0].log_prob for hypotheses in found]

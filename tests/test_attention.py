@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from nmt.model.attention import FixedSummary, HardAttention, build_attention, masked_softmax
+from nmt.config import ModelConfig
+from nmt.model.attention import ATTENTIONS, FixedSummary, HardAttention, build_attention, masked_softmax
 
 DIM = 6  # query and encoder width (equal, so luong-dot applies)
 SOFT = [
@@ -32,7 +33,8 @@ def make_inputs(dtype=torch.float32, steps_n=4, seed=0):
 
 def build(name, window, half_width=2, dtype=torch.float32):
     torch.manual_seed(1)
-    return build_attention(name, DIM, DIM, 5, window, half_width).to(dtype)
+    config = ModelConfig(attention=name, attention_window=window, window_width=half_width, attention_dim=5)
+    return build_attention(config, DIM, DIM).to(dtype)
 
 
 def run(attention, query, values, mask, steps):
@@ -132,3 +134,14 @@ def test_gradcheck_float64(name, window):
         return run(attention, q, v, mask, steps)
 
     assert torch.autograd.gradcheck(fn, (query, values), eps=1e-6, atol=1e-5)
+
+
+def test_the_registry_is_what_the_config_allows_and_names_each_decoder_order():
+    import typing
+
+    allowed = typing.get_args(typing.get_type_hints(ModelConfig)["attention"])
+    assert allowed == tuple(ATTENTIONS)
+    assert {name for name, kind in ATTENTIONS.items() if kind.order == "luong"} == {
+        "luong-dot", "luong-general", "luong-concat"
+    }  # fmt: skip
+    assert all(kind.order in ("bahdanau", "luong") for kind in ATTENTIONS.values())

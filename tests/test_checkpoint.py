@@ -1,13 +1,19 @@
+"""The checkpoint format: round trip, atomic writes, rotation, safe loading, compatibility, averaging."""
+
 import collections
 
 import pytest
 import torch
 
+from nmt.checkpoint import check_compatible, load_checkpoint, save_checkpoint, save_training_checkpoint
 from nmt.config import Config, ModelConfig
 from nmt.errors import NmtError
-from nmt.train.checkpoint import check_compatible, load_checkpoint, save_checkpoint
+from nmt.paths import RunPaths
 
 from .helpers import random_sources, small_model
+
+
+Point = collections.namedtuple("Point", "x y")  # any class instance: loading it needs unpickling code
 
 
 def payload_for(model, config: Config) -> dict:
@@ -31,9 +37,6 @@ def test_overwrite_is_atomic_and_replaces(tmp_path):
     save_checkpoint(path, {"step": 1})
     save_checkpoint(path, {"step": 2})
     assert load_checkpoint(path)["step"] == 2
-
-
-Point = collections.namedtuple("Point", "x y")  # any class instance: loading it needs unpickling code
 
 
 def test_pickled_object_is_refused(tmp_path):
@@ -64,7 +67,7 @@ def test_mismatched_vocabulary_and_model_are_refused():
 
 
 def test_averaging_two_checkpoints_gives_the_mean_of_their_weights(tmp_path):
-    from nmt.train.checkpoint import average_checkpoints
+    from nmt.checkpoint import average_checkpoints
 
     config = Config()
     a, b = small_model(seed=1), small_model(seed=2)
@@ -78,3 +81,13 @@ def test_averaging_two_checkpoints_gives_the_mean_of_their_weights(tmp_path):
     save_checkpoint(tmp_path / "x.pt", payload_for(small_model(dim=8), other))
     with pytest.raises(NmtError, match="cannot average"):
         average_checkpoints([tmp_path / "x.pt", tmp_path / "step-00000002.pt"])
+
+
+def test_checkpoint_rotation_keeps_last_k_and_points_last_and_best(tmp_path):
+    run = RunPaths(tmp_path)
+    for step in range(1, 6):
+        save_training_checkpoint(run, {"step": step}, step, keep=2, best=step == 3)
+    assert [p.name for p in run.step_checkpoints()] == ["step-00000004.pt", "step-00000005.pt"]
+    assert load_checkpoint(run.checkpoint("last"))["step"] == 5
+    assert load_checkpoint(run.checkpoint("best"))["step"] == 3  # survives its step file's deletion
+    assert not list(run.checkpoints.glob(".*tmp"))

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 
-from .conftest import tiny_config
+from .helpers import tiny_config
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 
-from .conftest import synthetic_pairs, tiny_config, write_anki
+from .helpers import synthetic_pairs, tiny_config, write_anki
 
 ROOT = Path(__file__).resolve().parents[1]
 

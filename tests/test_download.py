@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 
-from .conftest import synthetic_pairs, tiny_config
+from .helpers import synthetic_pairs, tiny_config
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ from nmt.config import ModelConfig, TrainConfig
 from nmt.data.batching import Example, collate
 from nmt.model.seq2seq import Seq2Seq
 from nmt.search import greedy_search
-from nmt.train.loop import train_step
+from nmt.train.step import train_step
 
 VOCAB = 14  # 4 specials + 10 symbols
 DIM = 64
@@ -46,7 +46,7 @@ def train_and_score(model_config: ModelConfig, task: str, steps: int) -> float:
     batch = collate(test)
     model.eval()
     result = greedy_search(model, batch.src, batch.src_lengths, max_len=10)
-    return sum(hyp == ex.tgt_ids for hyp, ex in zip(result.tokens, test)) / len(test)
+    return sum(hyp[0].tokens == ex.tgt_ids for hyp, ex in zip(result, test)) / len(test)
 
 
 VARIANTS = [

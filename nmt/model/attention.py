@@ -27,13 +27,17 @@ restricting attention to [p_t − D, p_t + D].
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.errors import NmtError
+if TYPE_CHECKING:
+    from nmt.config import ModelConfig
 
-ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat", "hard", "none")
 WINDOWS = ("global", "local-m", "local-p")
 
 
@@ -162,10 +166,11 @@ class HardAttention(AdditiveAttention):
         self.temperature = temperature
 
     def normalize(self, scores, mask):
-        scores = scores.masked_fill(~mask.expand_as(scores), float("-inf")).float()
+        dtype = scores.dtype  # the weights keep it; half-precision scores are sampled in float32
+        scores = scores.masked_fill(~mask.expand_as(scores), float("-inf")).to(torch.promote_types(dtype, torch.float32))
         if self.training:
-            return F.gumbel_softmax(scores, tau=self.temperature, hard=True, dim=-1)
-        return F.one_hot(scores.argmax(dim=-1), scores.size(-1)).to(scores.dtype)
+            return F.gumbel_softmax(scores, tau=self.temperature, hard=True, dim=-1).to(dtype)
+        return F.one_hot(scores.argmax(dim=-1), scores.size(-1)).to(dtype)
 
 
 class FixedSummary(Attention):
@@ -185,26 +190,30 @@ class FixedSummary(Attention):
         return context, values.new_zeros(batch, steps_n, values.size(1))
 
 
-def build_attention(
-    name: str,
-    query_dim: int,
-    enc_dim: int,
-    attention_dim: int,
-    window: str = "global",
-    half_width: int = 5,
-    temperature: float = 1.0,
-) -> Attention:
-    if name not in ATTENTIONS:
-        raise NmtError(f"Unknown attention {name!r}; allowed: {', '.join(ATTENTIONS)}.")
-    if window not in WINDOWS:
-        raise NmtError(f"Unknown attention window {window!r}; allowed: {', '.join(WINDOWS)}.")
-    if name == "none":
-        return FixedSummary()
-    win = Window(window, half_width, query_dim) if window != "global" else None
-    if name in ("bahdanau", "luong-concat"):
-        return AdditiveAttention(query_dim, enc_dim, attention_dim, win)
-    if name == "hard":
-        return HardAttention(query_dim, enc_dim, attention_dim, win, temperature)
-    if name == "luong-general":
-        return GeneralAttention(query_dim, enc_dim, win)
-    return DotAttention(win)  # config validation ensures query_dim == enc_dim
+@dataclass(frozen=True)
+class AttentionKind:
+    """One entry of the registry: how to build the mechanism, and which decoder order uses it."""
+
+    build: Callable[[ModelConfig, int, int, Window | None], Attention]  # (config, query_dim, enc_dim, window)
+    order: Literal["bahdanau", "luong"]  # bahdanau: s_{t-1} queries before the GRU; luong: h_t after it
+
+
+# The registry: config.model.attention's allowed values are its keys, in this order.
+ATTENTIONS: dict[str, AttentionKind] = {
+    "bahdanau": AttentionKind(lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "bahdanau"),
+    "luong-dot": AttentionKind(lambda c, q, e, w: DotAttention(w), "luong"),  # config checks q == e
+    "luong-general": AttentionKind(lambda c, q, e, w: GeneralAttention(q, e, w), "luong"),
+    "luong-concat": AttentionKind(lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "luong"),
+    "hard": AttentionKind(lambda c, q, e, w: HardAttention(q, e, c.attention_dim, w, c.gumbel_temperature), "bahdanau"),
+    "none": AttentionKind(lambda c, q, e, w: FixedSummary(), "bahdanau"),
+}
+LUONG_ATTENTIONS = tuple(name for name, kind in ATTENTIONS.items() if kind.order == "luong")
+
+
+def build_attention(config: ModelConfig, query_dim: int, enc_dim: int) -> Attention:
+    """The mechanism ``config.attention`` names, restricted to ``config.attention_window``
+    (the config was validated on load, so both names are known)."""
+    window = None
+    if config.attention_window != "global":
+        window = Window(config.attention_window, config.window_width, query_dim)
+    return ATTENTIONS[config.attention].build(config, query_dim, enc_dim, window)

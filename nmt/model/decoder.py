@@ -12,10 +12,14 @@ next step's input)::
 
     h_t = GRU([E y_{t-1}; h̃_{t-1}], h_{t-1});  c_t = attend(h_t);  h̃_t = tanh(W_c[c_t; h_t])
 
-Both end in p(y_t) = softmax(W_o dropout(o_t)). Without input feeding nothing in the
-Luong recurrence depends on attention, so teacher-forced training takes a **fast path**:
-one GRU call over all target positions, then attention for all steps as batched matrix
-products. The step-by-step path gives the same outputs (tested).
+Both end in p(y_t) = softmax(W_o dropout(o_t)). ``step`` is exactly these equations, one
+target position at a time: the plain model.
+
+Training and search run a **fast path** with the same outputs (tested against ``step``):
+the embedding half of the GRU's input gates is precomputed (for all steps in training, as a
+per-vocabulary table in search: ``nmt/model/fast.py``), the output layer runs once after the
+loop, and without input feeding the Luong recurrence, which then does not depend on
+attention, runs as one GRU call with attention for all steps as batched matrix products.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.model.attention import Attention
-from nmt.model.gru import gru_step, split_input_gates
+from nmt.config import ModelConfig
+from nmt.model.attention import ATTENTIONS, build_attention
 from nmt.model.dropout import Dropout
+from nmt.model.fast import InputGateTable, gru_step, split_input_gates
 from nmt.tokenizer import PAD_ID
 
 
@@ -57,67 +62,35 @@ class DecoderState:
 
 
 class AttentionDecoder(nn.Module):
-    """What both orders share: embeddings, the output projection, the search step."""
+    """What both orders share: embeddings, attention, the output layer, the decoding loops.
 
-    def __init__(self, vocab_size: int, embed_dim: int, output_dim: int, attention: Attention, dropout: float):
+    Subclasses give the plain ``step`` (the paper's equations) and, for the fast path,
+    ``gru_weights``, ``loop_step`` (the step body on precomputed input gates), ``recur`` and
+    ``teacher_forced``.
+    """
+
+    def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int):
         super().__init__()
+        attention = build_attention(config, config.decoder_hidden, enc_dim)  # first: initialisation order
         self.vocab_size = vocab_size
-        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
+        self.embedding = nn.Embedding(vocab_size, config.embed_dim, padding_idx=PAD_ID)
         self.attention = attention
-        self.dropout = Dropout(dropout)
-        self.output = nn.Linear(output_dim, vocab_size)
-        self._gates_table: tuple[tuple, torch.Tensor, torch.Tensor] | None = None  # (identity, table, W_io); not saved
+        self.dropout = Dropout(config.dropout)
+        self.output = nn.Linear(config.output_dim, vocab_size)
+        self._gate_table = InputGateTable()  # fast path; not part of the state dict
 
     def init_state(self, hidden: torch.Tensor) -> DecoderState:
         return DecoderState(hidden)
-
-    def gru_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The recurrence's (weight_ih, weight_hh, bias_ih, bias_hh); its input starts with E y_{t-1}."""
-        raise NotImplementedError
-
-    def recur(self, embedded: torch.Tensor, token_gates: torch.Tensor, other_weight: torch.Tensor, state: DecoderState,
-              memory: Memory):  # fmt: skip
-        """One search step: embedded y_{t-1} (B, E), its input gates W_ie E y_{t-1} + b_ih (B, 3H) and
-        W_io, the weights of the rest of the GRU input -> (new state, output features (B, output_dim),
-        weights (B, S)). Runs ``loop_step``, the body the teacher-forced loops share."""
-        raise NotImplementedError
-
-    def step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
-        """Search interface: prev_tokens (B,) -> logits (B, V), new state, attention weights (B, S)."""
-        embedded = self.dropout(self.embedding(prev_tokens))
-        state, features, weights = self.recur(embedded, *self.token_gates(prev_tokens, embedded), state, memory)
-        return self.output(self.dropout(features)), state, weights
-
-    def train(self, mode: bool = True) -> "AttentionDecoder":
-        """Also drops the input-gate table: weights change between ``train()`` and ``eval()``,
-        and fused optimizers update them in place without bumping their version counters."""
-        self._gates_table = None
-        return super().train(mode)
-
-    def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(W_ie E y + b_ih (B, 3H), W_io): ``split_input_gates`` of the step. In inference the
-        gates are rows of a table computed once for the whole vocabulary: a lookup instead of
-        a matmul. The table is rebuilt after every ``train()`` / ``eval()`` switch and whenever
-        the weights are replaced or edited in place."""
-        weight_ih, _, bias_ih, _ = self.gru_weights()
-        if self.training or torch.is_grad_enabled():
-            return split_input_gates(embedded, weight_ih, bias_ih)
-        weights = (self.embedding.weight, weight_ih, bias_ih)
-        identity = tuple((w.data_ptr(), w.device, w.dtype, w._version) for w in weights)
-        if self._gates_table is None or self._gates_table[0] != identity:
-            self._gates_table = (identity, *split_input_gates(self.embedding.weight, weight_ih, bias_ih))  # (V, 3H)
-        _, table, other_weight = self._gates_table
-        return table.index_select(0, prev_tokens), other_weight
-
-    def compile_steps(self, mode: str) -> None:
-        """Compile ``loop_step``, the per-step body of teacher-forced loops and of search
-        (``torch.compile``, shapes dynamic; mode ``reduce-overhead`` adds CUDA graphs)."""
-        self.loop_step = torch.compile(self.loop_step, mode=mode, dynamic=True)
 
     def attend(self, query: torch.Tensor, memory: Memory, step: int):
         """One step's attention: query (B, Dq) -> context (B, enc_dim), weights (B, S)."""
         context, weights = self.attention(query.unsqueeze(1), memory.keys, memory.enc_outputs, memory.mask, step)
         return context.squeeze(1), weights.squeeze(1)
+
+    def step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
+        """The plain model, one target position: prev_tokens (B,) -> logits (B, V), new state,
+        attention weights (B, S)."""
+        raise NotImplementedError
 
     def forward(self, tgt_in, state: DecoderState, memory: Memory, teacher_forcing: float = 1.0):
         """Decoding of tgt_in (B, T) -> logits (B, T, V), attention (B, T, S).
@@ -129,16 +102,12 @@ class AttentionDecoder(nn.Module):
             return self.teacher_forced(tgt_in, state, memory)
         return self.step_by_step(tgt_in, state, memory, teacher_forcing)
 
-    def teacher_forced(self, tgt_in, state: DecoderState, memory: Memory):
-        """Gold previous tokens at every step; subclasses override with faster equivalents."""
-        return self.step_by_step(tgt_in, state, memory, 1.0)
-
     def step_by_step(self, tgt_in, state: DecoderState, memory: Memory, teacher_forcing: float):
-        """The reference path: one ``step`` per target position, exactly as search runs it."""
+        """One ``fast_step`` per target position, exactly as search runs it."""
         prev = tgt_in[:, 0]
         step_logits, attn = [], []
         for t in range(tgt_in.size(1)):  # (integer token ids: slicing them costs no gradient)
-            logits, state, weights = self.step(prev, state, memory)
+            logits, state, weights = self.fast_step(prev, state, memory)
             step_logits.append(logits)
             attn.append(weights)
             if t + 1 < tgt_in.size(1):
@@ -148,12 +117,57 @@ class AttentionDecoder(nn.Module):
                     prev = torch.where(use_gold, prev, logits.argmax(-1))
         return torch.stack(step_logits, 1), torch.stack(attn, 1)
 
+    # ---- fast path: the same outputs as ``step`` (tests/test_fast_path.py) ----
+
+    def gru_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The recurrence's (weight_ih, weight_hh, bias_ih, bias_hh); its input starts with E y_{t-1}."""
+        raise NotImplementedError
+
+    def recur(self, embedded: torch.Tensor, token_gates: torch.Tensor, other_weight: torch.Tensor, state: DecoderState,
+              memory: Memory):  # fmt: skip
+        """One step on precomputed gates: embedded y_{t-1} (B, E), its input gates W_ie E y_{t-1} + b_ih
+        (B, 3H) and W_io, the weights of the rest of the GRU input -> (new state, output features
+        (B, output_dim), weights (B, S)). Runs ``loop_step``, the body the teacher-forced loops share."""
+        raise NotImplementedError
+
+    def teacher_forced(self, tgt_in, state: DecoderState, memory: Memory):
+        """Gold previous tokens at every step: (B, T) -> logits (B, T, V), attention (B, T, S)."""
+        raise NotImplementedError
+
+    def fast_step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
+        """``step`` on the fast path (what search runs): the input gates of y_{t-1} come from a
+        per-vocabulary table in inference."""
+        embedded = self.dropout(self.embedding(prev_tokens))
+        state, features, weights = self.recur(embedded, *self.token_gates(prev_tokens, embedded), state, memory)
+        return self.output(self.dropout(features)), state, weights
+
+    def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W_ie E y + b_ih (B, 3H), W_io): a matmul in training, a table lookup in inference."""
+        weight_ih, _, bias_ih, _ = self.gru_weights()
+        if self.training or torch.is_grad_enabled():
+            return split_input_gates(embedded, weight_ih, bias_ih)
+        return self._gate_table.lookup(prev_tokens, self.embedding.weight, weight_ih, bias_ih)
+
+    def train(self, mode: bool = True) -> AttentionDecoder:
+        """Also clears the input-gate table (see ``InputGateTable``)."""
+        self._gate_table.clear()
+        return super().train(mode)
+
 
 class BahdanauDecoder(AttentionDecoder):
-    def __init__(self, vocab_size, embed_dim, hidden, enc_dim, attention, output_dim, dropout):
-        super().__init__(vocab_size, embed_dim, output_dim, attention, dropout)
-        self.rnn = nn.GRUCell(embed_dim + enc_dim, hidden)
-        self.pre_output = nn.Linear(hidden + enc_dim + embed_dim, output_dim)
+    """c_t = attend(s_{t-1});  s_t = GRU([E y_{t-1}; c_t], s_{t-1});  o_t = tanh(L_o[s_t; c_t; E y_{t-1}])"""
+
+    def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int):
+        super().__init__(config, vocab_size, enc_dim)
+        self.rnn = nn.GRUCell(config.embed_dim + enc_dim, config.decoder_hidden)
+        self.pre_output = nn.Linear(config.decoder_hidden + enc_dim + config.embed_dim, config.output_dim)  # L_o
+
+    def step(self, prev_tokens, state, memory):
+        embedded = self.dropout(self.embedding(prev_tokens))  # E y_{t-1} (B, E)
+        context, weights = self.attend(state.hidden, memory, state.step)  # c_t, queried by s_{t-1}
+        hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)  # s_t
+        features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))  # o_t
+        return self.output(self.dropout(features)), DecoderState(hidden, state.step + 1), weights
 
     def gru_weights(self):
         return self.rnn.weight_ih, self.rnn.weight_hh, self.rnn.bias_ih, self.rnn.bias_hh
@@ -187,30 +201,42 @@ class BahdanauDecoder(AttentionDecoder):
 
 
 class LuongDecoder(AttentionDecoder):
-    def __init__(self, vocab_size, embed_dim, hidden, enc_dim, attention, output_dim, dropout, input_feeding: bool):
-        super().__init__(vocab_size, embed_dim, output_dim, attention, dropout)
-        self.input_feeding = input_feeding
-        self.output_dim = output_dim
-        self.rnn = nn.GRU(embed_dim + (output_dim if input_feeding else 0), hidden, batch_first=True)
-        self.combine = nn.Linear(enc_dim + hidden, output_dim, bias=False)  # W_c
+    """h_t = GRU([E y_{t-1}; h̃_{t-1}], h_{t-1});  c_t = attend(h_t);  h̃_t = tanh(W_c[c_t; h_t])
+    (h̃_{t-1} only with input feeding)."""
+
+    def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int):
+        super().__init__(config, vocab_size, enc_dim)
+        self.input_feeding = config.input_feeding
+        self.output_dim = config.output_dim
+        rnn_input = config.embed_dim + (config.output_dim if config.input_feeding else 0)
+        self.rnn = nn.GRU(rnn_input, config.decoder_hidden, batch_first=True)  # one call over all steps (fast path)
+        self.combine = nn.Linear(enc_dim + config.decoder_hidden, config.output_dim, bias=False)  # W_c
 
     def init_state(self, hidden):
         feed = hidden.new_zeros(hidden.size(0), self.output_dim) if self.input_feeding else None
         return DecoderState(hidden, 0, feed)
 
+    def step(self, prev_tokens, state, memory):
+        embedded = self.dropout(self.embedding(prev_tokens))  # E y_{t-1} (B, E)
+        rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
+        hidden = torch.gru_cell(rnn_input, state.hidden, *self.gru_weights())  # h_t
+        context, weights = self.attend(hidden, memory, state.step)  # c_t, queried by h_t
+        attentional = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
+        feed = attentional if self.input_feeding else None
+        return self.output(self.dropout(attentional)), DecoderState(hidden, state.step + 1, feed), weights
+
     def gru_weights(self):
         return self.rnn.weight_ih_l0, self.rnn.weight_hh_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0
 
     def recur(self, embedded, token_gates, other_weight, state, memory):
-        # One step of self.rnn (the same weights), on the input gates of y_{t-1} (plus h̃_{t-1}'s).
         hidden, attentional, weights = self.loop_step(token_gates, state.hidden, state.feed, other_weight, memory, state.step)
         feed = attentional if self.input_feeding else None
         return replace(state, hidden=hidden, step=state.step + 1, feed=feed), attentional, weights
 
     def teacher_forced(self, tgt_in, state, memory):
-        """The fast path: without input feeding, all target positions at once (one GRU call,
-        attention as batched matmuls). With it, a loop in which only the fed-back part of
-        the GRU input is computed per step."""
+        """Without input feeding, all target positions at once (one GRU call, attention as
+        batched matmuls). With it, a loop in which only the fed-back part of the GRU input is
+        computed per step."""
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if self.input_feeding:
             return self._teacher_forced_feeding(embedded, state, memory)
@@ -237,3 +263,11 @@ class LuongDecoder(AttentionDecoder):
             attentionals.append(feed)
             attn.append(weights)
         return self.output(self.dropout(torch.stack(attentionals, 1))), torch.stack(attn, 1)
+
+
+DECODERS = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}
+
+
+def build_decoder(config: ModelConfig, vocab_size: int, enc_dim: int) -> AttentionDecoder:
+    """The decoder of the order the attention registry gives ``config.attention``."""
+    return DECODERS[ATTENTIONS[config.attention].order](config, vocab_size, enc_dim)

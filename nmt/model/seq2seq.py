@@ -5,41 +5,26 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.config import LUONG_ATTENTIONS, ModelConfig
-from nmt.model.attention import build_attention
-from nmt.model.decoder import BahdanauDecoder, DecoderState, LuongDecoder, Memory
+from nmt.config import ModelConfig
+from nmt.model.decoder import DecoderState, Memory, build_decoder
 from nmt.model.encoder import Encoder
+from nmt.model.fast import compile_step_body
 
 
 class Seq2Seq(nn.Module):
     """RNN encoder-decoder with attention (or, with ``attention: none``, a fixed summary).
 
-    Search uses only ``encode`` and ``decode_step``; training uses ``forward``.
+    Training calls ``forward``; search uses ``encode`` and ``decode_step`` (the
+    ``SearchModel`` protocol of ``nmt.search``).
     """
 
     def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
         super().__init__()
         self.config = config
-        self.encoder = Encoder(
-            src_vocab_size, config.embed_dim, config.encoder_hidden, config.encoder_layers, config.dropout, config.rnn_input
-        )
-        enc_dim = self.encoder.output_dim
+        self.encoder = Encoder(config, src_vocab_size)
         # Bridge (Bahdanau et al., A.2.2): s_0 = tanh(W_s ←h_1).
         self.bridge = nn.Linear(config.encoder_hidden, config.decoder_hidden)
-        attention = build_attention(
-            config.attention,
-            config.decoder_hidden,
-            enc_dim,
-            config.attention_dim,
-            config.attention_window,
-            config.window_width,
-            config.gumbel_temperature,
-        )
-        sizes = (tgt_vocab_size, config.embed_dim, config.decoder_hidden, enc_dim, attention, config.output_dim, config.dropout)
-        if config.attention in LUONG_ATTENTIONS:
-            self.decoder = LuongDecoder(*sizes, input_feeding=config.input_feeding)
-        else:  # bahdanau, hard, none: the previous state queries (or no attention at all)
-            self.decoder = BahdanauDecoder(*sizes)
+        self.decoder = build_decoder(config, tgt_vocab_size, self.encoder.output_dim)
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Memory, DecoderState]:
         """src (B, S), src_lengths (B,) -> encoder memory and the decoder's first state."""
@@ -55,8 +40,8 @@ class Seq2Seq(nn.Module):
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """prev_tokens (B,) -> logits (B, V) of the next token (float32), new state, attention (B, S).
 
-        Search normalises only what it keeps: log p = logit - logsumexp(logits)."""
-        logits, state, weights = self.decoder.step(prev_tokens, state, memory)
+        Logits, not log-probabilities: search normalises only what it keeps (see ``nmt.search``)."""
+        logits, state, weights = self.decoder.fast_step(prev_tokens, state, memory)
         return logits.float(), state, weights
 
     def forward(
@@ -65,6 +50,10 @@ class Seq2Seq(nn.Module):
         """Teacher-forced pass: logits (B, T, V) and attention weights (B, T, S)."""
         memory, state = self.encode(src, src_lengths)
         return self.decoder(tgt_in, state, memory, teacher_forcing)
+
+    def compile_steps(self, mode: str) -> None:
+        """``train.compile``: compile the decoder's per-step body (fast path)."""
+        compile_step_body(self.decoder, mode)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -10,8 +10,9 @@ import torch
 
 from nmt.config import Config, TrainConfig
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
-from nmt.data.prepare import prepared_paths
+from nmt.data.references import read_references
 from nmt.fileio import read_lines
+from nmt.paths import prepared_paths
 from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.train.distributed import Distributed
 
@@ -35,9 +36,8 @@ def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> T
     max_len = config.train.max_len
     kept = [ex for ex in train if len(ex.src_ids) <= max_len and len(ex.tgt_ids) <= max_len]
     dev = encode_pairs(src_tok, tgt_tok, read_lines(paths.text("dev", "src")), read_lines(paths.text("dev", "tgt")))
-    multi = [line.split("\t") for line in read_lines(paths.multi("dev"))]
-    dev_sources = src_tok.encode([cols[0] for cols in multi])
-    return TrainData(kept, dev, dev_sources, [cols[1:] for cols in multi], len(train) - len(kept))
+    dev_set = read_references(paths.multi("dev"))
+    return TrainData(kept, dev, src_tok.encode(dev_set.sources), dev_set.references, len(train) - len(kept))
 
 
 def batch_lengths(examples: list[Example]) -> list[int]:

@@ -68,6 +68,14 @@ class Distributed:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+        """The module the training step calls: ``model`` itself, or DDP around it under torchrun."""
+        if not self.enabled:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
     def shard(self, indices: list[int]) -> list[int]:
         """This rank's part of a global batch (every world-th sentence)."""
         return indices[self.rank :: self.world] if self.enabled else indices

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
+from nmt.config import Config
 from nmt.errors import NmtError
+from nmt.search import search_sentences
+from nmt.tokenizer import Tokenizer
+from nmt.train.data import TrainData
 
 SCALARS = {
     "loss/train": "train_loss",
@@ -20,13 +26,15 @@ HEATMAP_SENTENCES = 3
 
 
 class TensorBoardMonitor:
-    def __init__(self, log_dir: Path, translator, data):
+    def __init__(self, log_dir: Path, model, config: Config, data: TrainData, tokenizers: tuple[Tokenizer, Tokenizer],
+                 device: torch.device):  # fmt: skip
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
             raise NmtError("train.tensorboard needs the tensorboard package: pip install tensorboard") from None
         self.writer = SummaryWriter(str(log_dir))
-        self.translator = translator
+        self.model, self.config, self.device = model, config, device
+        self.src_tok, self.tgt_tok = tokenizers
         self.sentences = [ids for ids in data.dev_sources[:HEATMAP_SENTENCES] if ids]
 
     def log(self, record: dict) -> None:
@@ -37,13 +45,15 @@ class TensorBoardMonitor:
         for tag, key in SCALARS.items():
             if key in record:
                 self.writer.add_scalar(tag, record[key], step)
-        if self.translator.model.config.attention == "none":
+        if self.config.model.attention == "none":
             return
-        src_tok, tgt_tok = self.translator.src_tok, self.translator.tgt_tok
-        for number, (ids, hyp) in enumerate(zip(self.sentences, self.translator.translate_ids(self.sentences, 1))):
-            source, hypothesis = src_tok.decode([ids])[0], tgt_tok.decode([hyp])[0]
-            src_labels, tgt_labels, weights = self.translator.attention_matrix(source, hypothesis)
-            figure = attention_figure(src_labels, tgt_labels, weights, f"{source}\n{hypothesis}")
+        found = search_sentences(self.model, self.sentences, self.config.decode, self.device, beam_size=1,
+                                 with_attention=True)  # fmt: skip
+        for number, (ids, hypotheses) in enumerate(zip(self.sentences, found)):
+            best = hypotheses[0]
+            source, hypothesis = self.src_tok.decode([ids])[0], self.tgt_tok.decode([best.tokens])[0]
+            src_labels, tgt_labels = self.src_tok.labels(ids), self.tgt_tok.labels(best.tokens, with_eos=best.ended)
+            figure = attention_figure(src_labels, tgt_labels, best.attention, f"{source}\n{hypothesis}")
             self.writer.add_figure(f"attention/dev_{number + 1}", figure, step, close=True)
         self.writer.flush()
 

@@ -30,6 +30,22 @@ class Progress:
     epoch_tokens: int = 0  # and target tokens
     epoch_seconds: float = 0.0
 
+    def end_epoch(self, epoch: int, dev_bleu: float, patience: int) -> bool:
+        """Count epoch ``epoch`` as done with ``dev_bleu``; whether it is the best so far.
+        Early stopping after ``patience`` epochs without a better one."""
+        improved = dev_bleu > self.best_bleu
+        self.epoch = epoch
+        if improved:
+            self.best_bleu, self.best_epoch, self.bad_epochs = dev_bleu, epoch, 0
+        else:
+            self.bad_epochs += 1
+            self.stopped_early = self.bad_epochs >= patience
+        return improved
+
+    def close_epoch(self) -> None:
+        """The epoch is complete: nothing of it is unfinished any more."""
+        self.batch_in_epoch, self.epoch_loss, self.epoch_tokens, self.epoch_seconds = 0, 0.0, 0, 0.0
+
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)

@@ -1,15 +1,18 @@
-"""Checkpoints: atomic save, safe load (``weights_only=True``), compatibility checks.
+"""The checkpoint file format: atomic save and rotation, safe load (``weights_only=True``),
+compatibility checks, averaging.
 
 A checkpoint is a plain dict of tensors, numbers, strings, lists and dicts; nothing in it
-is a pickled object, so loading one never runs code.
+is a pickled object, so loading one never runs code. A training checkpoint holds ``model``,
+``optimizer``, ``scheduler``, ``progress``, ``rng``, ``config``, ``spm_sha256`` and
+``hardware``; an averaged one only what translation needs.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import shutil
 import re
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,15 +22,9 @@ import torch
 from nmt.config import Config, ModelConfig
 from nmt.errors import NmtError
 from nmt.fileio import save_atomic
+from nmt.paths import RunPaths
 
 FORMAT_VERSION = 1
-
-
-def checkpoint_path(config: Config, name: str) -> Path:
-    """``best`` / ``last`` -> <run_dir>/checkpoints/<name>.pt; anything else is a path."""
-    if name in ("best", "last"):
-        return Path(config.run_dir) / "checkpoints" / f"{name}.pt"
-    return Path(name)
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
@@ -46,20 +43,15 @@ def _point(link: Path, target: Path) -> None:
     os.replace(tmp, link)
 
 
-def step_checkpoints(directory: Path) -> list[Path]:
-    """The step checkpoints in ``directory``, oldest first."""
-    return sorted(directory.glob("step-*.pt"))
-
-
-def save_training_checkpoint(directory: Path, payload: dict[str, Any], step: int, keep: int, best: bool = False) -> Path:
+def save_training_checkpoint(run: RunPaths, payload: dict[str, Any], step: int, keep: int, best: bool = False) -> Path:
     """Write ``step-<N>.pt`` atomically, point ``last.pt`` (and ``best.pt`` if ``best``) at it,
     and delete step checkpoints beyond the newest ``keep``."""
-    path = directory / f"step-{step:08d}.pt"
+    path = run.step_checkpoint(step)
     save_checkpoint(path, payload)
-    _point(directory / "last.pt", path)
+    _point(run.checkpoint("last"), path)
     if best:
-        _point(directory / "best.pt", path)
-    for old in step_checkpoints(directory)[:-keep]:
+        _point(run.checkpoint("best"), path)
+    for old in run.step_checkpoints()[:-keep]:
         old.unlink()
     return path
 

@@ -1,8 +1,9 @@
 """Ensembles: several models that share a target vocabulary, decoded as one.
 
-Each step averages the members' log-probabilities (search then renormalises: a
-normalised geometric mean of their distributions). ``Ensemble`` exposes the same
-``encode`` / ``decode_step`` as one model, so greedy and beam search need no change.
+Each step averages the members' log-probabilities. Those averages are logits in the sense
+of the ``SearchModel`` protocol (``nmt.search``): search normalises them, which makes the
+ensemble's distribution the normalised geometric mean of its members'. ``Ensemble`` has
+the same ``encode`` / ``decode_step`` as one model, so search does not know which it holds.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Ensemble(nn.Module):
         return EnsembleParts([m for m, _ in encoded]), EnsembleParts([s for _, s in encoded])
 
     def decode_step(self, prev_tokens: torch.Tensor, state: EnsembleParts, memory: EnsembleParts):
-        """Mean log-probabilities (B, V), the new states, mean attention weights (B, S)."""
+        """Logits (B, V) = the members' mean log-probabilities, the new states, mean attention (B, S)."""
         outputs = [member.decode_step(prev_tokens, s, m) for member, s, m in zip(self.members, state.parts, memory.parts)]
         log_probs = torch.stack([torch.log_softmax(logits, dim=-1) for logits, _, _ in outputs]).mean(0)
         weights = torch.stack([w for _, _, w in outputs]).mean(0)

@@ -1,15 +1,18 @@
+"""The translation front end: one line out per line in, order, clipping, heatmaps, input reading."""
+
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from nmt.config import DecodeConfig, ModelConfig
-from nmt.errors import NmtError
-from nmt.evaluation import reference_streams, score
+from nmt.config import Config, DecodeConfig
 from nmt.fileio import read_lines, split_lines
+from nmt.loading import LoadedModel
 from nmt.model.seq2seq import Seq2Seq
 from nmt.tokenizer import Tokenizer, train_sentencepiece
 from nmt.translate import Translator
 
-from .conftest import synthetic_pairs
+from .helpers import model_config, synthetic_pairs
 
 
 @pytest.fixture(scope="module")
@@ -20,9 +23,9 @@ def translator(tmp_path_factory):
     train_sentencepiece([t for _, t in pairs], root / "tgt.model", 300, "unigram", 1.0)
     src_tok, tgt_tok = Tokenizer(root / "src.model"), Tokenizer(root / "tgt.model")
     torch.manual_seed(0)
-    config = ModelConfig(embed_dim=16, encoder_hidden=16, decoder_hidden=16, attention_dim=16, output_dim=16)
-    model = Seq2Seq(config, src_tok.vocab_size, tgt_tok.vocab_size)
-    return Translator(model, src_tok, tgt_tok, DecodeConfig(batch_size=3, max_len_offset=3, max_len_ratio=1.0), torch.device("cpu"))
+    config = Config(model=model_config(dropout=0.2), decode=DecodeConfig(batch_size=3, max_len_offset=3, max_len_ratio=1.0))
+    model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).eval()
+    return Translator(LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu")))
 
 
 WEIRD_LINES = [
@@ -51,10 +54,22 @@ def test_order_is_restored(translator):
     assert out[0] == out[2] and out[1] == out[4]
 
 
-def test_attention_matrix_labels_match_weights(translator):
-    src_labels, tgt_labels, weights = translator.attention_matrix("I see apples.", "मी सफरचंद पाहतो.")
-    assert weights.shape == (len(tgt_labels), len(src_labels))
-    assert torch.allclose(weights.sum(-1), torch.ones(len(tgt_labels)))
+def test_heatmaps_come_from_search_with_labels_that_match_the_weights(translator):
+    lines = ["I see apples.", "", "we like tea."]
+    heatmaps = translator.heatmaps(lines, beam_size=2)
+    assert [h.source for h in heatmaps] == ["I see apples.", "we like tea."]  # blank lines have none
+    assert [h.translation for h in heatmaps] == [t for t in translator.translate(lines, beam_size=2) if t]
+    for heatmap in heatmaps:
+        assert heatmap.weights.shape == (len(heatmap.tgt_labels), len(heatmap.src_labels))
+        assert heatmap.src_labels[-1] == "<eos>"
+        assert torch.allclose(heatmap.weights.sum(-1), torch.ones(len(heatmap.tgt_labels)), atol=1e-5)
+
+
+def test_n_best_hypotheses_detokenize_to_the_translation(translator):
+    found = translator.search(["I see apples.", "they eat rice."], beam_size=3, n_best=3)
+    assert [len(hypotheses) for hypotheses in found] == [3, 3]
+    best = [translator.detokenize(hypotheses[0]) for hypotheses in found]
+    assert best == translator.translate(["I see apples.", "they eat rice."], beam_size=3)
 
 
 def test_split_lines_only_on_newline(tmp_path):
@@ -62,38 +77,6 @@ def test_split_lines_only_on_newline(tmp_path):
     path = tmp_path / "in.txt"
     path.write_bytes(b"\xef\xbb\xbfone\r\ntwo\xff\n")
     assert read_lines(path, errors="replace") == ["one", "two\ufffd"]
-
-
-def test_multi_reference_scoring():
-    refs = [["the cat sat", "a cat was sitting"], ["hello there"]]
-    hyps = ["a cat was sitting", "hello there"]
-    assert score(hyps, refs)["bleu"] == 100.0  # matches the second reference of sentence 1
-    single = score(hyps, [[r[0]] for r in refs])
-    assert single["bleu"] < 100.0
-    report = score(hyps, refs)
-    assert report["num_references"] == 2 and "nrefs:var" in report["signature"]["bleu"]
-    assert reference_streams(refs) == [["the cat sat", "hello there"], ["a cat was sitting", None]]
-
-
-def test_scoring_errors():
-    with pytest.raises(NmtError, match="2 hypotheses but 1"):
-        score(["a", "b"], [["a"]])
-
-
-def test_score_by_length_buckets():
-    from nmt.evaluation import score_by_length
-
-    sources = ["a b", "a b c d", "one two three four five six seven eight nine ten eleven twelve"]
-    refs = [["x y z w"], ["p q r s"], ["m n o p"]]
-    hyps = ["x y z w", "nothing alike at all", "m n o p"]
-    rows = score_by_length(hyps, refs, sources)
-    assert [r["bucket"] for r in rows] == ["1-3", "4-5", "11+"]
-    assert [r["sentences"] for r in rows] == [1, 1, 1]
-    assert rows[0]["bleu"] == 100.0 and rows[1]["bleu"] < 10.0
-
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,48 +1,19 @@
+"""`prepare`: splits, references, attribution, reuse; malformed, empty, binary and random input."""
+
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nmt.config import config_from_dict
-from nmt.data.anki import Pair
-from nmt.data.prepare import prepare, prepared_paths
-from nmt.data.split import group_references, split_by_source
+from nmt.data.anki import read_anki
 from nmt.errors import NmtError
 from nmt.fileio import read_lines
+from nmt.paths import prepared_paths
+from nmt.prepare import prepare
 
-from .conftest import tiny_config, write_anki
-
-
-def make_pairs(n_sources: int, per_source: int) -> list[Pair]:
-    return [Pair(f"s{i}", f"t{i}-{j}", "", 0) for i in range(n_sources) for j in range(per_source)]
-
-
-def test_split_is_grouped_by_source_and_loses_nothing():
-    pairs = make_pairs(200, 3)
-    splits = split_by_source(pairs, dev_size=0.1, test_size=20, seed=5)
-    sources = {name: {p.src for p in getattr(splits, name)} for name in ("train", "dev", "test")}
-    assert not sources["train"] & sources["dev"]
-    assert not sources["train"] & sources["test"]
-    assert not sources["dev"] & sources["test"]
-    assert len(sources["test"]) == 20 and len(sources["dev"]) == 20
-    assert sorted(splits.train + splits.dev + splits.test, key=id) == sorted(pairs, key=id)
-    assert all(len([p for p in splits.test if p.src == s]) == 3 for s in sources["test"])
-
-
-def test_split_is_deterministic_and_seeded():
-    pairs = make_pairs(100, 2)
-    a = split_by_source(pairs, 0.1, 0.1, seed=1)
-    b = split_by_source(pairs, 0.1, 0.1, seed=1)
-    c = split_by_source(pairs, 0.1, 0.1, seed=2)
-    assert a.test == b.test and a.test != c.test
-
-
-def test_split_too_large_is_refused():
-    with pytest.raises(NmtError, match="leave no training data"):
-        split_by_source(make_pairs(10, 1), dev_size=5, test_size=5, seed=0)
-
-
-def test_group_references():
-    assert group_references(make_pairs(2, 2)) == [("s0", ["t0-0", "t0-1"]), ("s1", ["t1-0", "t1-1"])]
+from .helpers import tiny_config, write_anki
 
 
 def test_prepare_writes_splits_references_attribution_and_reuses(tmp_path, anki_file):
@@ -72,7 +43,7 @@ def test_prepare_writes_splits_references_attribution_and_reuses(tmp_path, anki_
 
 
 def test_prepare_skips_or_refuses_malformed_lines(tmp_path):
-    from .conftest import synthetic_pairs
+    from .helpers import synthetic_pairs
 
     path = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
     with open(path, "ab") as handle:
@@ -97,3 +68,55 @@ def test_prepare_missing_data_file(tmp_path):
     config = config_from_dict(tiny_config(tmp_path, tmp_path / "missing.txt"))
     with pytest.raises(NmtError, match="Data file not found"):
         prepare(config)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty"),
+        (b"\n\n  \n", "is empty"),
+        (bytes(range(256)) * 40, "does not look like an Anki/Tatoeba TSV"),
+        (b"just one column\n" * 10, "does not look like an Anki/Tatoeba TSV"),
+    ],
+)
+def test_prepare_refuses_empty_and_binary_files_and_writes_nothing(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(content)
+    config = config_from_dict(tiny_config(tmp_path, path))
+    with pytest.raises(NmtError, match=message):
+        prepare(config)
+    assert not (tmp_path / "run" / "data" / "manifest.json").exists()
+
+
+def test_long_sentences_are_clipped_and_counted(tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_text("Go.\tजा.\n" + "word " * 5000 + "\tशब्द\n", encoding="utf-8")
+    result = read_anki(path, max_chars=100)
+    assert result.clipped == 1 and len(result.pairs[1].src) <= 100
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=400))
+def test_reading_random_bytes_never_crashes(tmp_path, data):
+    path = tmp_path / "fuzz.txt"
+    path.write_bytes(data)
+    result = read_anki(path)
+    body = data.removeprefix(b"\xef\xbb\xbf")
+    assert result.lines_read == len(body.split(b"\n")) - (body.endswith(b"\n") or not body)
+    assert result.lines_read == len(result.pairs) + len(result.problems) + result.blank_lines
+    assert all(p.src and p.tgt and "\t" not in p.src + p.tgt for p in result.pairs)
+    assert all(p.line_no >= 1 for p in result.problems)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.binary(max_size=600), st.lists(st.text(max_size=40), max_size=30).map(lambda ls: "\n".join(ls).encode())))
+def test_prepare_on_random_bytes_or_text_succeeds_or_says_why(tmp_path_factory, content):
+    root = tmp_path_factory.mktemp("fuzzprep")
+    path = root / "in.txt"
+    path.write_bytes(content)
+    config = config_from_dict(tiny_config(root, path))
+    try:
+        prepare(config, log=lambda _: None)
+    except NmtError as exc:
+        assert str(exc)
+        assert not (root / "run" / "data" / "manifest.json").exists()

@@ -1,14 +1,6 @@
 """``nmt prepare``: TSV -> cleaned, split text files + one SentencePiece model per language.
 
-Layout of the prepared directory (``<run_dir>/data`` by default)::
-
-    {train,dev,test}.{src_lang,tgt_lang}   parallel pairs, one per line
-    {train,dev,test}.attribution          the third TSV column (or empty), line-aligned
-    {dev,test}.multi.tsv                  source<TAB>ref1[<TAB>ref2...]: every reference
-    spm.{src_lang}.model, spm.{tgt_lang}.model
-    problems.txt                          every malformed line, as path:line: reason
-    report.json, report.txt               counts, split sizes, length statistics
-    manifest.json                         fingerprint of inputs + config, for reuse
+The prepared folder's layout is ``nmt.paths.PreparedPaths``.
 """
 
 from __future__ import annotations
@@ -20,49 +12,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nmt.config import Config
-from nmt.data.anki import Pair, drop_duplicates, read_anki
+from nmt.data.anki import Pair, ReadResult, drop_duplicates, read_anki
+from nmt.data.references import write_references
 from nmt.data.split import Splits, group_references, split_by_source
 from nmt.errors import NmtError
 from nmt.fileio import sha256_file, write_lines_atomic, write_text_atomic
+from nmt.paths import SPLITS, PreparedPaths, prepared_paths
 from nmt.tokenizer import Tokenizer, train_sentencepiece
 
 FORMAT_VERSION = 2
-SPLITS = ("train", "dev", "test")
 MAX_PROBLEMS_SHOWN = 10
-
-
-@dataclass
-class PreparedPaths:
-    root: Path
-    src_lang: str
-    tgt_lang: str
-
-    def text(self, split: str, side: str) -> Path:
-        return self.root / f"{split}.{self.src_lang if side == 'src' else self.tgt_lang}"
-
-    def multi(self, split: str) -> Path:
-        return self.root / f"{split}.multi.tsv"
-
-    def spm(self, side: str) -> Path:
-        return self.root / f"spm.{self.src_lang if side == 'src' else self.tgt_lang}.model"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report.json"
-
-    @property
-    def manifest(self) -> Path:
-        return self.root / "manifest.json"
-
-    def outputs(self) -> list[Path]:
-        files = [self.text(s, side) for s in SPLITS for side in ("src", "tgt")]
-        files += [self.root / f"{s}.attribution" for s in SPLITS]
-        files += [self.multi("dev"), self.multi("test"), self.spm("src"), self.spm("tgt")]
-        return files + [self.root / "problems.txt", self.root / "report.txt", self.report, self.manifest]
-
-
-def prepared_paths(config: Config) -> PreparedPaths:
-    return PreparedPaths(config.prepared_dir, config.data.src_lang, config.data.tgt_lang)
 
 
 @dataclass
@@ -132,10 +91,9 @@ def _write_splits(paths: PreparedPaths, splits: Splits) -> None:
         pairs: list[Pair] = getattr(splits, split)
         write_lines_atomic(paths.text(split, "src"), (p.src for p in pairs))
         write_lines_atomic(paths.text(split, "tgt"), (p.tgt for p in pairs))
-        write_lines_atomic(paths.root / f"{split}.attribution", (p.attribution for p in pairs))
+        write_lines_atomic(paths.attribution(split), (p.attribution for p in pairs))
     for split in ("dev", "test"):
-        grouped = group_references(getattr(splits, split))
-        write_lines_atomic(paths.multi(split), ("\t".join([src, *refs]) for src, refs in grouped))
+        write_references(paths.multi(split), group_references(getattr(splits, split)))
 
 
 def load_report(paths: PreparedPaths) -> dict:
@@ -156,18 +114,47 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
         raise NmtError(f"Data file not found: {data_path} (config key 'data.path').")
     input_sha256 = sha256_file(data_path)
     fingerprint = _fingerprint(config, input_sha256)
-    if not force and is_prepared(config):
-        with open(paths.manifest, encoding="utf-8") as handle:
-            if json.load(handle).get("fingerprint") == fingerprint:
-                report = PrepareReport(**load_report(paths))
-                report.reused = True
-                return report
-
+    reused = _reusable_report(config, paths, fingerprint, force)
+    if reused is not None:
+        return reused
     if data_path.suffix.lower() == ".zip":  # an Anki archive: verify, unpack, read its pairs
         from nmt.data.download import unpack
 
         data_path = unpack(data_path, paths.root / "source")
     result = read_anki(data_path, config.data.max_chars)
+    _check_problems(result, data_path, config.data.on_malformed, log)
+    pairs = result.pairs[: config.data.max_pairs] if config.data.max_pairs else result.pairs
+    kept, duplicates = drop_duplicates(pairs)
+    if len({p.src for p in kept}) < 3:
+        raise NmtError(f"{data_path} holds {len(kept)} usable pair(s): too few to split into train, dev and test.")
+    splits = split_by_source(kept, config.data.dev_size, config.data.test_size, config.data.split_seed)
+
+    paths.root.mkdir(parents=True, exist_ok=True)
+    write_lines_atomic(paths.problems, (str(p) for p in result.problems))
+    _write_splits(paths, splits)
+    src_tok, tgt_tok = _train_tokenizers(config, paths, splits)
+    report = _report(config, data_path, input_sha256, result, kept, duplicates, splits, src_tok, tgt_tok)
+    write_text_atomic(paths.report, json.dumps(asdict(report), indent=2, ensure_ascii=False))
+    write_text_atomic(paths.report_text, report.summary() + "\n")
+    write_text_atomic(paths.manifest, json.dumps({"fingerprint": fingerprint}, indent=2))  # last: marks it complete
+    return report
+
+
+def _reusable_report(config: Config, paths: PreparedPaths, fingerprint: str, force: bool) -> PrepareReport | None:
+    """The report of an earlier prepare with the same inputs and settings, if it is complete."""
+    if force or not is_prepared(config):
+        return None
+    with open(paths.manifest, encoding="utf-8") as handle:
+        if json.load(handle).get("fingerprint") != fingerprint:
+            return None
+    report = PrepareReport(**load_report(paths))
+    report.reused = True
+    return report
+
+
+def _check_problems(result: ReadResult, data_path: Path, on_malformed: str, log) -> None:
+    """Refuse a file that is not sentence pairs, or any malformed line with on_malformed=error;
+    otherwise show the first few skipped lines."""
     content_lines = result.lines_read - result.blank_lines
     if content_lines == 0:
         raise NmtError(f"{data_path} is empty: no sentence pairs to prepare.")
@@ -177,7 +164,7 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
             f"{data_path} does not look like an Anki/Tatoeba TSV file (source<TAB>target per line): "
             f"{len(result.problems)} of {content_lines} lines are malformed, e.g.\n{shown}"
         )
-    if result.problems and config.data.on_malformed == "error":
+    if result.problems and on_malformed == "error":
         shown = "\n".join(f"  {p}" for p in result.problems[:MAX_PROBLEMS_SHOWN])
         more = len(result.problems) - MAX_PROBLEMS_SHOWN
         raise NmtError(
@@ -190,25 +177,22 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
     if len(result.problems) > MAX_PROBLEMS_SHOWN:
         log(f"... and {len(result.problems) - MAX_PROBLEMS_SHOWN} more malformed lines (see problems.txt)")
 
-    pairs = result.pairs[: config.data.max_pairs] if config.data.max_pairs else result.pairs
-    kept, duplicates = drop_duplicates(pairs)
-    if len({p.src for p in kept}) < 3:
-        raise NmtError(f"{data_path} holds {len(kept)} usable pair(s): too few to split into train, dev and test.")
-    splits = split_by_source(kept, config.data.dev_size, config.data.test_size, config.data.split_seed)
 
-    paths.root.mkdir(parents=True, exist_ok=True)
-    write_lines_atomic(paths.root / "problems.txt", (str(p) for p in result.problems))
-    _write_splits(paths, splits)
+def _train_tokenizers(config: Config, paths: PreparedPaths, splits: Splits) -> tuple[Tokenizer, Tokenizer]:
     tok = config.tokenizer
-    train_sentencepiece([p.src for p in splits.train], paths.spm("src"), tok.src_vocab_size, tok.model_type, tok.character_coverage)
-    train_sentencepiece([p.tgt for p in splits.train], paths.spm("tgt"), tok.tgt_vocab_size, tok.model_type, tok.character_coverage)
-    src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+    for side, vocab_size in (("src", tok.src_vocab_size), ("tgt", tok.tgt_vocab_size)):
+        sentences = [getattr(p, side) for p in splits.train]
+        train_sentencepiece(sentences, paths.spm(side), vocab_size, tok.model_type, tok.character_coverage)
+    return Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
 
+
+def _report(config: Config, data_path: Path, input_sha256: str, result: ReadResult, kept: list[Pair],
+            duplicates: int, splits: Splits, src_tok: Tokenizer, tgt_tok: Tokenizer) -> PrepareReport:  # fmt: skip
     by_reason: dict[str, int] = {}
     for problem in result.problems:
         key = problem.reason.split(" at byte")[0]
         by_reason[key] = by_reason.get(key, 0) + 1
-    report = PrepareReport(
+    return PrepareReport(
         input_path=str(data_path),
         input_sha256=input_sha256,
         lines_read=result.lines_read,
@@ -228,7 +212,3 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
         },
         vocab_sizes={config.data.src_lang: src_tok.vocab_size, config.data.tgt_lang: tgt_tok.vocab_size},
     )
-    write_text_atomic(paths.report, json.dumps(asdict(report), indent=2, ensure_ascii=False))
-    write_text_atomic(paths.root / "report.txt", report.summary() + "\n")
-    write_text_atomic(paths.manifest, json.dumps({"fingerprint": fingerprint}, indent=2))
-    return report

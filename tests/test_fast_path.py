@@ -1,37 +1,99 @@
-"""The pieces that make decoding fast give the same answers as the plain computation."""
+"""The fast path gives the plain model's answers: GRU gate math, the input-gate table, the
+padded BiGRU, the teacher-forced loops and compiled step bodies."""
 
 import shutil
 
 import pytest
 import torch
+from torch import nn
 
 from nmt.config import ModelConfig
-from nmt.model.encoder import Encoder, reverse_within_lengths
+from nmt.data.batching import Example, collate
+from nmt.model.encoder import Encoder
+from nmt.model.fast import gru_step, reverse_within_lengths, split_input_gates
 from nmt.model.seq2seq import Seq2Seq
-from nmt.search import best_candidates, beam_search
+from nmt.search import beam_search
+from nmt.tokenizer import PAD_ID
 
-from .helpers import random_sources, small_model
-
-
-@pytest.mark.parametrize("vocab", [7, 20, 97, 4000])  # 97: prime, so the blocks are padded
-@pytest.mark.parametrize("group,k", [(1, 1), (1, 4), (3, 6), (5, 10)])
-def test_best_candidates_equal_topk(vocab, group, k):
-    gen = torch.Generator().manual_seed(vocab * 100 + group * 10 + k)
-    logits = torch.randn(4 * group, vocab, generator=gen)
-    offsets = torch.randn(4 * group, generator=gen)
-    values, ids = best_candidates(logits, offsets, group, k)
-    expected_values, expected_ids = (logits + offsets[:, None]).view(4, group * vocab).topk(min(k, group * vocab), dim=-1)
-    assert torch.equal(values, expected_values)  # bitwise: the same additions
-    assert torch.equal(ids, expected_ids)  # random floats have no ties
-    plain_values, plain_ids = best_candidates(logits, None, group, k)
-    assert torch.equal(plain_ids, logits.view(4, group * vocab).topk(min(k, group * vocab), dim=-1).indices)
+from .helpers import VARIANT_CONFIGS, best_tokens, model_config, random_sources, small_model, variant_id
 
 
-def test_best_candidates_never_return_a_padded_slot():
-    logits = torch.full((2, 97), float("-inf"))  # 97 is prime: the block layout pads it
-    logits[:, 3] = 0.0
-    _, ids = best_candidates(logits, None, 1, 5)
-    assert ids[:, 0].tolist() == [3, 3] and int(ids.max()) < 97
+def test_gru_step_on_split_input_equals_gru_cell():
+    torch.manual_seed(0)
+    cell = nn.GRUCell(7 + 5, 6)
+    embedded, other, hidden = torch.randn(4, 3, 7), torch.randn(4, 5), torch.randn(4, 6)
+    embed_gates, other_weight = split_input_gates(embedded, cell.weight_ih, cell.bias_ih)
+    assert embed_gates.shape == (4, 3, 18)
+    for t in range(3):
+        ours = gru_step(embed_gates[:, t] + other @ other_weight.T, hidden, cell.weight_hh, cell.bias_hh)
+        assert torch.allclose(ours, cell(torch.cat([embedded[:, t], other], -1), hidden), atol=1e-6)
+
+
+def test_gru_step_gradients_equal_gru_cell():
+    torch.manual_seed(1)
+    cell = nn.GRUCell(5, 4).double()
+    inputs, hidden = torch.randn(3, 5, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    ours = gru_step(torch.nn.functional.linear(inputs, cell.weight_ih, cell.bias_ih), hidden, cell.weight_hh, cell.bias_hh)
+    (grad_ours,) = torch.autograd.grad(ours.pow(2).sum(), hidden)
+    (grad_ref,) = torch.autograd.grad(cell(inputs, hidden).pow(2).sum(), hidden)
+    assert torch.allclose(grad_ours, grad_ref, atol=1e-12)
+
+
+def plain_decode(decoder, tgt_in, state, memory):
+    """The plain model: one ``step`` (the paper's equations) per target position."""
+    step_logits, attn = [], []
+    for t in range(tgt_in.size(1)):
+        logits, state, weights = decoder.step(tgt_in[:, t], state, memory)
+        step_logits.append(logits)
+        attn.append(weights)
+    return torch.stack(step_logits, 1), torch.stack(attn, 1)
+
+
+TWO_SENTENCES = [Example([5, 6, 7, 8, 9], [9, 10, 11, 12]), Example([5], [11, 12, 13, 14, 15, 16])]
+
+
+@pytest.mark.parametrize("overrides", VARIANT_CONFIGS, ids=variant_id)
+def test_fast_teacher_forced_paths_equal_the_plain_step(overrides):
+    model = small_model(**overrides).eval()
+    batch = collate(TWO_SENTENCES)
+    memory, state = model.encode(batch.src, batch.src_lengths)
+    ref_logits, ref_attn = plain_decode(model.decoder, batch.tgt_in, state, memory)
+    for fast_logits, fast_attn in (model.decoder.teacher_forced(batch.tgt_in, state, memory),
+                                   model.decoder.step_by_step(batch.tgt_in, state, memory, 1.0)):  # fmt: skip
+        assert torch.allclose(fast_logits, ref_logits, atol=1e-5)
+        assert torch.allclose(fast_attn, ref_attn, atol=1e-6)
+        real = batch.src != PAD_ID
+        assert torch.all(fast_attn.masked_select(~real.unsqueeze(1).expand_as(fast_attn)) == 0)
+
+
+@pytest.mark.parametrize("overrides", VARIANT_CONFIGS, ids=variant_id)
+def test_search_step_with_the_gate_table_equals_the_plain_step_in_float64(overrides):
+    model = small_model(seed=1, **overrides).double().eval()
+    src, lengths = random_sources(4, seed=2)
+    memory, state = model.encode(src, lengths)
+    plain_state = fast_state = state
+    prev = torch.tensor([2, 5, 7, 9])
+    with torch.no_grad():  # inference: the fast step looks its input gates up in the table
+        for _ in range(3):
+            plain, plain_state, plain_weights = model.decoder.step(prev, plain_state, memory)
+            fast, fast_state, fast_weights = model.decoder.fast_step(prev, fast_state, memory)
+            assert torch.allclose(plain, fast, atol=1e-12) and torch.allclose(plain_weights, fast_weights, atol=1e-12)
+            assert torch.allclose(plain_state.hidden, fast_state.hidden, atol=1e-12)
+            prev = plain.argmax(-1)
+
+
+def test_plain_and_fast_gradients_agree():
+    model = small_model(seed=3, attention="luong-concat", input_feeding=True).double()
+    batch = collate(TWO_SENTENCES)
+    grads = []
+    for decode in (plain_decode, lambda d, *a: d.teacher_forced(*a)):
+        model.zero_grad()
+        memory, state = model.encode(batch.src, batch.src_lengths)
+        logits, _ = decode(model.decoder, batch.tgt_in, state, memory)
+        logits.logsumexp(-1).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for plain, fast in zip(*grads):
+        assert torch.allclose(plain, fast, atol=1e-10)
 
 
 def test_reverse_within_lengths_reverses_real_positions_only():
@@ -43,7 +105,7 @@ def test_reverse_within_lengths_reverses_real_positions_only():
 @pytest.mark.parametrize("layers", [1, 2])
 def test_padded_encoder_equals_packed(layers):
     torch.manual_seed(layers)
-    encoder = Encoder(30, 8, 6, layers, dropout=0.0).double()
+    encoder = Encoder(model_config(8, encoder_hidden=6, encoder_layers=layers), 30).double()
     src, lengths = random_sources(7, vocab=30, seed=layers)
     outputs, grads = {}, {}
     for mode in ("packed", "padded"):
@@ -61,7 +123,7 @@ def test_padded_encoder_equals_packed(layers):
 
 
 def test_rnn_input_is_not_part_of_a_checkpoints_identity():
-    from nmt.train.checkpoint import _differences
+    from nmt.checkpoint import _differences
 
     assert _differences({"rnn_input": "packed", "embed_dim": 8}, {"rnn_input": "padded", "embed_dim": 8}, "model.") == []
 
@@ -92,21 +154,6 @@ def test_token_gate_table_equals_the_matmul_and_follows_weight_changes(overrides
     assert torch.allclose(tabled, plain, atol=1e-6)
 
 
-def test_beam_search_results_do_not_depend_on_the_decoding_batch():
-    """The first step runs once per sentence and sentences leave the batch as they finish:
-    decoding a batch equals decoding each sentence alone, for several beam sizes."""
-    model = small_model(seed=5).eval()
-    with torch.no_grad():
-        model.decoder.output.bias[3] += 1.5  # make <eos> likely: sentences finish at different steps
-    src, lengths = random_sources(8, seed=4)
-    for beam in (2, 5):
-        batched = beam_search(model, src, lengths, beam_size=beam, max_len=10)
-        for i in range(8):
-            alone = beam_search(model, src[i : i + 1, : lengths[i]], lengths[i : i + 1], beam_size=beam, max_len=10)
-            assert alone.tokens[0] == batched.tokens[i]
-            assert abs(alone.scores[0] - batched.scores[i]) < 1e-4
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile on the CPU needs a C++ compiler")
 @pytest.mark.parametrize("overrides", [{}, {"attention": "luong-concat", "input_feeding": True}])
@@ -118,7 +165,7 @@ def test_compiled_decoder_steps_equal_eager(overrides):
     eager = Seq2Seq(config, 20, 20)
     compiled = Seq2Seq(config, 20, 20)
     compiled.load_state_dict(eager.state_dict())
-    compiled.decoder.compile_steps("default")
+    compiled.compile_steps("default")
     src, lengths = random_sources(4)
     tgt_in = torch.randint(4, 20, (4, 5))
     for model in (eager, compiled):
@@ -128,13 +175,13 @@ def test_compiled_decoder_steps_equal_eager(overrides):
     for (name, p_eager), p_compiled in zip(eager.named_parameters(), compiled.parameters()):
         assert torch.allclose(p_eager.grad, p_compiled.grad, atol=1e-5), name
     eager.eval(), compiled.eval()
-    assert beam_search(compiled, src, lengths, 3, 6).tokens == beam_search(eager, src, lengths, 3, 6).tokens
+    assert best_tokens(beam_search(compiled, src, lengths, 3, 6)) == best_tokens(beam_search(eager, src, lengths, 3, 6))
 
 
 def test_token_gate_table_is_rebuilt_after_training_steps_with_a_fused_optimizer():
     """Fused Adam updates weights in place without bumping their version counters; the
     train()/eval() switch around the steps must still give search the new weights' gates."""
-    from nmt.train.loop import make_adam
+    from nmt.train.optim import make_adam
 
     model = small_model(seed=2).eval()
     src, lengths = random_sources(3)

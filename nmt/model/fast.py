@@ -1,0 +1,107 @@
+"""The fast path: the same computations as the plain model, arranged to run faster.
+
+Every piece here has an equivalence test against the plain computation it replaces
+(``tests/test_fast_path.py``); docs/benchmarks.md has what each one buys.
+
+* **Precomputed input gates.** A GRU's input is [E y_{t-1}; other_t]; the embedding half of
+  its input gates, W_ie E y_{t-1} + b_ih, does not depend on the recurrence. Teacher-forced
+  loops compute it for all steps in one matrix product (``split_input_gates``); search looks
+  it up in a per-vocabulary table (``InputGateTable``). Each step then adds only W_io other_t
+  and runs the gate math (``gru_step``).
+* **Padded BiGRU** (``model.rnn_input: padded``): one ``torch.gru`` call per direction over
+  the padded batch, each sentence reversed within its length, instead of packed sequences.
+* **Compiled step bodies** (``train.compile``): ``torch.compile`` of the decoder's per-step body.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def gru_step(input_gates: torch.Tensor, hidden: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor) -> torch.Tensor:
+    """input_gates (B, 3H) = W_ih x + b_ih; hidden (B, H) -> next hidden (B, H). Same gate
+    order (r, z, n) and parameters as ``torch.nn.GRUCell``."""
+    hidden_gates = torch.addmm(bias_hh, hidden, weight_hh.t())  # (B, 3H)
+    in_r, in_z, in_n = input_gates.chunk(3, dim=-1)
+    hid_r, hid_z, hid_n = hidden_gates.chunk(3, dim=-1)
+    reset = (in_r + hid_r).sigmoid_()  # in place on fresh sums: fewer tensors written per step
+    update = (in_z + hid_z).sigmoid_()
+    candidate = torch.addcmul(in_n, reset, hid_n).tanh_()
+    return torch.lerp(candidate, hidden, update)  # (1 - z) * n + z * h
+
+
+def split_input_gates(
+    embedded: torch.Tensor, weight_ih: torch.Tensor, bias_ih: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRU input = [embedded; other]: returns (W_ie · embedded + b_ih for every step (B, T, 3H),
+    W_io, the weights to apply to ``other`` inside the loop)."""
+    embed_dim = embedded.size(-1)
+    return F.linear(embedded, weight_ih[:, :embed_dim], bias_ih), weight_ih[:, embed_dim:]
+
+
+class InputGateTable:
+    """W_ie E v + b_ih for every vocabulary entry v, computed once: search looks a step's
+    input gates up instead of multiplying. Rebuilt whenever the weights are replaced or
+    edited in place; the owner clears it on every ``train()`` / ``eval()`` switch, because
+    fused optimizers update weights in place without bumping their version counters."""
+
+    def __init__(self):
+        self._identity: tuple | None = None
+        self._table: torch.Tensor | None = None  # (V, 3H)
+        self._other_weight: torch.Tensor | None = None  # W_io
+
+    def clear(self) -> None:
+        self._identity = self._table = self._other_weight = None
+
+    def lookup(self, tokens: torch.Tensor, embedding: torch.Tensor, weight_ih: torch.Tensor, bias_ih: torch.Tensor):
+        """tokens (B,) -> (their input gates (B, 3H), W_io)."""
+        weights = (embedding, weight_ih, bias_ih)
+        identity = tuple((w.data_ptr(), w.device, w.dtype, w._version) for w in weights)
+        if self._identity != identity:
+            self._table, self._other_weight = split_input_gates(embedding, weight_ih, bias_ih)
+            self._identity = identity
+        return self._table.index_select(0, tokens), self._other_weight
+
+
+def reverse_within_lengths(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, width) gather index that reverses each row's first ``lengths[b]`` positions and
+    leaves the padding where it is. Its own inverse."""
+    positions = torch.arange(width, device=lengths.device).unsqueeze(0)  # (1, S)
+    last = lengths.unsqueeze(1) - 1  # (B, 1)
+    return torch.where(positions <= last, last - positions, positions)  # (B, S)
+
+
+def padded_bigru(rnn: nn.GRU, embedded: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rnn`` (bidirectional, batch first) over padded (B, S, E) without packing -> outputs
+    (B, S, 2H) with zeros at padding, and ←h_1 (B, H) of the top layer. The backward direction
+    reads every sentence reversed within its length, so it too starts at the last real token.
+    No packing, and cuDNN may use its persistent kernels, which it never does for packed input."""
+    batch, width, _ = embedded.shape
+    reverse = reverse_within_lengths(lengths, width).unsqueeze(-1)  # (B, S, 1)
+    mask = (torch.arange(width, device=embedded.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
+    initial = embedded.new_zeros(1, batch, rnn.hidden_size)
+    layer_input = embedded
+    for layer in range(rnn.num_layers):
+        if layer > 0:  # nn.GRU's dropout between layers
+            layer_input = F.dropout(layer_input, rnn.dropout, rnn.training)
+        forward_out = _gru_direction(rnn, layer_input, initial, layer, "")  # (B, S, H)
+        reversed_input = layer_input.gather(1, reverse.expand_as(layer_input))
+        backward_out = _gru_direction(rnn, reversed_input, initial, layer, "_reverse")
+        backward_out = backward_out.gather(1, reverse.expand_as(backward_out))  # back to source order
+        layer_input = torch.cat([forward_out, backward_out], dim=-1) * mask  # (B, S, 2H), zeros at padding
+    return layer_input, layer_input[:, 0, rnn.hidden_size :]  # ←h_1 is the backward output at position 1
+
+
+def _gru_direction(rnn: nn.GRU, inputs: torch.Tensor, initial: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
+    """One direction of one layer of ``rnn`` over (B, S, in) -> outputs (B, S, H)."""
+    weights = [getattr(rnn, f"{name}_l{layer}{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    outputs, _ = torch.gru(inputs, initial, weights, True, 1, 0.0, rnn.training, False, True)
+    return outputs
+
+
+def compile_step_body(decoder: nn.Module, mode: str) -> None:
+    """``torch.compile`` the decoder's ``loop_step``, the per-step body of its teacher-forced
+    loop and of search (shapes dynamic; mode ``reduce-overhead`` adds CUDA graphs)."""
+    decoder.loop_step = torch.compile(decoder.loop_step, mode=mode, dynamic=True)

@@ -1,0 +1,303 @@
+"""The ``Trainer``: built once from a config, then ``run()`` reads top to bottom::
+
+    start (or resume from 'last')
+    for each epoch until train.epochs or early stopping:
+        train its batches        -- a checkpoint every train.checkpoint_every steps; a signal stops here
+        validate                 -- dev loss, greedy BLEU/chrF through core search
+        step the LR schedule, checkpoint 'last' (and 'best'), append to metrics.jsonl
+
+Under torchrun every process trains its share of each batch; only rank 0 validates,
+logs and writes, and its validation is broadcast so every rank decides alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+from tqdm import tqdm
+
+from nmt.checkpoint import save_training_checkpoint
+from nmt.config import Config, save_config
+from nmt.data.batching import Batch, padding_fraction
+from nmt.errors import NmtError
+from nmt.hardware import hardware_description
+from nmt.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
+from nmt.model.seq2seq import count_parameters
+from nmt.paths import run_paths
+from nmt.train.data import batch_lengths, epoch_batches, iterate_batches, load_train_data, loader_workers
+from nmt.train.distributed import Distributed
+from nmt.train.log import RunLog
+from nmt.train.metrics import MetricsFile
+from nmt.train.optim import build_optimizer, build_scheduler
+from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
+from nmt.train.step import StepResult, autocast_dtype, train_step
+from nmt.train.validate import validate
+
+
+@dataclass
+class EpochStats:
+    loss: float  # mean per target token
+    tokens: int
+    seconds: float
+    grad_norm: float = 0.0  # mean gradient norm (before clipping) of the epoch's finite steps
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+
+class EpochMeter:
+    """One epoch's running sums, kept on the device: reading them syncs a GPU, so the loop
+    reads them only every few steps. Continues the sums a mid-epoch checkpoint saved."""
+
+    def __init__(self, progress: Progress, device: torch.device):
+        self.loss = torch.tensor(progress.epoch_loss, device=device, dtype=torch.float64)
+        self.tokens = torch.tensor(progress.epoch_tokens, device=device, dtype=torch.float64)
+        self.in_a_row = torch.zeros((), device=device)  # non-finite steps in a row
+        self.skipped = torch.zeros((), device=device)  # not yet counted in progress.nonfinite_steps
+        self.norm_sum = torch.zeros((), device=device, dtype=torch.float64)  # this session's finite steps
+        self.norm_steps = torch.zeros((), device=device)
+        self.start = time.perf_counter() - progress.epoch_seconds
+
+    def add(self, result: StepResult, tokens: int) -> None:
+        nonfinite = result.nonfinite
+        self.loss += torch.where(nonfinite, 0.0, result.loss_sum.double())
+        self.tokens += torch.where(nonfinite, 0.0, float(tokens))
+        self.in_a_row = (self.in_a_row + 1) * nonfinite
+        self.skipped += nonfinite
+        self.norm_sum += torch.where(nonfinite, 0.0, result.grad_norm.double())
+        self.norm_steps += ~nonfinite
+
+    def postfix(self) -> dict[str, str]:
+        seconds = time.perf_counter() - self.start
+        return {"loss": f"{self.loss.item() / max(1.0, self.tokens.item()):.3f}",
+                "tok_s": f"{self.tokens.item() / seconds:.0f}"}  # fmt: skip
+
+    def save_into(self, progress: Progress) -> None:
+        """Write the sums into ``progress``, as a checkpoint must carry them."""
+        progress.epoch_loss = self.loss.item()
+        progress.epoch_tokens = int(self.tokens.item())
+        progress.epoch_seconds = time.perf_counter() - self.start
+        progress.nonfinite_steps += int(self.skipped.item())
+        self.skipped.zero_()
+
+    def grad_norm(self) -> float:
+        return self.norm_sum.item() / max(1.0, self.norm_steps.item())
+
+
+class Trainer:
+    def __init__(self, config: Config, device: torch.device, ddp: Distributed = Distributed(), show_bar: bool = True):
+        self.config, self.cfg, self.device, self.ddp = config, config.train, device, ddp
+        self.run_dir = run_paths(config)
+        self.log = RunLog(self.run_dir.train_log, echo=True, enabled=ddp.is_main)
+        self.metrics = MetricsFile(self.run_dir.metrics)
+        self.show_bar = show_bar and ddp.is_main
+        if self.cfg.threads:
+            torch.set_num_threads(self.cfg.threads)
+        seed_everything(self.cfg.seed)  # before the model: its initial weights come from this seed
+        self.src_tok, self.tgt_tok = load_tokenizers(config)
+        self.data = load_train_data(config, self.src_tok, self.tgt_tok)
+        self.model = new_model(config, self.src_tok, self.tgt_tok).to(device)
+        if self.cfg.compile != "none":
+            self.model.compile_steps(self.cfg.compile)
+        self.optimizer = build_optimizer(self.model, self.cfg)
+        self.scheduler = build_scheduler(self.optimizer, self.cfg)
+        self.progress = Progress()
+        self.amp_dtype = autocast_dtype(self.cfg.precision, device)
+        self.stop = StopFlag()
+        self.trained: torch.nn.Module = self.model  # what the step calls; run() wraps it in DDP under torchrun
+
+    def run(self, resume: bool = False) -> Progress:
+        """Train until ``train.epochs`` or early stopping; keep ``last`` and ``best`` checkpoints."""
+        self.start(resume)
+        self.trained = self.ddp.wrap(self.model, self.device)
+        with self.stop.installed(), self.monitor() as monitor:
+            while self.progress.epoch < self.cfg.epochs and not self.progress.stopped_early:
+                self.run_epoch(monitor)
+                if self.ddp.any(bool(self.stop), self.device):  # arrived during validation: the checkpoint is written
+                    raise TrainingInterrupted(f"Training stopped by {self.stop.signal_name} after epoch {self.progress.epoch}.")
+        self.log_summary()
+        return self.progress
+
+    def start(self, resume: bool) -> None:
+        """Resume from ``last``, or start a new run (refusing to overwrite an old one)."""
+        last = self.run_dir.checkpoint("last")
+        resuming = resume and last.is_file()
+        if resuming:
+            self.restore()
+        elif resume:
+            self.log(f"No checkpoint at {last}: starting a new run.")
+        elif last.is_file():
+            raise NmtError(
+                f"{self.run_dir.root} already holds a training run ({last}). Pass --resume to continue it, "
+                f"or choose another run_dir (--set run_dir=...)."
+            )
+        if self.ddp.is_main:
+            if not resuming:
+                self.metrics.reset()
+            save_config(self.config, self.run_dir.config)
+        self.ddp.barrier()  # every process has read the checkpoint before rank 0 writes new ones
+        self.log_setup()
+
+    def restore(self) -> None:
+        payload = load_checked_checkpoint(self.config, "last", self.src_tok, self.tgt_tok)
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.scheduler.load_state_dict(payload["scheduler"])
+        self.progress = Progress(**payload["progress"])
+        set_rng_state(payload["rng"])
+        if self.ddp.is_main:
+            self.metrics.trim(self.progress.epoch)
+        self.log(f"Resuming from {self.run_dir.checkpoint('last')}: {self.progress.epoch} epoch(s), "
+                 f"{self.progress.step} steps done.")  # fmt: skip
+
+    def run_epoch(self, monitor=None) -> None:
+        """Train one epoch, validate, step the LR schedule, checkpoint, record."""
+        epoch = self.progress.epoch + 1
+        stats = self.train_epoch(epoch)
+        self.progress.train_seconds += stats.seconds
+        metrics = self.ddp.broadcast(self.validate() if self.ddp.is_main else None)
+        self.scheduler.step(metrics["dev_bleu"])
+        improved = self.progress.end_epoch(epoch, metrics["dev_bleu"], self.cfg.patience)
+        self.save(best=improved)
+        self.record(epoch, stats, metrics, improved, monitor)
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        """One pass over the training data in bucketed, seeded-shuffled batches, starting at
+        ``progress.batch_in_epoch`` (after a mid-epoch checkpoint)."""
+        progress, device = self.progress, self.device
+        self.trained.train()
+        batches = epoch_batches(self.data.train, self.cfg, epoch, self.ddp.world)
+        meter = EpochMeter(progress, device)
+        check_every = 1 if device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
+        bar = tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {epoch}", unit="batch",
+                   disable=not self.show_bar, leave=False)  # fmt: skip
+        first = progress.batch_in_epoch + 1
+        loaded = iterate_batches(self.data.train, batches[first - 1 :], self.ddp, loader_workers(self.cfg, device),
+                                 device.type == "cuda")  # fmt: skip
+        for number, batch in enumerate(loaded, start=first):
+            meter.add(self.train_batch(batch, epoch, number, len(batches[number - 1])), batch.num_tgt_tokens)
+            progress.step += 1
+            progress.batch_in_epoch = number
+            bar.update(1)
+            if number % check_every == 0:
+                self.check_nonfinite(meter, epoch)
+            if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
+                bar.set_postfix(**meter.postfix())
+            if self.ddp.any(bool(self.stop), device):
+                meter.save_into(progress)
+                self.save()
+                raise TrainingInterrupted(
+                    f"Training stopped by {self.stop.signal_name or 'a signal'} at epoch {epoch}, step {progress.step}."
+                )
+            if self.cfg.checkpoint_every and progress.step % self.cfg.checkpoint_every == 0 and number < len(batches):
+                meter.save_into(progress)
+                self.save()
+        bar.close()
+        meter.save_into(progress)
+        stats = EpochStats(progress.epoch_loss / max(1, progress.epoch_tokens), progress.epoch_tokens,
+                           progress.epoch_seconds, meter.grad_norm())  # fmt: skip
+        progress.close_epoch()
+        return stats
+
+    def train_batch(self, batch: Batch, epoch: int, number: int, sentences: int) -> StepResult:
+        """One update; under DDP the loss is normalised by the global token count."""
+        tokens = batch.num_tgt_tokens
+        normalizer = self.ddp.global_tokens(tokens, self.device) / self.ddp.world  # DDP averages gradients over ranks
+        try:
+            return train_step(self.trained, batch.to(self.device), self.optimizer, self.cfg, normalizer, self.amp_dtype)
+        except torch.cuda.OutOfMemoryError:
+            raise NmtError(
+                f"CUDA ran out of memory at epoch {epoch}, batch {number} ({sentences} sentences, {tokens} target "
+                f"tokens). Lower train.batch_size (now {self.cfg.batch_size}) or set train.batch_tokens (now "
+                f"{self.cfg.batch_tokens or 'off'}) to cap padded tokens per batch, then resume with --resume."
+            ) from None
+
+    def check_nonfinite(self, meter: EpochMeter, epoch: int) -> None:
+        if meter.in_a_row.item() >= self.cfg.max_nonfinite:
+            raise NmtError(
+                f"Training stopped at epoch {epoch}, step {self.progress.step}: {int(meter.in_a_row.item())} steps in a "
+                "row had a non-finite loss or gradient (skipped). Lower train.learning_rate or check the data; "
+                "--resume continues from the last checkpoint."
+            )
+
+    def validate(self) -> dict[str, float]:
+        return validate(self.model, self.data, self.config, self.tgt_tok, self.device)
+
+    def save(self, best: bool = False) -> None:
+        """Checkpoint everything resuming needs (rank 0 only)."""
+        if not self.ddp.is_main:
+            return
+        payload = {
+            "hardware": hardware_description(self.device),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "progress": asdict(self.progress),
+            "rng": rng_state(),
+            "config": self.config.to_dict(),
+            "spm_sha256": spm_hashes(self.src_tok, self.tgt_tok),
+        }
+        save_training_checkpoint(self.run_dir, payload, self.progress.step, self.cfg.keep_checkpoints, best)
+
+    def record(self, epoch: int, stats: EpochStats, metrics: dict[str, float], improved: bool, monitor=None) -> None:
+        """Append the epoch to metrics.jsonl (and TensorBoard), and log a line (rank 0 only)."""
+        if not self.ddp.is_main:
+            return
+        record = {
+            "epoch": epoch,
+            "step": self.progress.step,
+            "train_loss": round(stats.loss, 4),
+            **{k: round(v, 4) for k, v in metrics.items()},
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "tokens_per_s": round(stats.tokens_per_second, 1),
+            "grad_norm": round(stats.grad_norm, 4),
+            "epoch_seconds": round(stats.seconds, 2),
+            "train_seconds": round(self.progress.train_seconds, 2),
+        }
+        self.metrics.append(record)
+        if monitor is not None:
+            monitor.log(record)
+        self.log(
+            f"epoch {epoch:3d}  train loss {stats.loss:.3f}  dev loss {metrics['dev_loss']:.3f}  "
+            f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
+            f"{stats.tokens_per_second:.0f} tok/s  {stats.seconds:.0f}s" + ("  *best*" if improved else "")
+        )
+
+    def monitor(self):
+        """TensorBoard logging (train.tensorboard, rank 0), closed when training ends."""
+        if not (self.cfg.tensorboard and self.ddp.is_main):
+            return contextlib.nullcontext()
+        from nmt.train.monitor import TensorBoardMonitor
+
+        return contextlib.closing(TensorBoardMonitor(self.run_dir.tensorboard, self.model, self.config, self.data,
+                                                     (self.src_tok, self.tgt_tok), self.device))  # fmt: skip
+
+    def log_setup(self) -> None:
+        cfg, data, ddp = self.cfg, self.data, self.ddp
+        self.log(
+            f"Model: {count_parameters(self.model):,} parameters; {len(data.train):,} training pairs "
+            f"({data.skipped_long} longer than {cfg.max_len} subwords skipped); device {self.device}."
+        )
+        first_batches = epoch_batches(data.train, cfg, 1, ddp.world)
+        padding = padding_fraction(first_batches, batch_lengths(data.train))
+        self.log(f"{len(first_batches)} batches per epoch; padding is {100 * padding:.1f}% of batch positions.")
+        if ddp.enabled:
+            tokens = f", {ddp.world * cfg.batch_tokens} tokens" if cfg.batch_tokens else ""
+            self.log(f"Data parallel over {ddp.world} processes: effective batch {ddp.world} x {cfg.batch_size} = "
+                     f"{ddp.world * cfg.batch_size} sentences{tokens}.")  # fmt: skip
+
+    def log_summary(self) -> None:
+        progress, cfg = self.progress, self.cfg
+        if progress.nonfinite_steps:
+            self.log(f"{progress.nonfinite_steps} update(s) were skipped for a non-finite loss or gradient.")
+        reason = f"no dev BLEU gain in {cfg.patience} epochs" if progress.stopped_early else f"{progress.epoch} epochs"
+        best_at = [r["train_seconds"] for r in self.metrics.read() if r["epoch"] == progress.best_epoch]
+        to_best = f" (after {best_at[0]:.0f}s of training)" if best_at else ""
+        self.log(
+            f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} at epoch {progress.best_epoch}{to_best}; "
+            f"{progress.train_seconds:.0f}s of training. Checkpoints in {self.run_dir.checkpoints}."
+        )

@@ -1,0 +1,132 @@
+"""Greedy and beam search: agreement, batching, n-best lists, scores, per-token log-probs,
+attention rows, and the sentence-level driver."""
+
+import pytest
+import torch
+
+from nmt.config import DecodeConfig
+from nmt.errors import NmtError
+from nmt.search import beam_search, greedy_search, search_sentences
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+from .helpers import VARIANT_CONFIGS, best_log_probs, best_tokens, random_sources, small_model, variant_id
+
+
+def teacher_forced(model, src_row, length, tokens, ended=True):
+    """(log p of each token (and of <eos> if ``ended``), attention rows (T, S)) by rescoring."""
+    src = src_row[:length].unsqueeze(0)
+    tgt_in = torch.tensor([[BOS_ID] + tokens])[:, : len(tokens) + int(ended)]
+    tgt_out = torch.tensor([tokens + [EOS_ID]])[:, : len(tokens) + int(ended)]
+    with torch.no_grad():
+        logits, attention = model(src, torch.tensor([length]), tgt_in)
+    log_probs = torch.log_softmax(logits, -1).gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)
+    return log_probs[0], attention[0]
+
+
+def test_beam_one_equals_greedy():
+    model = small_model(seed=3).eval()
+    src, lengths = random_sources(6, seed=1)
+    greedy = greedy_search(model, src, lengths, max_len=12)
+    beam = beam_search(model, src, lengths, beam_size=1, max_len=12)
+    assert best_tokens(greedy) == best_tokens(beam)
+    assert torch.allclose(torch.tensor(best_log_probs(greedy)), torch.tensor(best_log_probs(beam)), atol=1e-4)
+
+
+def test_beam_scores_equal_rescored_log_probs_and_beat_greedy():
+    model = small_model(seed=5).eval()
+    src, lengths = random_sources(5, seed=2)
+    beam = beam_search(model, src, lengths, beam_size=4, max_len=10, length_penalty=0.0)
+    greedy = greedy_search(model, src, lengths, max_len=10)
+    for i in range(5):
+        best = beam[i][0]
+        if best.ended:  # its score includes <eos>
+            rescored, _ = teacher_forced(model, src[i], int(lengths[i]), best.tokens)
+            assert abs(rescored.sum().item() - best.log_prob) < 1e-3
+            assert abs(best.score - best.log_prob) < 1e-4  # alpha = 0: the score is the log-probability
+        if greedy[i][0].ended and best.ended:
+            assert best.log_prob >= greedy[i][0].log_prob - 1e-4
+    assert all(PAD_ID not in t and EOS_ID not in t for t in best_tokens(beam))
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 1.0, 0.6])
+def test_n_best_lists_are_sorted_and_scores_follow_their_formula(length_penalty):
+    model = small_model(seed=9).eval()
+    src, lengths = random_sources(6, seed=8)
+    found = beam_search(model, src, lengths, beam_size=5, max_len=10, length_penalty=length_penalty, n_best=3)
+    for i, hypotheses in enumerate(found):
+        assert len(hypotheses) == 3
+        scores = [h.score for h in hypotheses]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in hypotheses}) == 3  # three different translations
+        for h in hypotheses:
+            assert len(h.token_logprobs) == len(h.tokens) + int(h.ended)
+            expected = sum(h.token_logprobs) / len(h.token_logprobs) ** length_penalty
+            assert h.score == pytest.approx(expected, abs=1e-4)
+            rescored, _ = teacher_forced(model, src[i], int(lengths[i]), h.tokens, h.ended)
+            assert torch.allclose(torch.tensor(h.token_logprobs), rescored, atol=1e-4)  # each token's own log-prob
+    single = beam_search(model, src, lengths, beam_size=5, max_len=10, length_penalty=length_penalty)
+    assert best_tokens(single) == best_tokens(found)  # asking for more does not change the best
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_attention_rows_are_the_hypothesis_own_and_sum_to_one(beam_size):
+    model = small_model(seed=4).eval()
+    src, lengths = random_sources(5, seed=6)
+    found = (greedy_search(model, src, lengths, 9, with_attention=True) if beam_size == 1
+             else beam_search(model, src, lengths, beam_size, 9, n_best=2, with_attention=True))  # fmt: skip
+    for i, hypotheses in enumerate(found):
+        for h in hypotheses:
+            assert h.attention.shape == (len(h.token_logprobs), int(lengths[i]))  # <eos> rows and columns included
+            assert torch.allclose(h.attention.sum(-1), torch.ones(len(h.token_logprobs)), atol=1e-5)
+            _, expected = teacher_forced(model, src[i], int(lengths[i]), h.tokens, h.ended)
+            assert torch.allclose(h.attention, expected, atol=1e-5)
+    assert greedy_search(model, src, lengths, 9)[0][0].attention is None  # only when asked for
+
+
+def test_batched_beam_equals_one_by_one():
+    model = small_model(seed=7).eval()
+    src, lengths = random_sources(4, seed=3)
+    batched = beam_search(model, src, lengths, beam_size=3, max_len=9)
+    for i in range(4):
+        single = beam_search(model, src[i : i + 1, : lengths[i]], lengths[i : i + 1], beam_size=3, max_len=9)
+        assert best_tokens(single)[0] == best_tokens(batched)[i]
+
+
+@pytest.mark.parametrize("overrides", VARIANT_CONFIGS, ids=variant_id)
+def test_every_variant_beam_one_equals_greedy_and_ignores_padding(overrides):
+    model = small_model(seed=3, **overrides).eval()
+    src, lengths = random_sources(5, seed=4)
+    greedy = greedy_search(model, src, lengths, max_len=8)
+    assert best_tokens(beam_search(model, src, lengths, beam_size=1, max_len=8)) == best_tokens(greedy)
+    alone = greedy_search(model, src[:1, : lengths[0]], lengths[:1], max_len=8)
+    assert best_tokens(alone)[0] == best_tokens(greedy)[0]  # padding in the batch changes nothing
+
+
+def test_beam_search_results_do_not_depend_on_the_decoding_batch():
+    """The first step runs once per sentence and sentences leave the batch as they finish:
+    decoding a batch equals decoding each sentence alone, for several beam sizes."""
+    model = small_model(seed=5).eval()
+    with torch.no_grad():
+        model.decoder.output.bias[3] += 1.5  # make <eos> likely: sentences finish at different steps
+    src, lengths = random_sources(8, seed=4)
+    for beam in (2, 5):
+        batched = beam_search(model, src, lengths, beam_size=beam, max_len=10)
+        for i in range(8):
+            alone = beam_search(model, src[i : i + 1, : lengths[i]], lengths[i : i + 1], beam_size=beam, max_len=10)
+            assert best_tokens(alone)[0] == best_tokens(batched)[i]
+            assert abs(best_log_probs(alone)[0] - best_log_probs(batched)[i]) < 1e-4
+
+
+def test_search_sentences_keeps_order_and_gives_empty_input_an_empty_hypothesis():
+    model = small_model(seed=2)
+    src, lengths = random_sources(6, seed=5)
+    sentences = [row[: n - 1].tolist() for row, n in zip(src, lengths)]  # without the <eos> source_tensor adds
+    decode = DecodeConfig(beam_size=3, batch_size=64, max_len_ratio=1.0, max_len_offset=4)
+    cpu = torch.device("cpu")
+    found = search_sentences(model, [*sentences[:2], [], *sentences[2:]], decode, cpu)
+    assert found[2][0].tokens == [] and found[2][0].token_logprobs == []
+    backwards = search_sentences(model, sentences[::-1], decode, cpu)  # batched by length, then put back in order
+    assert best_tokens([*found[:2], *found[3:]]) == best_tokens(backwards[::-1])
+    assert model.training  # the model's mode is put back
+    with pytest.raises(NmtError, match="n_best must be between 1 and the beam size"):
+        search_sentences(model, sentences, decode, cpu, n_best=4)

@@ -1,0 +1,40 @@
+"""The seeded train/dev/test split, grouped by source sentence."""
+
+import pytest
+
+from nmt.data.anki import Pair
+from nmt.data.split import group_references, split_by_source
+from nmt.errors import NmtError
+
+
+def make_pairs(n_sources: int, per_source: int) -> list[Pair]:
+    return [Pair(f"s{i}", f"t{i}-{j}", "", 0) for i in range(n_sources) for j in range(per_source)]
+
+
+def test_split_is_grouped_by_source_and_loses_nothing():
+    pairs = make_pairs(200, 3)
+    splits = split_by_source(pairs, dev_size=0.1, test_size=20, seed=5)
+    sources = {name: {p.src for p in getattr(splits, name)} for name in ("train", "dev", "test")}
+    assert not sources["train"] & sources["dev"]
+    assert not sources["train"] & sources["test"]
+    assert not sources["dev"] & sources["test"]
+    assert len(sources["test"]) == 20 and len(sources["dev"]) == 20
+    assert sorted(splits.train + splits.dev + splits.test, key=id) == sorted(pairs, key=id)
+    assert all(len([p for p in splits.test if p.src == s]) == 3 for s in sources["test"])
+
+
+def test_split_is_deterministic_and_seeded():
+    pairs = make_pairs(100, 2)
+    a = split_by_source(pairs, 0.1, 0.1, seed=1)
+    b = split_by_source(pairs, 0.1, 0.1, seed=1)
+    c = split_by_source(pairs, 0.1, 0.1, seed=2)
+    assert a.test == b.test and a.test != c.test
+
+
+def test_split_too_large_is_refused():
+    with pytest.raises(NmtError, match="leave no training data"):
+        split_by_source(make_pairs(10, 1), dev_size=5, test_size=5, seed=0)
+
+
+def test_group_references():
+    assert group_references(make_pairs(2, 2)) == [("s0", ["t0-0", "t0-1"]), ("s1", ["t1-0", "t1-1"])]
