@@ -104,7 +104,8 @@ def check_compatible(payload: dict, config: Config, spm_sha256: dict[str, str], 
             )
     if problems:
         raise NmtError(
-            f"Checkpoint {path} does not match the config:\n  " + "\n  ".join(problems)
+            f"Checkpoint {path} does not match the config:\n  "
+            + "\n  ".join(problems)
             + "\nUse the config and prepared data it was trained with, or train a new model."
         )
 
@@ -115,8 +116,12 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     payloads = [load_checkpoint(path) for path in paths]
     newest = payloads[-1]
     for path, payload in zip(paths, payloads):
-        if payload["spm_sha256"] != newest["spm_sha256"] or _differences(payload["config"]["model"], newest["config"]["model"], ""):
-            raise NmtError(f"{path} was trained with another model config or vocabulary than {paths[-1]}: cannot average.")
+        if payload["spm_sha256"] != newest["spm_sha256"] or _differences(
+            payload["config"]["model"], newest["config"]["model"], ""
+        ):
+            raise NmtError(
+                f"{path} was trained with another model config or vocabulary than {paths[-1]}: cannot average."
+            )
     averaged = {}
     for name, tensor in newest["model"].items():
         if tensor.is_floating_point():

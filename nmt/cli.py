@@ -11,7 +11,7 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -28,38 +28,41 @@ app = typer.Typer(
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="YAML config file (see configs/).")]
 SetOption = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         "--set",
         "-s",
-        help="Override a config value: dotted KEY=VALUE, VALUE read as YAML (e.g. --set train.batch_size=32). Repeatable.",
+        help="Override a config value: dotted KEY=VALUE, VALUE read as YAML (e.g. --set train.batch_size=32). "
+        "Repeatable.",
     ),
 ]
 CheckpointOption = Annotated[
     str, typer.Option("--checkpoint", help="'best', 'last' (in <run_dir>/checkpoints/) or a checkpoint file path.")
 ]
 CheckpointsOption = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         "--checkpoint",
-        help="'best' (default), 'last' or a checkpoint file path; repeat to decode with an ensemble (averaged log-probabilities).",
+        help="'best' (default), 'last' or a checkpoint file path; repeat to decode with an ensemble "
+        "(averaged log-probabilities).",
     ),
 ]
 DeviceOption = Annotated[
-    Optional[str], typer.Option("--device", help="auto, cpu or cuda (default: the config's train.device).")
+    str | None, typer.Option("--device", help="auto, cpu or cuda (default: the config's train.device).")
 ]
 OptionalConfigOption = Annotated[
-    Optional[Path], typer.Option("--config", "-c", help="YAML config file (see configs/); or use --model.")
+    Path | None, typer.Option("--config", "-c", help="YAML config file (see configs/); or use --model.")
 ]
 ModelOption = Annotated[
-    Optional[list[Path]],
+    list[Path] | None,
     typer.Option(
         "--model",
-        help="A model package folder from `nmt export`: no config, checkpoint or prepared data needed. Repeat for an ensemble.",
+        help="A model package folder from `nmt export`: no config, checkpoint or prepared data needed. "
+        "Repeat for an ensemble.",
     ),
 ]
 BeamOption = Annotated[
-    Optional[int], typer.Option("--beam-size", min=1, help="Beam width; 1 = greedy (default: decode.beam_size).")
+    int | None, typer.Option("--beam-size", min=1, help="Beam width; 1 = greedy (default: decode.beam_size).")
 ]
 
 
@@ -111,11 +114,13 @@ def prepare(
     set_: SetOption = None,
     force: Annotated[bool, typer.Option("--force", help="Prepare again even if the outputs are up to date.")] = False,
     download: Annotated[
-        Optional[str],
-        typer.Option("--download", help="Fetch the Anki archive <LANG>-eng.zip (e.g. mar, fra) from manythings.org first."),
+        str | None,
+        typer.Option(
+            "--download", help="Fetch the Anki archive <LANG>-eng.zip (e.g. mar, fra) from manythings.org first."
+        ),
     ] = None,
     url: Annotated[
-        Optional[str], typer.Option("--url", help="Address to fetch instead, '{lang}' replaced by --download's LANG.")
+        str | None, typer.Option("--url", help="Address to fetch instead, '{lang}' replaced by --download's LANG.")
     ] = None,
 ) -> None:
     """Read the TSV (data.path), clean and split it by source sentence, train SentencePiece models.
@@ -149,7 +154,8 @@ def train(
     config: ConfigOption,
     set_: SetOption = None,
     resume: Annotated[
-        bool, typer.Option("--resume", help="Continue from <run_dir>/checkpoints/last.pt (starts fresh if there is none).")
+        bool,
+        typer.Option("--resume", help="Continue from <run_dir>/checkpoints/last.pt (starts fresh if there is none)."),
     ] = False,
     device: DeviceOption = None,
 ) -> None:
@@ -177,7 +183,9 @@ def train(
                 typer.echo(report.summary())
         ddp.barrier()
         if not is_prepared(cfg):
-            raise NmtError(f"Prepared data missing in {cfg.prepared_dir} after rank 0 prepared it: is it on a shared disk?")
+            raise NmtError(
+                f"Prepared data missing in {cfg.prepared_dir} after rank 0 prepared it: is it on a shared disk?"
+            )
         try:
             progress = Trainer(cfg, ddp.device(requested), ddp).run(resume)
         except TrainingInterrupted as exc:
@@ -190,7 +198,10 @@ def train(
     if not ddp.is_main:
         return
     _learning_curves(run.root)
-    typer.echo(f"Best dev BLEU {progress.best_bleu:.2f} (epoch {progress.best_epoch}); learning curves in {run.learning_curves}")
+    typer.echo(
+        f"Best dev BLEU {progress.best_bleu:.2f} (epoch {progress.best_epoch}); "
+        f"learning curves in {run.learning_curves}"
+    )
 
 
 @app.command()
@@ -201,15 +212,15 @@ def translate(
     checkpoint: CheckpointsOption = None,
     model: ModelOption = None,
     input_: Annotated[
-        Optional[Path], typer.Option("--input", "-i", help="Text file, one sentence per line (default: stdin).")
+        Path | None, typer.Option("--input", "-i", help="Text file, one sentence per line (default: stdin).")
     ] = None,
     output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="Where to write translations (default: stdout).")
+        Path | None, typer.Option("--output", "-o", help="Where to write translations (default: stdout).")
     ] = None,
-    text: Annotated[Optional[str], typer.Option("--text", help="Translate this one sentence instead of a file.")] = None,
+    text: Annotated[str | None, typer.Option("--text", help="Translate this one sentence instead of a file.")] = None,
     beam_size: BeamOption = None,
     plot_attention: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--plot-attention",
             help="Attention heatmaps: a folder (one PNG per sentence, the first --plot-count), "
@@ -255,13 +266,20 @@ def _plot_attention(translator, lines: list[str], target: Path, count: int, beam
         return
     single_file = target.suffix.lower() in PLOT_SUFFIXES
     if single_file and len(lines) != 1:
-        raise NmtError(f"--plot-attention {target} names one file; use it with --text, or give a folder for a file of lines.")
+        raise NmtError(
+            f"--plot-attention {target} names one file; use it with --text, or give a folder for a file of lines."
+        )
     numbered = [(number, line) for number, line in enumerate(lines, 1) if line.strip()][:count]
     heatmaps = translator.heatmaps([line for _, line in numbered], beam_size)
     for (number, _), heatmap in zip(numbered, heatmaps):
         path = target if single_file else target / f"attention_{number:04d}.png"
-        plot_attention(heatmap.src_labels, heatmap.tgt_labels, heatmap.weights, path,
-                       title=f"{heatmap.source}\n{heatmap.translation}")  # fmt: skip
+        plot_attention(
+            heatmap.src_labels,
+            heatmap.tgt_labels,
+            heatmap.weights,
+            path,
+            title=f"{heatmap.source}\n{heatmap.translation}",
+        )
     typer.echo(f"Wrote {len(heatmaps)} attention heatmap(s) to {target}", err=True)
 
 
@@ -273,11 +291,14 @@ def evaluate(
     checkpoint: CheckpointsOption = None,
     model: ModelOption = None,
     src: Annotated[
-        Optional[Path], typer.Option("--src", help="Source file to translate (default: the prepared test split).")
+        Path | None, typer.Option("--src", help="Source file to translate (default: the prepared test split).")
     ] = None,
     ref: Annotated[
-        Optional[list[Path]],
-        typer.Option("--ref", help="Reference file, line-aligned with --src; repeat for several references (an empty line = none)."),
+        list[Path] | None,
+        typer.Option(
+            "--ref",
+            help="Reference file, line-aligned with --src; repeat for several references (an empty line = none).",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
     beam_size: BeamOption = None,
@@ -307,7 +328,11 @@ def evaluate(
 
 
 def _translator(
-    config: Path | None, set_: list[str] | None, checkpoints: list[str] | None, models: list[Path] | None, device: str | None
+    config: Path | None,
+    set_: list[str] | None,
+    checkpoints: list[str] | None,
+    models: list[Path] | None,
+    device: str | None,
 ):
     """A Translator from --config (+ --checkpoint ...) or from --model package(s)."""
     from nmt.loading import load_checkpoints, load_packages
@@ -315,7 +340,10 @@ def _translator(
 
     if models:
         if config is not None or set_ or checkpoints:
-            raise NmtError("--model carries its own config and weights: give --model alone, not with --config, --set or --checkpoint.")
+            raise NmtError(
+                "--model carries its own config and weights: "
+                "give --model alone, not with --config, --set or --checkpoint."
+            )
         chosen = _device_named(device or "auto")
         return Translator(load_packages(models, chosen))
     if config is None:
@@ -346,7 +374,9 @@ def export(
 @user_errors
 def plot(
     run_dir: RunDirArgument,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="PNG to write (default: RUN_DIR/learning_curves.png).")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="PNG to write (default: RUN_DIR/learning_curves.png).")
+    ] = None,
 ) -> None:
     """Draw the learning curves (train/dev loss, dev BLEU/chrF by epoch) from RUN_DIR/metrics.jsonl.
 
@@ -356,7 +386,9 @@ def plot(
 
     drawn = _learning_curves(run_dir, output)
     if drawn is None:
-        raise NmtError(f"No validation in {RunPaths(run_dir).metrics} yet: it is written after the first epoch of `nmt train`.")
+        raise NmtError(
+            f"No validation in {RunPaths(run_dir).metrics} yet: it is written after the first epoch of `nmt train`."
+        )
     typer.echo(f"Wrote {drawn[0]} ({drawn[1]} epochs)")
 
 
@@ -379,9 +411,12 @@ def _learning_curves(run_dir: Path, output: Path | None = None) -> tuple[Path, i
 @user_errors
 def average(
     run_dir: RunDirArgument,
-    last: Annotated[int, typer.Option("--last", "-k", min=2, help="How many of the newest step checkpoints to average.")] = 3,
+    last: Annotated[
+        int, typer.Option("--last", "-k", min=2, help="How many of the newest step checkpoints to average.")
+    ] = 3,
     output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="Where to write (default: RUN_DIR/checkpoints/averaged.pt).")
+        Path | None,
+        typer.Option("--output", "-o", help="Where to write (default: RUN_DIR/checkpoints/averaged.pt)."),
     ] = None,
 ) -> None:
     """Average the weights of the newest step checkpoints (train.checkpoint_every, train.keep_checkpoints).

@@ -7,6 +7,7 @@ out-of-range values, always naming the dotted key, the value given and what is a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import typing
@@ -102,7 +103,9 @@ class DecodeConfig:
     max_len_ratio: float = 1.5  # output limit: ratio * source length + max_len_offset
     max_len_offset: int = 10
     batch_size: int = 64  # sentences per decoding batch
-    batch_tokens: int = 4000  # and at most this many padded source tokens (0 = no cap): long files never run out of memory
+    batch_tokens: int = (
+        4000  # and at most this many padded source tokens (0 = no cap): long files never run out of memory
+    )
     max_input_len: int = 250  # longer inputs are clipped to this many subwords (with a warning)
 
 
@@ -191,10 +194,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif tp is float:
         if isinstance(value, str):  # YAML 1.1 reads 5e-4 (no dot) as a string
-            try:
+            with contextlib.suppress(ValueError):
                 value = float(value)
-            except ValueError:
-                pass
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         value = float(value) if ok else value
     elif tp is str:
@@ -279,7 +280,8 @@ def check_model_combination(model: ModelConfig) -> None:
         )
     if model.input_feeding and model.attention not in LUONG_ATTENTIONS:
         raise NmtError(
-            f"model.input_feeding=true is Luong et al.'s and works with model.attention in {', '.join(LUONG_ATTENTIONS)}; "
+            "model.input_feeding=true is Luong et al.'s and works with model.attention in "
+            f"{', '.join(LUONG_ATTENTIONS)}; "
             f"got {model.attention!r} (its decoder already feeds the context c_t into each step)."
         )
     if model.attention == "luong-dot" and model.decoder_hidden != 2 * model.encoder_hidden:
@@ -333,4 +335,3 @@ def save_config(config: Config, path: str | Path) -> None:
     from nmt.fileio import write_text_atomic
 
     write_text_atomic(path, yaml.safe_dump(config.to_dict(), sort_keys=False, allow_unicode=True))
-

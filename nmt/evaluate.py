@@ -32,7 +32,9 @@ def evaluation_set(config: Config, src: Path | None, refs: list[Path]) -> tuple[
     columns = [read_lines(path, errors="replace") for path in refs]
     for path, lines in zip(refs, columns):
         if len(lines) != len(sources):
-            raise NmtError(f"{path} has {len(lines)} lines but {src} has {len(sources)}: references must be line-aligned.")
+            raise NmtError(
+                f"{path} has {len(lines)} lines but {src} has {len(sources)}: references must be line-aligned."
+            )
     references = [[col[i] for col in columns if col[i].strip()] for i in range(len(sources))]
     missing = [i + 1 for i, r in enumerate(references) if not r]
     if missing:

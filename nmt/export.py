@@ -12,11 +12,11 @@ import tempfile
 from pathlib import Path
 
 from nmt.config import Config, config_from_dict, save_config
-from nmt.prepare import load_report
 from nmt.errors import NmtError
 from nmt.fileio import write_text_atomic
 from nmt.loading import PACKAGE_FORMAT, load_checked_checkpoint, load_run_config, load_tokenizers, spm_hashes
 from nmt.paths import PackagePaths, prepared_paths, run_paths
+from nmt.prepare import load_report
 
 
 def _model_card(config: Config, payload: dict, parameters: int, report: dict | None, scores: dict | None) -> str:
@@ -31,14 +31,19 @@ def _model_card(config: Config, payload: dict, parameters: int, report: dict | N
     ]
     if report:
         lines.append(
-            f"- **Data**: `{report['input_path']}` (sha256 {report['input_sha256'][:16]}…): {report['pairs_kept']:,} pairs "
+            f"- **Data**: `{report['input_path']}` (sha256 {report['input_sha256'][:16]}…): "
+            f"{report['pairs_kept']:,} pairs "
             f"kept; split by source sentence into train/dev/test = "
-            + " / ".join(f"{report['split_pairs'][s]:,} pairs ({report['split_sources'][s]:,} sources)" for s in ("train", "dev", "test"))
+            + " / ".join(
+                f"{report['split_pairs'][s]:,} pairs ({report['split_sources'][s]:,} sources)"
+                for s in ("train", "dev", "test")
+            )
             + "."
         )
     lines.append(
         f"- **Training**: {progress.get('epoch', '?')} epoch(s), {progress.get('step', '?')} steps, "
-        f"{progress.get('train_seconds', 0):.0f} s of training; best dev BLEU {progress.get('best_bleu', float('nan')):.2f} "
+        f"{progress.get('train_seconds', 0):.0f} s of training; "
+        f"best dev BLEU {progress.get('best_bleu', float('nan')):.2f} "
         f"(greedy) at epoch {progress.get('best_epoch', '?')}; hardware: {payload.get('hardware', 'not recorded')}."
     )
     if scores:

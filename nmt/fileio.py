@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 
 @contextmanager
@@ -35,9 +35,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 @contextmanager
 def atomic_text_writer(path: str | Path) -> Iterator[IO[str]]:
     """Open a UTF-8 text file for writing that appears at ``path`` only when complete."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
-            yield handle
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+        yield handle
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

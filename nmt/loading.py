@@ -88,7 +88,9 @@ def load_packages(model_dirs: list[Path], device: torch.device) -> LoadedModel:
     config, _, src_tok, tgt_tok = loaded[0]
     for model_dir, (_, _, other_src, other_tgt) in zip(model_dirs[1:], loaded[1:]):
         if spm_hashes(other_src, other_tgt) != spm_hashes(src_tok, tgt_tok):
-            raise NmtError(f"{model_dir} uses other SentencePiece models than {model_dirs[0]}: they cannot be ensembled.")
+            raise NmtError(
+                f"{model_dir} uses other SentencePiece models than {model_dirs[0]}: they cannot be ensembled."
+            )
     return LoadedModel(config, _one_or_ensemble([model for _, model, _, _ in loaded], device), src_tok, tgt_tok, device)
 
 
@@ -102,7 +104,9 @@ def _load_package(model_dir: Path) -> tuple[Config, Seq2Seq, Tokenizer, Tokenize
         raise NmtError(f"{model_dir} is not a model package (no manifest.json): make one with `nmt export`.")
     manifest = json.loads(package.manifest.read_text(encoding="utf-8"))
     if manifest.get("format") != PACKAGE_FORMAT:
-        raise NmtError(f"{model_dir} is a model package of format {manifest.get('format')}; this nmt reads {PACKAGE_FORMAT}.")
+        raise NmtError(
+            f"{model_dir} is a model package of format {manifest.get('format')}; this nmt reads {PACKAGE_FORMAT}."
+        )
     config = load_run_config(model_dir)
     config.run_dir = str(model_dir)
     config.data.prepared_dir = str(model_dir)  # the package may have been moved

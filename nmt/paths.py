@@ -18,13 +18,13 @@ CHECKPOINT_NAMES = ("best", "last")
 class PreparedPaths:
     """``nmt prepare``'s output folder (``data.prepared_dir``, default ``<run_dir>/data``)::
 
-        {train,dev,test}.{src_lang,tgt_lang}   parallel pairs, one per line
-        {train,dev,test}.attribution          the third TSV column (or empty), line-aligned
-        {dev,test}.multi.tsv                  source<TAB>ref1[<TAB>ref2...]: every reference
-        spm.{src_lang}.model, spm.{tgt_lang}.model
-        problems.txt                          every malformed line, as path:line: reason
-        report.json, report.txt               counts, split sizes, length statistics
-        manifest.json                         fingerprint of inputs + config, for reuse
+    {train,dev,test}.{src_lang,tgt_lang}   parallel pairs, one per line
+    {train,dev,test}.attribution          the third TSV column (or empty), line-aligned
+    {dev,test}.multi.tsv                  source<TAB>ref1[<TAB>ref2...]: every reference
+    spm.{src_lang}.model, spm.{tgt_lang}.model
+    problems.txt                          every malformed line, as path:line: reason
+    report.json, report.txt               counts, split sizes, length statistics
+    manifest.json                         fingerprint of inputs + config, for reuse
     """
 
     root: Path
@@ -77,12 +77,12 @@ def prepared_paths(config: Config) -> PreparedPaths:
 class RunPaths:
     """A run directory (``run_dir``)::
 
-        config.yaml                 the resolved config
-        data/                       prepared data (unless data.prepared_dir is elsewhere)
-        checkpoints/step-<N>.pt     step checkpoints; last.pt and best.pt link to two of them
-        checkpoints/averaged.pt     written by `nmt average`
-        train.log  metrics.jsonl  learning_curves.png  tensorboard/
-        eval/<set>.hyp  eval/<set>.report.json
+    config.yaml                 the resolved config
+    data/                       prepared data (unless data.prepared_dir is elsewhere)
+    checkpoints/step-<N>.pt     step checkpoints; last.pt and best.pt link to two of them
+    checkpoints/averaged.pt     written by `nmt average`
+    train.log  metrics.jsonl  learning_curves.png  tensorboard/
+    eval/<set>.hyp  eval/<set>.report.json
     """
 
     root: Path
@@ -145,8 +145,8 @@ def run_paths(config: Config) -> RunPaths:
 class PackagePaths:
     """A model package (``nmt export``)::
 
-        model.safetensors   config.yaml   spm.<src>.model   spm.<tgt>.model
-        manifest.json       MODEL_CARD.md
+    model.safetensors   config.yaml   spm.<src>.model   spm.<tgt>.model
+    manifest.json       MODEL_CARD.md
     """
 
     root: Path

@@ -7,11 +7,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-from matplotlib import font_manager  # noqa: E402
+import matplotlib.pyplot as plt
+import torch
+from matplotlib import font_manager
 
-from nmt.fileio import save_atomic  # noqa: E402
+from nmt.fileio import save_atomic
 
 
 def _use_script_fonts() -> None:
@@ -29,13 +29,18 @@ def _use_script_fonts() -> None:
         name = font_manager.FontProperties(fname=str(font_file)).get_name()
         if name not in families:
             families.append(name)
-    matplotlib.rcParams["font.family"] = ["DejaVu Sans", *[f for f in families if f not in ("sans-serif", "DejaVu Sans")]]
+    matplotlib.rcParams["font.family"] = [
+        "DejaVu Sans",
+        *[f for f in families if f not in ("sans-serif", "DejaVu Sans")],
+    ]
 
 
 _use_script_fonts()
 
 
-def plot_attention(src_labels: list[str], tgt_labels: list[str], weights: torch.Tensor, path: str | Path, title: str = "") -> None:
+def plot_attention(
+    src_labels: list[str], tgt_labels: list[str], weights: torch.Tensor, path: str | Path, title: str = ""
+) -> None:
     """Heatmap of weights (T, S) to a file (.png, .svg, .pdf)."""
     fig = attention_figure(src_labels, tgt_labels, weights, title)
     suffix = Path(path).suffix.lstrip(".") or "png"

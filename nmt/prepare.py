@@ -186,8 +186,17 @@ def _train_tokenizers(config: Config, paths: PreparedPaths, splits: Splits) -> t
     return Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
 
 
-def _report(config: Config, data_path: Path, input_sha256: str, result: ReadResult, kept: list[Pair],
-            duplicates: int, splits: Splits, src_tok: Tokenizer, tgt_tok: Tokenizer) -> PrepareReport:  # fmt: skip
+def _report(
+    config: Config,
+    data_path: Path,
+    input_sha256: str,
+    result: ReadResult,
+    kept: list[Pair],
+    duplicates: int,
+    splits: Splits,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+) -> PrepareReport:
     by_reason: dict[str, int] = {}
     for problem in result.problems:
         key = problem.reason.split(" at byte")[0]

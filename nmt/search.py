@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from nmt.config import DecodeConfig
-from nmt.data.batching import source_tensor, sorted_batches
+from nmt.data.batching import sorted_batches, source_tensor
 from nmt.errors import NmtError
 from nmt.tokenizer import BOS_ID, EOS_ID
 from nmt.topk import best_candidates
@@ -80,8 +80,14 @@ def _attention_rows(rows: list[torch.Tensor] | torch.Tensor | None, source_lengt
 
 
 @torch.inference_mode()
-def greedy_search(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, max_len: int,
-                  length_penalty: float = 1.0, with_attention: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+def greedy_search(
+    model: SearchModel,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    max_len: int,
+    length_penalty: float = 1.0,
+    with_attention: bool = False,
+) -> list[list[Hypothesis]]:
     """Pick the most probable token at each step, for the whole batch at once. One
     hypothesis per sentence."""
     memory, state = model.encode(src, src_lengths)
@@ -110,8 +116,14 @@ def greedy_search(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tens
             memory, state, prev = memory.select(still), state.select(still), prev.index_select(0, still)
     lengths = src_lengths.tolist()
     return [
-        [Hypothesis(tokens[r], logprobs[r], sum(logprobs[r]) / len(logprobs[r]) ** length_penalty,
-                    _attention_rows(attention[r], lengths[r]) if with_attention else None)]  # fmt: skip
+        [
+            Hypothesis(
+                tokens[r],
+                logprobs[r],
+                sum(logprobs[r]) / len(logprobs[r]) ** length_penalty,
+                _attention_rows(attention[r], lengths[r]) if with_attention else None,
+            )
+        ]
         for r in range(batch)
     ]
 
@@ -175,21 +187,35 @@ class _Beams:
                     index = row * beams + beam
                     tokens, logprobs = self.tokens[index].tolist(), self.logprobs[index].tolist()
                     attention = None if self.attention is None else self.attention[index]
-                    self.ended[sentence].append(_Ended(raw / max(1, len(tokens)) ** alpha, raw, tokens, logprobs, attention))
+                    self.ended[sentence].append(
+                        _Ended(raw / max(1, len(tokens)) ** alpha, raw, tokens, logprobs, attention)
+                    )
 
     def best(self, n_best: int, src_lengths: torch.Tensor) -> list[list[Hypothesis]]:
         lengths = src_lengths.tolist()
         results = []
         for sentence, ended in enumerate(self.ended):
             ranked = sorted(ended, key=lambda e: e.norm, reverse=True)[:n_best]  # stable: ties keep their order
-            results.append([Hypothesis(e.tokens, e.logprobs, e.norm, _attention_rows(e.attention, lengths[sentence]))
-                            for e in ranked])  # fmt: skip
+            results.append(
+                [
+                    Hypothesis(e.tokens, e.logprobs, e.norm, _attention_rows(e.attention, lengths[sentence]))
+                    for e in ranked
+                ]
+            )
         return results
 
 
 @torch.inference_mode()
-def beam_search(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, beam_size: int, max_len: int,
-                length_penalty: float = 1.0, n_best: int = 1, with_attention: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+def beam_search(
+    model: SearchModel,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    beam_size: int,
+    max_len: int,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+    with_attention: bool = False,
+) -> list[list[Hypothesis]]:
     """Batched beam search: all sentences x beams step as one batch; the ``n_best`` best
     hypotheses of each sentence, best first.
 
@@ -242,9 +268,16 @@ def beam_search(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor
     return beams.best(n_best, src_lengths)
 
 
-def search_sentences(model: SearchModel, sentences: list[list[int]], decode: DecodeConfig, device: torch.device,
-                     beam_size: int | None = None, n_best: int = 1, with_attention: bool = False,
-                     progress: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+def search_sentences(
+    model: SearchModel,
+    sentences: list[list[int]],
+    decode: DecodeConfig,
+    device: torch.device,
+    beam_size: int | None = None,
+    n_best: int = 1,
+    with_attention: bool = False,
+    progress: bool = False,
+) -> list[list[Hypothesis]]:
     """Subword ids of many sentences -> the ``n_best`` hypotheses of each, in their order.
 
     Sentences are batched by length (longest first) under ``decode.batch_size`` and

@@ -46,15 +46,24 @@ class Translator:
         limit = self.decode.max_input_len
         too_long = sum(len(ids) > limit for ids in src_ids)
         if too_long:
-            tqdm.write(f"warning: {too_long} input line(s) longer than {limit} subwords clipped (decode.max_input_len).")
+            tqdm.write(
+                f"warning: {too_long} input line(s) longer than {limit} subwords clipped (decode.max_input_len)."
+            )
             src_ids = [ids[:limit] for ids in src_ids]
         return src_ids
 
-    def search(self, lines: list[str], beam_size: int | None = None, n_best: int = 1, with_attention: bool = False,
-               progress: bool = False) -> list[list[Hypothesis]]:  # fmt: skip
+    def search(
+        self,
+        lines: list[str],
+        beam_size: int | None = None,
+        n_best: int = 1,
+        with_attention: bool = False,
+        progress: bool = False,
+    ) -> list[list[Hypothesis]]:
         """The ``n_best`` hypotheses of each line, best first."""
-        return search_sentences(self.model, self.encode(lines), self.decode, self.device, beam_size, n_best,
-                                with_attention, progress)  # fmt: skip
+        return search_sentences(
+            self.model, self.encode(lines), self.decode, self.device, beam_size, n_best, with_attention, progress
+        )
 
     def detokenize(self, hypothesis: Hypothesis) -> str:
         return " ".join(self.tgt_tok.decode([hypothesis.tokens])[0].split())
@@ -68,7 +77,9 @@ class Translator:
         """Attention of the best translation of each non-blank line."""
         lines = [line for line in lines if line.strip()]
         heatmaps = []
-        for line, src_ids, hypotheses in zip(lines, self.encode(lines), self.search(lines, beam_size, with_attention=True)):
+        for line, src_ids, hypotheses in zip(
+            lines, self.encode(lines), self.search(lines, beam_size, with_attention=True)
+        ):
             best = hypotheses[0]
             src_labels = self.src_tok.labels(src_ids)
             tgt_labels = self.tgt_tok.labels(best.tokens, with_eos=best.ended)

@@ -12,9 +12,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nmt.config import Config, load_config  # noqa: E402
-from nmt.prepare import prepare  # noqa: E402
-from nmt.hardware import hardware_description  # noqa: E402
+from nmt.config import Config, load_config
+from nmt.hardware import hardware_description
+from nmt.prepare import prepare
 
 
 def load(config_path: str, overrides: list[str]) -> Config:
@@ -89,7 +89,11 @@ def paired_ratio(runs: list[dict], peer_runs: list[dict], key: str) -> str:
     ratio and its range, steadier on a shared machine than a ratio of medians."""
     values = sorted(a[key] / b[key] for a, b in zip(runs, peer_runs))
     text = f"{values[(len(values) - 1) // 2]:.2f}x"
-    return text if len(values) == 1 else f"{text} (median of {len(values)} back-to-back pairs; range {values[0]:.2f}-{values[-1]:.2f}x)"
+    return (
+        text
+        if len(values) == 1
+        else f"{text} (median of {len(values)} back-to-back pairs; range {values[0]:.2f}-{values[-1]:.2f}x)"
+    )
 
 
 def hardware() -> str:

@@ -11,8 +11,8 @@ to the same limit (1.5 x the longest source in the batch, JoeyNMT's default; our
 to match with decode.max_len_ratio=1.5, decode.max_len_offset=0): the ratio measures the
 decoders, not early stopping. With --train-steps N both models are first trained for N
 steps (each with its own batching, same data, same sizes) so that both have learned to
-stop: the ratio then includes early stopping, as a user sees it. Batches: 64 sentences; ours sorted by length, JoeyNMT's in
-file order as its `translate` does.
+stop: the ratio then includes early stopping, as a user sees it. Batches: 64 sentences;
+ours sorted by length, JoeyNMT's in file order as its `translate` does.
 
     python scripts/bench_decode.py --sentences 1000
     python scripts/bench_decode.py --sentences 1000 --train-steps 1000
@@ -24,10 +24,9 @@ from __future__ import annotations
 import argparse
 import time
 
-import torch
-
 import bench_common as bc
 import joeynmt_peer
+import torch
 
 SAME_LIMIT = ["decode.max_len_ratio=1.5", "decode.max_len_offset=0", "decode.batch_size=64", "decode.batch_tokens=0"]
 
@@ -39,14 +38,15 @@ def test_sources(config, count: int) -> list[str]:
     return read_references(prepared_paths(config).multi("test")).sources[:count]
 
 
-def train_weights(config_path: str, overrides: list[str], steps: int, device_name: str, threads: int, tool: str,
-                  path: str) -> float:  # fmt: skip
+def train_weights(
+    config_path: str, overrides: list[str], steps: int, device_name: str, threads: int, tool: str, path: str
+) -> float:
     """Train ``tool``'s model for ``steps`` steps and save its weights to ``path``; returns seconds."""
     import random
 
     from nmt.data.batching import collate
-    from nmt.train.data import epoch_batches, load_train_data
     from nmt.loading import load_tokenizers
+    from nmt.train.data import epoch_batches, load_train_data
     from nmt.train.optim import make_adam
     from nmt.train.step import train_step
 
@@ -69,14 +69,25 @@ def train_weights(config_path: str, overrides: list[str], steps: int, device_nam
         rng = random.Random(cfg.seed)
         for _ in range(steps):
             indices = rng.sample(range(len(data.train)), cfg.batch_size)
-            joeynmt_peer.train_step(model, joeynmt_peer.make_batch([data.train[i] for i in indices], device), optimizer,
-                                    cfg.clip_grad_norm)  # fmt: skip
+            joeynmt_peer.train_step(
+                model, joeynmt_peer.make_batch([data.train[i] for i in indices], device), optimizer, cfg.clip_grad_norm
+            )
     torch.save(model.state_dict(), path)
     return time.perf_counter() - start
 
 
-def measure(label: str, config_path: str, overrides: list[str], count: int, beam: int, device_name: str,
-            threads: int, tool: str, checkpoint: str, weights: str = "") -> dict:  # fmt: skip
+def measure(
+    label: str,
+    config_path: str,
+    overrides: list[str],
+    count: int,
+    beam: int,
+    device_name: str,
+    threads: int,
+    tool: str,
+    checkpoint: str,
+    weights: str = "",
+) -> dict:
     from nmt.data.batching import Example
     from nmt.loading import load_checkpoints, load_tokenizers, new_model
     from nmt.search import search_sentences
@@ -142,7 +153,9 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--train-steps", type=int, default=0, help="train both models this many steps first")
     parser.add_argument("--weights-dir", default="", help="keep the trained weights here; reuse them if present")
-    parser.add_argument("--repeats", type=int, default=3, help="time every row this many times, interleaved; report the median")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="time every row this many times, interleaved; report the median"
+    )
     args = parser.parse_args()
     import tempfile
     from pathlib import Path
@@ -161,8 +174,9 @@ def main() -> None:
                 print(f"reusing {weights[tool]}", flush=True)
                 continue
             print(f"training: {tool}, {args.train_steps} steps ...", flush=True)
-            seconds = bc.in_child(train_weights, args.config, overrides, args.train_steps, args.device, args.threads,
-                                  tool, weights[tool])  # fmt: skip
+            seconds = bc.in_child(
+                train_weights, args.config, overrides, args.train_steps, args.device, args.threads, tool, weights[tool]
+            )
             print(f"  {seconds:.0f} s", flush=True)
     rows, ratios = [], {}
     for beam in args.beams:
@@ -171,22 +185,48 @@ def main() -> None:
             plan.append((f"JoeyNMT 2.3.0, {state}", args.set, "joeynmt", ""))
         if args.checkpoint:
             plan.append(("nmt, trained checkpoint", args.set, "nmt", args.checkpoint))
-        jobs = [(label, _measure_kw, (label, args.config, overrides, args.sentences, beam, args.device, args.threads,
-                                      tool, checkpoint, weights[tool])) for label, overrides, tool, checkpoint in plan]  # fmt: skip
+        jobs = [
+            (
+                label,
+                _measure_kw,
+                (
+                    label,
+                    args.config,
+                    overrides,
+                    args.sentences,
+                    beam,
+                    args.device,
+                    args.threads,
+                    tool,
+                    checkpoint,
+                    weights[tool],
+                ),
+            )
+            for label, overrides, tool, checkpoint in plan
+        ]
         runs = bc.interleaved_runs(jobs, args.repeats, note=f", beam {beam}")
         rows += [bc.median_run(label_runs, "sentences_per_s") for label_runs in runs.values()]
         peer_runs = runs.get(f"JoeyNMT 2.3.0, {state}")
         if peer_runs:
-            ratios[beam] = bc.paired_ratio(list(runs.values())[0], peer_runs, "sentences_per_s")
-    print(f"\nDecoding {args.sentences} test sentences, {args.config} {' '.join(args.set)}; median of {args.repeats} runs")
+            ratios[beam] = bc.paired_ratio(next(iter(runs.values())), peer_runs, "sentences_per_s")
+    print(
+        f"\nDecoding {args.sentences} test sentences, {args.config} {' '.join(args.set)}; median of {args.repeats} runs"
+    )
     print(f"Hardware: {bc.hardware()}\n")
-    bc.print_table(rows, [
-        ("label", "run", "s"), ("beam", "beam", "d"), ("sentences_per_s", "sentences/s", ",.1f"),
-        ("output_tokens_per_s", "output tokens/s", ",.0f"), ("peak_mib", "peak memory MiB", ",.0f"),
-        ("spread", "spread of runs", ".0%"),
-    ])  # fmt: skip
+    bc.print_table(
+        rows,
+        [
+            ("label", "run", "s"),
+            ("beam", "beam", "d"),
+            ("sentences_per_s", "sentences/s", ",.1f"),
+            ("output_tokens_per_s", "output tokens/s", ",.0f"),
+            ("peak_mib", "peak memory MiB", ",.0f"),
+            ("spread", "spread of runs", ".0%"),
+        ],
+    )
     for beam, ratio in ratios.items():
         print(f"beam {beam}: nmt / JoeyNMT = {ratio}")
+
 
 if __name__ == "__main__":
     main()

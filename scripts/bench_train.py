@@ -20,10 +20,9 @@ import argparse
 import random
 import time
 
-import torch
-
 import bench_common as bc
 import joeynmt_peer
+import torch
 
 
 def _timed_steps(run_step, batches, steps: int, warmup: int, device) -> tuple[float, int, int]:
@@ -54,11 +53,21 @@ def _batches(data, cfg, kind: str, needed: int) -> list[list[int]]:
     return batches
 
 
-def measure(label: str, config_path: str, overrides: list[str], steps: int, device_name: str, threads: int,
-            tool: str = "nmt", batching: str = "ours", fast_path: bool = True, warmup: int = 5) -> dict:  # fmt: skip
+def measure(
+    label: str,
+    config_path: str,
+    overrides: list[str],
+    steps: int,
+    device_name: str,
+    threads: int,
+    tool: str = "nmt",
+    batching: str = "ours",
+    fast_path: bool = True,
+    warmup: int = 5,
+) -> dict:
     from nmt.data.batching import collate, padding_fraction
-    from nmt.train.data import batch_lengths, load_train_data
     from nmt.loading import load_tokenizers
+    from nmt.train.data import batch_lengths, load_train_data
     from nmt.train.step import autocast_dtype, train_step
 
     device = bc.setup_device(device_name, threads)
@@ -110,9 +119,15 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
     parser.add_argument("--no-peer", action="store_true", help="skip JoeyNMT even if installed")
-    parser.add_argument("--rows", nargs="*", default=["default", "equivalent", "fast", "peer"],
-                        help="which rows: default equivalent fast peer encoder compile")  # fmt: skip
-    parser.add_argument("--repeats", type=int, default=1, help="time every row this many times, interleaved; report the median")
+    parser.add_argument(
+        "--rows",
+        nargs="*",
+        default=["default", "equivalent", "fast", "peer"],
+        help="which rows: default equivalent fast peer encoder compile",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="time every row this many times, interleaved; report the median"
+    )
     args = parser.parse_args()
     common = (args.steps, args.device, args.threads)
     plan = []
@@ -122,7 +137,9 @@ def main() -> None:
         plan.append(("nmt, JoeyNMT-equivalent", args.set + joeynmt_peer.EQUIVALENT_OVERRIDES, dict()))
     if "fast" in args.rows:
         plan.append(("nmt, luong-general, fast path", args.set + ["model.attention=luong-general"], dict()))
-        plan.append(("nmt, luong-general, step by step", args.set + ["model.attention=luong-general"], dict(fast_path=False)))
+        plan.append(
+            ("nmt, luong-general, step by step", args.set + ["model.attention=luong-general"], dict(fast_path=False))
+        )
     if "peer" in args.rows and joeynmt_peer.AVAILABLE and not args.no_peer:
         plan.append(("JoeyNMT 2.3.0, its own batching", args.set, dict(tool="joeynmt", batching="joeynmt")))
         plan.append(("JoeyNMT 2.3.0, our bucketed batches", args.set, dict(tool="joeynmt", batching="ours")))
@@ -133,23 +150,42 @@ def main() -> None:
         plan.append(("nmt, encoder padded", args.set + ["model.rnn_input=padded"], dict()))
     if "compile" in args.rows:
         plan.append(("nmt, compiled decoder step", args.set + ["train.compile=default"], dict(warmup=30)))
-    jobs = [(label, _measure_kw, (label, args.config, overrides, common, options)) for label, overrides, options in plan]
+    jobs = [
+        (label, _measure_kw, (label, args.config, overrides, common, options)) for label, overrides, options in plan
+    ]
     runs = bc.interleaved_runs(jobs, args.repeats)
     rows = [bc.median_run(label_runs, "tokens_per_s") for label_runs in runs.values()]
-    print(f"\nTraining, {args.steps} steps after 5 warm-up steps (compiled row: 30), {args.config} {' '.join(args.set)}; "
-          f"median of {args.repeats} run(s)")  # fmt: skip
+    print(
+        f"\nTraining, {args.steps} steps after 5 warm-up steps (compiled row: 30), {args.config} {' '.join(args.set)}; "
+        f"median of {args.repeats} run(s)"
+    )
     print(f"Hardware: {bc.hardware()}\n")
-    bc.print_table(rows, [
-        ("label", "run", "s"), ("tokens_per_s", "target tokens/s", ",.0f"), ("sentences_per_s", "sentences/s", ",.1f"),
-        ("peak_mib", "peak memory MiB", ",.0f"), ("padding", "padding %", ".1f"), ("parameters", "parameters", ",d"),
-    ])  # fmt: skip
+    bc.print_table(
+        rows,
+        [
+            ("label", "run", "s"),
+            ("tokens_per_s", "target tokens/s", ",.0f"),
+            ("sentences_per_s", "sentences/s", ",.1f"),
+            ("peak_mib", "peak memory MiB", ",.0f"),
+            ("padding", "padding %", ".1f"),
+            ("parameters", "parameters", ",d"),
+        ],
+    )
     ratios = [
-        ("nmt (JoeyNMT-equivalent) / JoeyNMT 2.3.0, its own batching", "nmt, JoeyNMT-equivalent", "JoeyNMT 2.3.0, its own batching"),
-        ("nmt (JoeyNMT-equivalent) / JoeyNMT 2.3.0, our bucketed batches", "nmt, JoeyNMT-equivalent", "JoeyNMT 2.3.0, our bucketed batches"),
+        (
+            "nmt (JoeyNMT-equivalent) / JoeyNMT 2.3.0, its own batching",
+            "nmt, JoeyNMT-equivalent",
+            "JoeyNMT 2.3.0, its own batching",
+        ),
+        (
+            "nmt (JoeyNMT-equivalent) / JoeyNMT 2.3.0, our bucketed batches",
+            "nmt, JoeyNMT-equivalent",
+            "JoeyNMT 2.3.0, our bucketed batches",
+        ),
         ("luong-general fast path / step by step", "nmt, luong-general, fast path", "nmt, luong-general, step by step"),
         ("encoder padded / packed", "nmt, encoder padded", "nmt, encoder packed"),
         ("compiled decoder step / eager", "nmt, compiled decoder step", "nmt, config as given"),
-    ]  # fmt: skip
+    ]
     for title, top, bottom in ratios:
         if top in runs and bottom in runs:
             print(f"{title}: {bc.paired_ratio(runs[top], runs[bottom], 'tokens_per_s')}")

@@ -44,8 +44,16 @@ VARIANTS = {
     "luong-general": ["model.attention=luong-general"],
     "luong-concat": ["model.attention=luong-concat"],
     "luong-general+feed": ["model.attention=luong-general", "model.input_feeding=true"],
-    "luong-general/local-m": ["model.attention=luong-general", "model.attention_window=local-m", "model.window_width=3"],
-    "luong-general/local-p": ["model.attention=luong-general", "model.attention_window=local-p", "model.window_width=3"],
+    "luong-general/local-m": [
+        "model.attention=luong-general",
+        "model.attention_window=local-m",
+        "model.window_width=3",
+    ],
+    "luong-general/local-p": [
+        "model.attention=luong-general",
+        "model.attention_window=local-p",
+        "model.window_width=3",
+    ],
     "hard": ["model.attention=hard"],
     "none": ["model.attention=none"],
 }
@@ -116,7 +124,8 @@ def markdown_table(results: list[dict], args) -> str:
     ]
     for r in results:
         lines.append(
-            f"| {r['variant']} | {r['test_bleu']:.2f} | {r['test_chrf']:.2f} | {r['best_dev_bleu']:.2f} ({r['best_epoch']}) "
+            f"| {r['variant']} | {r['test_bleu']:.2f} | {r['test_chrf']:.2f} "
+            f"| {r['best_dev_bleu']:.2f} ({r['best_epoch']}) "
             f"| {r['parameters']:,} | {r['train_seconds']:.0f} s | {r['tokens_per_s']:,.0f} |"
         )
     buckets = [row["bucket"] for row in results[0]["bleu_by_length"]]

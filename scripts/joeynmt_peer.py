@@ -83,10 +83,18 @@ def build(model: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, device: 
 
     logging.getLogger("joeynmt").setLevel(logging.WARNING)
     specials = SimpleNamespace(
-        unk_token="<unk>", pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
-        unk_id=JOEY_UNK, pad_id=JOEY_PAD, bos_id=JOEY_BOS, eos_id=JOEY_EOS,
-        lang_tags=[], sep_token=None, sep_id=None,
-    )  # fmt: skip
+        unk_token="<unk>",
+        pad_token="<pad>",
+        bos_token="<bos>",
+        eos_token="<eos>",
+        unk_id=JOEY_UNK,
+        pad_id=JOEY_PAD,
+        bos_id=JOEY_BOS,
+        eos_id=JOEY_EOS,
+        lang_tags=[],
+        sep_token=None,
+        sep_id=None,
+    )
     src_vocab = Vocabulary([f"src{i}" for i in range(4, src_vocab_size)], specials)
     tgt_vocab = Vocabulary([f"tgt{i}" for i in range(4, tgt_vocab_size)], specials)
     joey = build_model(model_config(model), src_vocab, tgt_vocab)

@@ -1,22 +1,22 @@
 #!/usr/bin/env python
 """Where a training step spends its time: torch.profiler over N steps, top operators.
 
-    python scripts/profile_train.py --config configs/eng-mar.yaml --set model.attention=luong-concat model.input_feeding=true
+python scripts/profile_train.py --config configs/eng-mar.yaml \
+    --set model.attention=luong-concat model.input_feeding=true
 """
 
 from __future__ import annotations
 
 import argparse
 
-from torch.profiler import ProfilerActivity, profile
-
 import bench_common as bc
+from torch.profiler import ProfilerActivity, profile
 
 
 def main() -> None:
     from nmt.data.batching import collate
-    from nmt.train.data import epoch_batches, load_train_data
     from nmt.loading import load_tokenizers
+    from nmt.train.data import epoch_batches, load_train_data
     from nmt.train.step import train_step
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -44,8 +44,14 @@ def tiny_config(tmp_path: Path, data_path: Path, **sections) -> dict:
         "run_dir": str(tmp_path / "run"),
         "data": {"path": str(data_path), "dev_size": 0.1, "test_size": 0.1},
         "tokenizer": {"src_vocab_size": 300, "tgt_vocab_size": 300},
-        "model": {"embed_dim": 32, "encoder_hidden": 32, "decoder_hidden": 32, "attention_dim": 32, "output_dim": 32,
-                  "dropout": 0.0},  # fmt: skip
+        "model": {
+            "embed_dim": 32,
+            "encoder_hidden": 32,
+            "decoder_hidden": 32,
+            "attention_dim": 32,
+            "output_dim": 32,
+            "dropout": 0.0,
+        },
         "train": {"epochs": 2, "batch_size": 16, "threads": 1, "seed": 7},
         "decode": {"beam_size": 2},
     }
@@ -59,7 +65,9 @@ def tiny_config(tmp_path: Path, data_path: Path, **sections) -> dict:
 
 def model_config(dim: int = 16, dropout: float = 0.0, **overrides) -> ModelConfig:
     """A small, valid model config of width ``dim`` (overrides: any ModelConfig field)."""
-    sizes = dict(embed_dim=dim, encoder_hidden=dim, decoder_hidden=dim, attention_dim=dim, output_dim=dim, dropout=dropout)
+    sizes = dict(
+        embed_dim=dim, encoder_hidden=dim, decoder_hidden=dim, attention_dim=dim, output_dim=dim, dropout=dropout
+    )
     config = ModelConfig(**{**sizes, **overrides})
     check_model_combination(config)
     return config

@@ -23,7 +23,11 @@ def test_third_column_is_attribution_not_text(tmp_path):
 
 
 def test_malformed_lines_reported_with_line_numbers(tmp_path):
-    data = b"ok\tfine\none column only\n\tno source\nno target\t \n" + b"\xff\xfe bad\tbytes\n" + b"a\tb\tc\td\nlast\tgood\n"
+    data = (
+        b"ok\tfine\none column only\n\tno source\nno target\t \n"
+        + b"\xff\xfe bad\tbytes\n"
+        + b"a\tb\tc\td\nlast\tgood\n"
+    )
     result = read_bytes_file(tmp_path, data)
     assert [(p.src, p.tgt) for p in result.pairs] == [("ok", "fine"), ("last", "good")]
     reasons = {p.line_no: p.reason for p in result.problems}

@@ -142,6 +142,8 @@ def test_the_registry_is_what_the_config_allows_and_names_each_decoder_order():
     allowed = typing.get_args(typing.get_type_hints(ModelConfig)["attention"])
     assert allowed == tuple(ATTENTIONS)
     assert {name for name, kind in ATTENTIONS.items() if kind.order == "luong"} == {
-        "luong-dot", "luong-general", "luong-concat"
-    }  # fmt: skip
+        "luong-dot",
+        "luong-general",
+        "luong-concat",
+    }
     assert all(kind.order in ("bahdanau", "luong") for kind in ATTENTIONS.values())

@@ -46,6 +46,15 @@ def test_training_and_search_match_the_recorded_reference(tmp_path, variant):
     assert weights_sha256(tmp_path / "run" / "checkpoints" / "last.pt") == expected["weights_sha256"]
     lines = "\n".join(REFERENCE["inputs"]) + "\n"
     for beam in (1, 2, 5):
-        out = nmt("translate", "--config", REFERENCE["config"], *sets, "--checkpoint", "last", "--beam-size", str(beam),
-                  stdin=lines)  # fmt: skip
+        out = nmt(
+            "translate",
+            "--config",
+            REFERENCE["config"],
+            *sets,
+            "--checkpoint",
+            "last",
+            "--beam-size",
+            str(beam),
+            stdin=lines,
+        )
         assert out.split("\n")[:-1] == expected[f"beam_{beam}"], f"beam {beam}"

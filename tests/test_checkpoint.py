@@ -12,7 +12,6 @@ from nmt.paths import RunPaths
 
 from .helpers import random_sources, small_model
 
-
 Point = collections.namedtuple("Point", "x y")  # any class instance: loading it needs unpickling code
 
 
@@ -59,10 +58,10 @@ def test_mismatched_vocabulary_and_model_are_refused():
     config = Config()
     payload = payload_for(small_model(), config)
     check_compatible(payload, config, {"src": "a" * 64, "tgt": "b" * 64}, "x.pt")  # matches: no error
-    with pytest.raises(NmtError, match="tgt SentencePiece model.*different vocabulary"):
+    with pytest.raises(NmtError, match=r"tgt SentencePiece model.*different vocabulary"):
         check_compatible(payload, config, {"src": "a" * 64, "tgt": "c" * 64}, "x.pt")
     bigger = Config(model=ModelConfig(embed_dim=512))
-    with pytest.raises(NmtError, match="model.embed_dim: checkpoint has 256, config has 512"):
+    with pytest.raises(NmtError, match=r"model\.embed_dim: checkpoint has 256, config has 512"):
         check_compatible(payload, bigger, {"src": "a" * 64, "tgt": "b" * 64}, "x.pt")
 
 

@@ -45,7 +45,9 @@ def test_prepare_train_translate_evaluate(tmp_path, config_file):
     src = tmp_path / "in.en"
     src.write_text("I see apples.\n\nwe like tea.\n", encoding="utf-8")
     out = tmp_path / "out.mr"
-    result = run("translate", "--config", config_file, "--input", src, "--output", out, "--plot-attention", tmp_path / "plots")
+    result = run(
+        "translate", "--config", config_file, "--input", src, "--output", out, "--plot-attention", tmp_path / "plots"
+    )
     assert result.exit_code == 0, result.output
     lines = out.read_text(encoding="utf-8").split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # 3 lines + final newline
@@ -143,7 +145,9 @@ def test_module_entry_point_runs():
 
 
 def test_plot_and_average_commands(tmp_path, anki_file):
-    config = write_config(tmp_path, anki_file, "avg.yaml", train={"checkpoint_every": 4, "keep_checkpoints": 3, "epochs": 2})
+    config = write_config(
+        tmp_path, anki_file, "avg.yaml", train={"checkpoint_every": 4, "keep_checkpoints": 3, "epochs": 2}
+    )
     assert run("train", "--config", config).exit_code == 0
     run_dir = tmp_path / "run"
     result = run("plot", run_dir, "--output", tmp_path / "curves.png")
@@ -155,8 +159,19 @@ def test_plot_and_average_commands(tmp_path, anki_file):
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1
     # An ensemble of two checkpoints, in greedy and beam search.
     for beam in ("1", "3"):
-        result = run("translate", "--config", config, "--checkpoint", "best", "--checkpoint", averaged,
-                     "--beam-size", beam, "--text", "I see apples.")  # fmt: skip
+        result = run(
+            "translate",
+            "--config",
+            config,
+            "--checkpoint",
+            "best",
+            "--checkpoint",
+            averaged,
+            "--beam-size",
+            beam,
+            "--text",
+            "I see apples.",
+        )
         assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1, result.output
     result = run("average", run_dir, "--last", "9")
     assert result.exit_code == 1 and "holds 3 step checkpoint(s)" in result.stderr
@@ -178,8 +193,13 @@ def test_export_then_translate_and_evaluate_with_only_the_package(tmp_path, anki
     result = run("export", tmp_path / "run", package)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in package.iterdir()) == [
-        "MODEL_CARD.md", "config.yaml", "manifest.json", "model.safetensors", "spm.en.model", "spm.mr.model",
-    ]  # fmt: skip
+        "MODEL_CARD.md",
+        "config.yaml",
+        "manifest.json",
+        "model.safetensors",
+        "spm.en.model",
+        "spm.mr.model",
+    ]
     card = (package / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "BLEU" in card and "nrefs:" in card and "split by source sentence" in card
     assert run("export", tmp_path / "run", package).exit_code == 1  # refuses to overwrite
@@ -211,8 +231,17 @@ def test_tensorboard_logs_scalars_and_attention_heatmaps(tmp_path, anki_file):
     events = EventAccumulator(str(tmp_path / "run" / "tensorboard"), size_guidance={"images": 0})
     events.Reload()
     tags = events.Tags()
-    assert {"loss/train", "loss/dev", "dev/bleu", "dev/chrf", "train/learning_rate", "train/tokens_per_s",
-            "train/grad_norm"} <= set(tags["scalars"])  # fmt: skip
-    assert [event.step for event in events.Scalars("dev/bleu")] == [int(json.loads(line)["step"]) for line in
-            (tmp_path / "run" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]  # fmt: skip
+    assert {
+        "loss/train",
+        "loss/dev",
+        "dev/bleu",
+        "dev/chrf",
+        "train/learning_rate",
+        "train/tokens_per_s",
+        "train/grad_norm",
+    } <= set(tags["scalars"])
+    assert [event.step for event in events.Scalars("dev/bleu")] == [
+        int(json.loads(line)["step"])
+        for line in (tmp_path / "run" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert "attention/dev_1" in tags["images"] and len(events.Images("attention/dev_1")) == 2

@@ -57,7 +57,8 @@ def test_no_function_is_longer_than_60_lines():
         f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
         for name, tree in MODULES.items()
         for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert not long, long
 

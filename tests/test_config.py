@@ -13,7 +13,12 @@ def write(tmp_path: Path, raw) -> Path:
     return path
 
 
-MINIMAL = {"run_dir": "r", "data": {"path": "x.txt"}, "train": {"epochs": 3, "batch_size": 8}, "decode": {"beam_size": 4}}
+MINIMAL = {
+    "run_dir": "r",
+    "data": {"path": "x.txt"},
+    "train": {"epochs": 3, "batch_size": 8},
+    "decode": {"beam_size": 4},
+}
 
 
 def test_defaults_fill_optional_keys(tmp_path):
@@ -36,7 +41,7 @@ def test_unknown_key_names_nearest_valid_key(tmp_path):
 
 
 def test_unknown_section_is_refused(tmp_path):
-    with pytest.raises(NmtError, match="Unknown config key 'modle'.*Did you mean 'model'"):
+    with pytest.raises(NmtError, match=r"Unknown config key 'modle'.*Did you mean 'model'"):
         load_config(write(tmp_path, {**MINIMAL, "modle": {}}))
 
 
@@ -46,7 +51,7 @@ def test_wrong_type_names_key_value_and_allowed(tmp_path):
 
 
 def test_bool_is_not_an_integer(tmp_path):
-    with pytest.raises(NmtError, match="train.epochs"):
+    with pytest.raises(NmtError, match=r"train\.epochs"):
         load_config(write(tmp_path, MINIMAL), ["train.epochs=true"])
 
 
@@ -125,6 +130,11 @@ def test_impossible_attention_combinations_are_refused(tmp_path, overrides, mess
 def test_valid_attention_combinations_load(tmp_path):
     config = load_config(
         write(tmp_path, MINIMAL),
-        ["model.attention=luong-general", "model.input_feeding=true", "model.attention_window=local-p", "model.window_width=10"],
+        [
+            "model.attention=luong-general",
+            "model.input_feeding=true",
+            "model.attention_window=local-p",
+            "model.window_width=10",
+        ],
     )
     assert config.model.input_feeding and config.model.window_width == 10

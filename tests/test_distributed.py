@@ -26,8 +26,13 @@ def test_two_process_torchrun_matches_single_process_with_the_same_global_batch(
     shared = {"prepared_dir": str(tmp_path / "prepared")}
 
     def config(name: str, batch_size: int) -> Path:
-        raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / name), data=shared,
-                          train={"epochs": 2, "batch_size": batch_size, "threads": 1})  # fmt: skip
+        raw = tiny_config(
+            tmp_path,
+            data,
+            run_dir=str(tmp_path / name),
+            data=shared,
+            train={"epochs": 2, "batch_size": batch_size, "threads": 1},
+        )
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(raw), encoding="utf-8")
         return path
@@ -36,8 +41,18 @@ def test_two_process_torchrun_matches_single_process_with_the_same_global_batch(
     assert CliRunner().invoke(app, ["train", "--config", str(single)]).exit_code == 0
     parallel = config("parallel", 8)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "nmt", "train", "--config", str(parallel)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "nmt",
+        "train",
+        "--config",
+        str(parallel),
+    ]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "effective batch 2 x 8 = 16 sentences" in (tmp_path / "parallel" / "train.log").read_text(encoding="utf-8")

@@ -20,6 +20,7 @@ runner = CliRunner()
 def server(tmp_path):
     root = tmp_path / "site"
     root.mkdir()
+
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -34,7 +35,9 @@ def server(tmp_path):
 
 
 def make_archive(path, lang="mar"):
-    text = "".join(f"{s}\t{t}\tCC-BY 2.0 (France) Attribution: tatoeba.org #{i}\n" for i, (s, t) in enumerate(synthetic_pairs()))
+    text = "".join(
+        f"{s}\t{t}\tCC-BY 2.0 (France) Attribution: tatoeba.org #{i}\n" for i, (s, t) in enumerate(synthetic_pairs())
+    )
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("_about.txt", "About this file")
         archive.writestr(f"{lang}.txt", text)
@@ -51,8 +54,9 @@ def test_download_verify_unpack_and_prepare(tmp_path, server, monkeypatch):
     root, base = server
     make_archive(root / "mar-eng.zip")
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["prepare", "--config", str(config_file(tmp_path)), "--download", "mar",
-                                 "--url", base + "/{lang}-eng.zip"])  # fmt: skip
+    result = runner.invoke(
+        app, ["prepare", "--config", str(config_file(tmp_path)), "--download", "mar", "--url", base + "/{lang}-eng.zip"]
+    )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "data" / "mar-eng" / "mar-eng.zip").is_file()
     assert (tmp_path / "run" / "data" / "source" / "mar.txt").is_file()
@@ -79,7 +83,9 @@ def test_corrupt_archive_missing_file_and_bad_language(tmp_path, server, monkeyp
     config = str(config_file(tmp_path))
 
     def prepare_download(lang):
-        return runner.invoke(app, ["prepare", "--config", config, "--download", lang, "--url", base + "/{lang}-eng.zip"])
+        return runner.invoke(
+            app, ["prepare", "--config", config, "--download", lang, "--url", base + "/{lang}-eng.zip"]
+        )
 
     result = prepare_download("fra")
     assert result.exit_code == 1 and "is corrupt" in result.stderr, result.output

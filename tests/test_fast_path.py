@@ -33,7 +33,9 @@ def test_gru_step_gradients_equal_gru_cell():
     torch.manual_seed(1)
     cell = nn.GRUCell(5, 4).double()
     inputs, hidden = torch.randn(3, 5, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    ours = gru_step(torch.nn.functional.linear(inputs, cell.weight_ih, cell.bias_ih), hidden, cell.weight_hh, cell.bias_hh)
+    ours = gru_step(
+        torch.nn.functional.linear(inputs, cell.weight_ih, cell.bias_ih), hidden, cell.weight_hh, cell.bias_hh
+    )
     (grad_ours,) = torch.autograd.grad(ours.pow(2).sum(), hidden)
     (grad_ref,) = torch.autograd.grad(cell(inputs, hidden).pow(2).sum(), hidden)
     assert torch.allclose(grad_ours, grad_ref, atol=1e-12)
@@ -58,8 +60,10 @@ def test_fast_teacher_forced_paths_equal_the_plain_step(overrides):
     batch = collate(TWO_SENTENCES)
     memory, state = model.encode(batch.src, batch.src_lengths)
     ref_logits, ref_attn = plain_decode(model.decoder, batch.tgt_in, state, memory)
-    for fast_logits, fast_attn in (model.decoder.teacher_forced(batch.tgt_in, state, memory),
-                                   model.decoder.step_by_step(batch.tgt_in, state, memory, 1.0)):  # fmt: skip
+    for fast_logits, fast_attn in (
+        model.decoder.teacher_forced(batch.tgt_in, state, memory),
+        model.decoder.step_by_step(batch.tgt_in, state, memory, 1.0),
+    ):
         assert torch.allclose(fast_logits, ref_logits, atol=1e-5)
         assert torch.allclose(fast_attn, ref_attn, atol=1e-6)
         real = batch.src != PAD_ID
@@ -125,14 +129,19 @@ def test_padded_encoder_equals_packed(layers):
 def test_rnn_input_is_not_part_of_a_checkpoints_identity():
     from nmt.checkpoint import _differences
 
-    assert _differences({"rnn_input": "packed", "embed_dim": 8}, {"rnn_input": "padded", "embed_dim": 8}, "model.") == []
+    assert (
+        _differences({"rnn_input": "packed", "embed_dim": 8}, {"rnn_input": "padded", "embed_dim": 8}, "model.") == []
+    )
 
 
-@pytest.mark.parametrize("overrides", [{}, {"attention": "luong-general"}, {"attention": "luong-concat", "input_feeding": True}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"attention": "luong-general"}, {"attention": "luong-concat", "input_feeding": True}]
+)
 def test_token_gate_table_equals_the_matmul_and_follows_weight_changes(overrides):
     torch.manual_seed(0)
-    config = ModelConfig(embed_dim=8, encoder_hidden=8, decoder_hidden=8, attention_dim=8, output_dim=8, dropout=0.0,
-                         **overrides)  # fmt: skip
+    config = ModelConfig(
+        embed_dim=8, encoder_hidden=8, decoder_hidden=8, attention_dim=8, output_dim=8, dropout=0.0, **overrides
+    )
     model = Seq2Seq(config, 20, 20).eval()
     src, lengths = random_sources(3)
     prev = torch.tensor([2, 5, 7])
@@ -155,13 +164,16 @@ def test_token_gate_table_equals_the_matmul_and_follows_weight_changes(overrides
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile on the CPU needs a C++ compiler")
+@pytest.mark.skipif(
+    not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile on the CPU needs a C++ compiler"
+)
 @pytest.mark.parametrize("overrides", [{}, {"attention": "luong-concat", "input_feeding": True}])
 def test_compiled_decoder_steps_equal_eager(overrides):
     """train.compile: the compiled loop body and search step give the eager results."""
     torch.manual_seed(0)
-    config = ModelConfig(embed_dim=8, encoder_hidden=8, decoder_hidden=8, attention_dim=8, output_dim=8, dropout=0.0,
-                         **overrides)  # fmt: skip
+    config = ModelConfig(
+        embed_dim=8, encoder_hidden=8, decoder_hidden=8, attention_dim=8, output_dim=8, dropout=0.0, **overrides
+    )
     eager = Seq2Seq(config, 20, 20)
     compiled = Seq2Seq(config, 20, 20)
     compiled.load_state_dict(eager.state_dict())

@@ -22,9 +22,14 @@ runner = CliRunner()
 
 def write_config(tmp_path: Path, name: str, **train) -> Path:
     data = write_anki(tmp_path / "pairs.txt", synthetic_pairs() * 2)  # duplicates dropped: same 150-ish pairs
-    raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / name), data={"prepared_dir": str(tmp_path / "prepared")},
-                      train={"epochs": 4, "batch_size": 8, "threads": 1, "checkpoint_every": 3, **train},
-                      model={"dropout": 0.2})  # fmt: skip
+    raw = tiny_config(
+        tmp_path,
+        data,
+        run_dir=str(tmp_path / name),
+        data={"prepared_dir": str(tmp_path / "prepared")},
+        train={"epochs": 4, "batch_size": 8, "threads": 1, "checkpoint_every": 3, **train},
+        model={"dropout": 0.2},
+    )
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     return path
@@ -32,8 +37,14 @@ def write_config(tmp_path: Path, name: str, **train) -> Path:
 
 def start_training(config: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), *extra], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "nmt", "train", "--config", str(config), *extra],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(path_glob: str, directory: Path, process: subprocess.Popen, count: int, timeout: float = 120):
@@ -93,8 +104,15 @@ def test_ctrl_c_to_the_process_group_with_loader_workers_stops_cleanly(tmp_path)
     config = write_config(tmp_path, "group", loader_workers=2)
     ckpt_dir = tmp_path / "group" / "checkpoints"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config)], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "train", "--config", str(config)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     wait_for("step-*.pt", ckpt_dir, process, count=1)
     assert process.poll() is None, "training finished before it could be interrupted"
     os.killpg(process.pid, signal.SIGINT)

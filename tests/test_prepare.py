@@ -58,7 +58,9 @@ def test_prepare_skips_or_refuses_malformed_lines(tmp_path):
     problems = read_lines(prepared_paths(config).root / "problems.txt")
     assert len(problems) == 2
 
-    strict = config_from_dict(tiny_config(tmp_path, path, data={"on_malformed": "error"}, run_dir=str(tmp_path / "strict")))
+    strict = config_from_dict(
+        tiny_config(tmp_path, path, data={"on_malformed": "error"}, run_dir=str(tmp_path / "strict"))
+    )
     with pytest.raises(NmtError, match=rf"(?s)2 malformed line\(s\).*pairs.txt:{n_lines - 1}: one column"):
         prepare(strict, log=lambda _: None)
     assert not prepared_paths(strict).manifest.exists()
@@ -109,7 +111,11 @@ def test_reading_random_bytes_never_crashes(tmp_path, data):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(st.binary(max_size=600), st.lists(st.text(max_size=40), max_size=30).map(lambda ls: "\n".join(ls).encode())))
+@given(
+    st.one_of(
+        st.binary(max_size=600), st.lists(st.text(max_size=40), max_size=30).map(lambda ls: "\n".join(ls).encode())
+    )
+)
 def test_prepare_on_random_bytes_or_text_succeeds_or_says_why(tmp_path_factory, content):
     root = tmp_path_factory.mktemp("fuzzprep")
     path = root / "in.txt"

@@ -72,8 +72,11 @@ def test_n_best_lists_are_sorted_and_scores_follow_their_formula(length_penalty)
 def test_attention_rows_are_the_hypothesis_own_and_sum_to_one(beam_size):
     model = small_model(seed=4).eval()
     src, lengths = random_sources(5, seed=6)
-    found = (greedy_search(model, src, lengths, 9, with_attention=True) if beam_size == 1
-             else beam_search(model, src, lengths, beam_size, 9, n_best=2, with_attention=True))  # fmt: skip
+    found = (
+        greedy_search(model, src, lengths, 9, with_attention=True)
+        if beam_size == 1
+        else beam_search(model, src, lengths, beam_size, 9, n_best=2, with_attention=True)
+    )
     for i, hypotheses in enumerate(found):
         for h in hypotheses:
             assert h.attention.shape == (len(h.token_logprobs), int(lengths[i]))  # <eos> rows and columns included

@@ -13,10 +13,12 @@ def test_best_candidates_equal_topk(vocab, group, k):
     logits = torch.randn(4 * group, vocab, generator=gen)
     offsets = torch.randn(4 * group, generator=gen)
     values, ids = best_candidates(logits, offsets, group, k)
-    expected_values, expected_ids = (logits + offsets[:, None]).view(4, group * vocab).topk(min(k, group * vocab), dim=-1)
+    expected_values, expected_ids = (
+        (logits + offsets[:, None]).view(4, group * vocab).topk(min(k, group * vocab), dim=-1)
+    )
     assert torch.equal(values, expected_values)  # bitwise: the same additions
     assert torch.equal(ids, expected_ids)  # random floats have no ties
-    plain_values, plain_ids = best_candidates(logits, None, group, k)
+    _plain_values, plain_ids = best_candidates(logits, None, group, k)
     assert torch.equal(plain_ids, logits.view(4, group * vocab).topk(min(k, group * vocab), dim=-1).indices)
 
 

@@ -23,7 +23,9 @@ def translator(tmp_path_factory):
     train_sentencepiece([t for _, t in pairs], root / "tgt.model", 300, "unigram", 1.0)
     src_tok, tgt_tok = Tokenizer(root / "src.model"), Tokenizer(root / "tgt.model")
     torch.manual_seed(0)
-    config = Config(model=model_config(dropout=0.2), decode=DecodeConfig(batch_size=3, max_len_offset=3, max_len_ratio=1.0))
+    config = Config(
+        model=model_config(dropout=0.2), decode=DecodeConfig(batch_size=3, max_len_offset=3, max_len_ratio=1.0)
+    )
     model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).eval()
     return Translator(LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu")))
 

@@ -33,12 +33,12 @@ class Batch:
     def num_tgt_tokens(self) -> int:
         return int((self.tgt_out != PAD_ID).sum())
 
-    def to(self, device: torch.device) -> "Batch":
+    def to(self, device: torch.device) -> Batch:
         """On ``device`` (lengths stay on the CPU). From pinned memory the copies are asynchronous."""
         copy = lambda t: t.to(device, non_blocking=t.is_pinned())  # noqa: E731
         return Batch(copy(self.src), self.src_lengths, copy(self.tgt_in), copy(self.tgt_out))
 
-    def pin_memory(self) -> "Batch":
+    def pin_memory(self) -> Batch:
         """Page-locked copies, so the copy to the GPU can overlap computation (DataLoader calls this)."""
         return Batch(self.src.pin_memory(), self.src_lengths, self.tgt_in.pin_memory(), self.tgt_out.pin_memory())
 

@@ -27,7 +27,10 @@ def fetch(url: str, dest: Path, timeout: float = 60.0) -> Path:
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response, atomic_path(dest) as tmp:
             total = int(response.headers.get("Content-Length") or 0) or None
-            with open(tmp, "wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, leave=False) as bar:
+            with (
+                open(tmp, "wb") as out,
+                tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, leave=False) as bar,
+            ):
                 for block in iter(lambda: response.read(1 << 16), b""):
                     out.write(block)
                     bar.update(len(block))
@@ -35,7 +38,9 @@ def fetch(url: str, dest: Path, timeout: float = 60.0) -> Path:
         raise NmtError(f"Download of {url} failed: HTTP {exc.code} {exc.reason}.") from None
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise NmtError(f"Download of {url} failed: {reason}. Download it by hand and set data.path to the zip.") from None
+        raise NmtError(
+            f"Download of {url} failed: {reason}. Download it by hand and set data.path to the zip."
+        ) from None
     return dest
 
 
@@ -43,7 +48,9 @@ def anki_member(archive: zipfile.ZipFile, path: Path) -> str:
     """The sentence-pair file of an Anki archive: the one .txt that is not _about.txt."""
     names = [n for n in archive.namelist() if n.endswith(".txt") and not Path(n).name.startswith("_")]
     if len(names) != 1:
-        raise NmtError(f"{path} should hold one sentence-pair .txt file (besides _about.txt); it holds {names or 'none'}.")
+        raise NmtError(
+            f"{path} should hold one sentence-pair .txt file (besides _about.txt); it holds {names or 'none'}."
+        )
     return names[0]
 
 
@@ -59,7 +66,9 @@ def unpack(zip_path: Path, dest_dir: Path) -> Path:
             with archive.open(member) as source, atomic_path(target) as tmp, open(tmp, "wb") as out:
                 shutil.copyfileobj(source, out)
     except zlib.error as exc:
-        raise NmtError(f"{zip_path} is corrupt: its compressed data does not decompress ({exc}). Download it again.") from None
+        raise NmtError(
+            f"{zip_path} is corrupt: its compressed data does not decompress ({exc}). Download it again."
+        ) from None
     except (zipfile.BadZipFile, EOFError) as exc:
         raise NmtError(f"{zip_path} is not a valid zip archive ({exc}). Download it again.") from None
     return target

@@ -36,8 +36,8 @@ def split_by_source(pairs: list[Pair], dev_size: float, test_size: float, seed: 
             f"out of {len(sources)} distinct source sentences (data.dev_size={dev_size}, data.test_size={test_size})."
         )
     random.Random(seed).shuffle(sources)
-    split_of = {src: "test" for src in sources[:n_test]}
-    split_of.update({src: "dev" for src in sources[n_test : n_test + n_dev]})
+    split_of = dict.fromkeys(sources[:n_test], "test")
+    split_of.update(dict.fromkeys(sources[n_test : n_test + n_dev], "dev"))
     splits = Splits([], [], [])
     for pair in pairs:
         getattr(splits, split_of.get(pair.src, "train")).append(pair)

@@ -167,7 +167,9 @@ class HardAttention(AdditiveAttention):
 
     def normalize(self, scores, mask):
         dtype = scores.dtype  # the weights keep it; half-precision scores are sampled in float32
-        scores = scores.masked_fill(~mask.expand_as(scores), float("-inf")).to(torch.promote_types(dtype, torch.float32))
+        scores = scores.masked_fill(~mask.expand_as(scores), float("-inf")).to(
+            torch.promote_types(dtype, torch.float32)
+        )
         if self.training:
             return F.gumbel_softmax(scores, tau=self.temperature, hard=True, dim=-1).to(dtype)
         return F.one_hot(scores.argmax(dim=-1), scores.size(-1)).to(dtype)

@@ -45,7 +45,7 @@ class Memory:
     keys: torch.Tensor  # precomputed by the attention, once per batch
     mask: torch.Tensor  # (B, S) bool, True at real source positions
 
-    def select(self, index: torch.Tensor) -> "Memory":
+    def select(self, index: torch.Tensor) -> Memory:
         """Rows ``index`` of every tensor (expanding or reordering beams)."""
         return Memory(*(getattr(self, f.name).index_select(0, index) for f in fields(self)))
 
@@ -56,7 +56,7 @@ class DecoderState:
     step: int = 0  # index t of the next step (local windows need it)
     feed: torch.Tensor | None = None  # (B, output_dim): h̃_{t-1}, with input feeding
 
-    def select(self, index: torch.Tensor) -> "DecoderState":
+    def select(self, index: torch.Tensor) -> DecoderState:
         feed = None if self.feed is None else self.feed.index_select(0, index)
         return DecoderState(self.hidden.index_select(0, index), self.step, feed)
 
@@ -123,8 +123,14 @@ class AttentionDecoder(nn.Module):
         """The recurrence's (weight_ih, weight_hh, bias_ih, bias_hh); its input starts with E y_{t-1}."""
         raise NotImplementedError
 
-    def recur(self, embedded: torch.Tensor, token_gates: torch.Tensor, other_weight: torch.Tensor, state: DecoderState,
-              memory: Memory):  # fmt: skip
+    def recur(
+        self,
+        embedded: torch.Tensor,
+        token_gates: torch.Tensor,
+        other_weight: torch.Tensor,
+        state: DecoderState,
+        memory: Memory,
+    ):
         """One step on precomputed gates: embedded y_{t-1} (B, E), its input gates W_ie E y_{t-1} + b_ih
         (B, 3H) and W_io, the weights of the rest of the GRU input -> (new state, output features
         (B, output_dim), weights (B, S)). Runs ``loop_step``, the body the teacher-forced loops share."""
@@ -196,7 +202,9 @@ class BahdanauDecoder(AttentionDecoder):
             hiddens.append(hidden)
             contexts.append(context)
             attn.append(weights)
-        features = torch.tanh(self.pre_output(torch.cat([torch.stack(hiddens, 1), torch.stack(contexts, 1), embedded], -1)))
+        features = torch.tanh(
+            self.pre_output(torch.cat([torch.stack(hiddens, 1), torch.stack(contexts, 1), embedded], -1))
+        )
         return self.output(self.dropout(features)), torch.stack(attn, 1)
 
 
@@ -229,7 +237,9 @@ class LuongDecoder(AttentionDecoder):
         return self.rnn.weight_ih_l0, self.rnn.weight_hh_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0
 
     def recur(self, embedded, token_gates, other_weight, state, memory):
-        hidden, attentional, weights = self.loop_step(token_gates, state.hidden, state.feed, other_weight, memory, state.step)
+        hidden, attentional, weights = self.loop_step(
+            token_gates, state.hidden, state.feed, other_weight, memory, state.step
+        )
         feed = attentional if self.input_feeding else None
         return replace(state, hidden=hidden, step=state.step + 1, feed=feed), attentional, weights
 

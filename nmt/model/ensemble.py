@@ -20,7 +20,7 @@ class EnsembleParts:
 
     parts: list
 
-    def select(self, index: torch.Tensor) -> "EnsembleParts":
+    def select(self, index: torch.Tensor) -> EnsembleParts:
         return EnsembleParts([part.select(index) for part in self.parts])
 
 
@@ -40,7 +40,9 @@ class Ensemble(nn.Module):
 
     def decode_step(self, prev_tokens: torch.Tensor, state: EnsembleParts, memory: EnsembleParts):
         """Logits (B, V) = the members' mean log-probabilities, the new states, mean attention (B, S)."""
-        outputs = [member.decode_step(prev_tokens, s, m) for member, s, m in zip(self.members, state.parts, memory.parts)]
+        outputs = [
+            member.decode_step(prev_tokens, s, m) for member, s, m in zip(self.members, state.parts, memory.parts)
+        ]
         log_probs = torch.stack([torch.log_softmax(logits, dim=-1) for logits, _, _ in outputs]).mean(0)
         weights = torch.stack([w for _, _, w in outputs]).mean(0)
         return log_probs, EnsembleParts([s for _, s, _ in outputs]), weights

@@ -20,7 +20,9 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def gru_step(input_gates: torch.Tensor, hidden: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor) -> torch.Tensor:
+def gru_step(
+    input_gates: torch.Tensor, hidden: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor
+) -> torch.Tensor:
     """input_gates (B, 3H) = W_ih x + b_ih; hidden (B, H) -> next hidden (B, H). Same gate
     order (r, z, n) and parameters as ``torch.nn.GRUCell``."""
     hidden_gates = torch.addmm(bias_hh, hidden, weight_hh.t())  # (B, 3H)

@@ -32,7 +32,9 @@ def encode_pairs(src_tok: Tokenizer, tgt_tok: Tokenizer, src_lines: list[str], t
 
 def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TrainData:
     paths = prepared_paths(config)
-    train = encode_pairs(src_tok, tgt_tok, read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
+    train = encode_pairs(
+        src_tok, tgt_tok, read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
+    )
     max_len = config.train.max_len
     kept = [ex for ex in train if len(ex.src_ids) <= max_len and len(ex.tgt_ids) <= max_len]
     dev = encode_pairs(src_tok, tgt_tok, read_lines(paths.text("dev", "src")), read_lines(paths.text("dev", "tgt")))
@@ -50,7 +52,9 @@ def epoch_batches(examples: list[Example], cfg: TrainConfig, epoch: int, world: 
     With ``world`` data-parallel processes each batch holds ``world`` times the sentences
     (and token budget); every process takes its share of each."""
     lengths = batch_lengths(examples)
-    return bucketed_batches(lengths, cfg.batch_size * world, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens * world)
+    return bucketed_batches(
+        lengths, cfg.batch_size * world, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens * world
+    )
 
 
 def local_batch(examples: list[Example], indices: list[int], ddp: Distributed) -> Batch:
@@ -92,8 +96,9 @@ def _ignore_stop_signals(_worker_id: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def iterate_batches(examples: list[Example], batches: list[list[int]], ddp: Distributed, workers: int,
-                    pin_memory: bool) -> Iterator[Batch]:  # fmt: skip
+def iterate_batches(
+    examples: list[Example], batches: list[list[int]], ddp: Distributed, workers: int, pin_memory: bool
+) -> Iterator[Batch]:
     """The collated batches, in order: built in the loop, or by ``workers`` processes ahead of
     it; in page-locked memory with ``pin_memory`` (for asynchronous copies to a GPU)."""
     if workers == 0 and not pin_memory:

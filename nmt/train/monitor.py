@@ -26,8 +26,15 @@ HEATMAP_SENTENCES = 3
 
 
 class TensorBoardMonitor:
-    def __init__(self, log_dir: Path, model, config: Config, data: TrainData, tokenizers: tuple[Tokenizer, Tokenizer],
-                 device: torch.device):  # fmt: skip
+    def __init__(
+        self,
+        log_dir: Path,
+        model,
+        config: Config,
+        data: TrainData,
+        tokenizers: tuple[Tokenizer, Tokenizer],
+        device: torch.device,
+    ):
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
@@ -47,8 +54,9 @@ class TensorBoardMonitor:
                 self.writer.add_scalar(tag, record[key], step)
         if self.config.model.attention == "none":
             return
-        found = search_sentences(self.model, self.sentences, self.config.decode, self.device, beam_size=1,
-                                 with_attention=True)  # fmt: skip
+        found = search_sentences(
+            self.model, self.sentences, self.config.decode, self.device, beam_size=1, with_attention=True
+        )
         for number, (ids, hypotheses) in enumerate(zip(self.sentences, found)):
             best = hypotheses[0]
             source, hypothesis = self.src_tok.decode([ids])[0], self.tgt_tok.decode([best.tokens])[0]

@@ -73,8 +73,10 @@ class EpochMeter:
 
     def postfix(self) -> dict[str, str]:
         seconds = time.perf_counter() - self.start
-        return {"loss": f"{self.loss.item() / max(1.0, self.tokens.item()):.3f}",
-                "tok_s": f"{self.tokens.item() / seconds:.0f}"}  # fmt: skip
+        return {
+            "loss": f"{self.loss.item() / max(1.0, self.tokens.item()):.3f}",
+            "tok_s": f"{self.tokens.item() / seconds:.0f}",
+        }
 
     def save_into(self, progress: Progress) -> None:
         """Write the sums into ``progress``, as a checkpoint must carry them."""
@@ -89,7 +91,8 @@ class EpochMeter:
 
 
 class Trainer:
-    def __init__(self, config: Config, device: torch.device, ddp: Distributed = Distributed(), show_bar: bool = True):
+    def __init__(self, config: Config, device: torch.device, ddp: Distributed | None = None, show_bar: bool = True):
+        ddp = ddp or Distributed()  # one process unless torchrun started several
         self.config, self.cfg, self.device, self.ddp = config, config.train, device, ddp
         self.run_dir = run_paths(config)
         self.log = RunLog(self.run_dir.train_log, echo=True, enabled=ddp.is_main)
@@ -118,7 +121,9 @@ class Trainer:
             while self.progress.epoch < self.cfg.epochs and not self.progress.stopped_early:
                 self.run_epoch(monitor)
                 if self.ddp.any(bool(self.stop), self.device):  # arrived during validation: the checkpoint is written
-                    raise TrainingInterrupted(f"Training stopped by {self.stop.signal_name} after epoch {self.progress.epoch}.")
+                    raise TrainingInterrupted(
+                        f"Training stopped by {self.stop.signal_name} after epoch {self.progress.epoch}."
+                    )
         self.log_summary()
         return self.progress
 
@@ -151,8 +156,10 @@ class Trainer:
         set_rng_state(payload["rng"])
         if self.ddp.is_main:
             self.metrics.trim(self.progress.epoch)
-        self.log(f"Resuming from {self.run_dir.checkpoint('last')}: {self.progress.epoch} epoch(s), "
-                 f"{self.progress.step} steps done.")  # fmt: skip
+        self.log(
+            f"Resuming from {self.run_dir.checkpoint('last')}: {self.progress.epoch} epoch(s), "
+            f"{self.progress.step} steps done."
+        )
 
     def run_epoch(self, monitor=None) -> None:
         """Train one epoch, validate, step the LR schedule, checkpoint, record."""
@@ -173,11 +180,18 @@ class Trainer:
         batches = epoch_batches(self.data.train, self.cfg, epoch, self.ddp.world)
         meter = EpochMeter(progress, device)
         check_every = 1 if device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
-        bar = tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {epoch}", unit="batch",
-                   disable=not self.show_bar, leave=False)  # fmt: skip
+        bar = tqdm(
+            total=len(batches),
+            initial=progress.batch_in_epoch,
+            desc=f"epoch {epoch}",
+            unit="batch",
+            disable=not self.show_bar,
+            leave=False,
+        )
         first = progress.batch_in_epoch + 1
-        loaded = iterate_batches(self.data.train, batches[first - 1 :], self.ddp, loader_workers(self.cfg, device),
-                                 device.type == "cuda")  # fmt: skip
+        loaded = iterate_batches(
+            self.data.train, batches[first - 1 :], self.ddp, loader_workers(self.cfg, device), device.type == "cuda"
+        )
         for number, batch in enumerate(loaded, start=first):
             meter.add(self.train_batch(batch, epoch, number, len(batches[number - 1])), batch.num_tgt_tokens)
             progress.step += 1
@@ -198,8 +212,12 @@ class Trainer:
                 self.save()
         bar.close()
         meter.save_into(progress)
-        stats = EpochStats(progress.epoch_loss / max(1, progress.epoch_tokens), progress.epoch_tokens,
-                           progress.epoch_seconds, meter.grad_norm())  # fmt: skip
+        stats = EpochStats(
+            progress.epoch_loss / max(1, progress.epoch_tokens),
+            progress.epoch_tokens,
+            progress.epoch_seconds,
+            meter.grad_norm(),
+        )
         progress.close_epoch()
         return stats
 
@@ -219,9 +237,9 @@ class Trainer:
     def check_nonfinite(self, meter: EpochMeter, epoch: int) -> None:
         if meter.in_a_row.item() >= self.cfg.max_nonfinite:
             raise NmtError(
-                f"Training stopped at epoch {epoch}, step {self.progress.step}: {int(meter.in_a_row.item())} steps in a "
-                "row had a non-finite loss or gradient (skipped). Lower train.learning_rate or check the data; "
-                "--resume continues from the last checkpoint."
+                f"Training stopped at epoch {epoch}, step {self.progress.step}: "
+                f"{int(meter.in_a_row.item())} steps in a row had a non-finite loss or gradient (skipped). "
+                "Lower train.learning_rate or check the data; --resume continues from the last checkpoint."
             )
 
     def validate(self) -> dict[str, float]:
@@ -273,8 +291,11 @@ class Trainer:
             return contextlib.nullcontext()
         from nmt.train.monitor import TensorBoardMonitor
 
-        return contextlib.closing(TensorBoardMonitor(self.run_dir.tensorboard, self.model, self.config, self.data,
-                                                     (self.src_tok, self.tgt_tok), self.device))  # fmt: skip
+        return contextlib.closing(
+            TensorBoardMonitor(
+                self.run_dir.tensorboard, self.model, self.config, self.data, (self.src_tok, self.tgt_tok), self.device
+            )
+        )
 
     def log_setup(self) -> None:
         cfg, data, ddp = self.cfg, self.data, self.ddp
@@ -287,8 +308,10 @@ class Trainer:
         self.log(f"{len(first_batches)} batches per epoch; padding is {100 * padding:.1f}% of batch positions.")
         if ddp.enabled:
             tokens = f", {ddp.world * cfg.batch_tokens} tokens" if cfg.batch_tokens else ""
-            self.log(f"Data parallel over {ddp.world} processes: effective batch {ddp.world} x {cfg.batch_size} = "
-                     f"{ddp.world * cfg.batch_size} sentences{tokens}.")  # fmt: skip
+            self.log(
+                f"Data parallel over {ddp.world} processes: effective batch {ddp.world} x {cfg.batch_size} = "
+                f"{ddp.world * cfg.batch_size} sentences{tokens}."
+            )
 
     def log_summary(self) -> None:
         progress, cfg = self.progress, self.cfg
@@ -298,6 +321,7 @@ class Trainer:
         best_at = [r["train_seconds"] for r in self.metrics.read() if r["epoch"] == progress.best_epoch]
         to_best = f" (after {best_at[0]:.0f}s of training)" if best_at else ""
         self.log(
-            f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} at epoch {progress.best_epoch}{to_best}; "
+            f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} "
+            f"at epoch {progress.best_epoch}{to_best}; "
             f"{progress.train_seconds:.0f}s of training. Checkpoints in {self.run_dir.checkpoints}."
         )

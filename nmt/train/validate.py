@@ -35,4 +35,9 @@ def validate(model, data: TrainData, config: Config, tgt_tok: Tokenizer, device:
     found = search_sentences(model, data.dev_sources, config.decode, device, beam_size=1)
     hypotheses = tgt_tok.decode([best[0].tokens for best in found])
     scores = score(hypotheses, data.dev_references, metrics=("bleu", "chrf"))
-    return {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50)), "dev_bleu": scores["bleu"], "dev_chrf": scores["chrf"]}
+    return {
+        "dev_loss": loss,
+        "dev_ppl": math.exp(min(loss, 50)),
+        "dev_bleu": scores["bleu"],
+        "dev_chrf": scores["chrf"],
+    }
