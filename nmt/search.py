@@ -94,7 +94,7 @@ def greedy_search(
     batch = src.size(0)
     tokens: list[list[int]] = [[] for _ in range(batch)]
     logprobs: list[list[float]] = [[] for _ in range(batch)]
-    attention: list[list[torch.Tensor]] = [[] for _ in range(batch)]
+    attention: list[list[torch.Tensor]] | None = [[] for _ in range(batch)] if with_attention else None
     active = list(range(batch))  # original rows still decoding, in the order of the tensors
     prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
     for _ in range(max_len):
@@ -102,12 +102,13 @@ def greedy_search(
         best_logits, best_tokens = best_candidates(logits, None, 1, 1)  # (A, 1) each
         prev = best_tokens.squeeze(1)
         best_logprobs = best_logits.squeeze(1) - torch.logsumexp(logits, dim=-1)
-        step_weights = weights.cpu().unbind(0) if with_attention else [None] * len(active)
-        for row, token, logprob, row_weights in zip(active, prev.tolist(), best_logprobs.tolist(), step_weights):
+        for row, token, logprob in zip(active, prev.tolist(), best_logprobs.tolist()):
             logprobs[row].append(logprob)
-            attention[row].append(row_weights)
             if token != EOS_ID:
                 tokens[row].append(token)
+        if attention is not None:
+            for row, row_weights in zip(active, weights.cpu().unbind(0)):
+                attention[row].append(row_weights)
         still = (prev != EOS_ID).nonzero(as_tuple=True)[0]  # positions in the active batch
         if still.numel() == 0:
             break
@@ -121,7 +122,7 @@ def greedy_search(
                 tokens[r],
                 logprobs[r],
                 sum(logprobs[r]) / len(logprobs[r]) ** length_penalty,
-                _attention_rows(attention[r], lengths[r]) if with_attention else None,
+                _attention_rows(attention[r], lengths[r]) if attention is not None else None,
             )
         ]
         for r in range(batch)
@@ -286,7 +287,7 @@ def search_sentences(
     beam_size = decode.beam_size if beam_size is None else beam_size
     if not 1 <= n_best <= beam_size:
         raise NmtError(f"n_best must be between 1 and the beam size ({beam_size}), got {n_best}.")
-    results = [[Hypothesis([], [], 0.0)] for _ in sentences]
+    results: list[list[Hypothesis] | None] = [None] * len(sentences)
     todo = [i for i, ids in enumerate(sentences) if ids]
     # Each sentence runs as beam_size hypotheses: the token budget is shared among them.
     batches = sorted_batches([len(sentences[i]) + 1 for i in todo], decode.batch_size, decode.batch_tokens // beam_size)
@@ -302,7 +303,7 @@ def search_sentences(
         bar.update(len(rows))
     bar.close()
     model.train(was_training)
-    return results
+    return [found if found is not None else [Hypothesis([], [], 0.0)] for found in results]  # empty in, empty out
 
 
 def _search_batch(model, src, src_lengths, decode: DecodeConfig, beam_size: int, n_best: int, with_attention: bool):

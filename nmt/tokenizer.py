@@ -68,9 +68,6 @@ class Tokenizer:
     def decode(self, ids: list[list[int]]) -> list[str]:
         return self.processor.decode(ids)
 
-    def pieces(self, text: str) -> list[str]:
-        return self.processor.encode(text, out_type=str)
-
     def id_to_piece(self, ids: list[int]) -> list[str]:
         return [self.processor.id_to_piece(i) for i in ids]
 

@@ -106,7 +106,7 @@ def measure(
             if weights:
                 model.load_state_dict(torch.load(weights, weights_only=True))
         search_sentences(model, src_ids[:64], config.decode, device, beam)  # warm-up
-        bc.sync(device)
+        bc.settle(device)
         start = time.perf_counter()
         outputs = search_sentences(model, src_ids, config.decode, device, beam)
         bc.sync(device)
@@ -119,7 +119,7 @@ def measure(
         examples = [Example(ids, []) for ids in src_ids]
         chunks = [examples[i : i + 64] for i in range(0, len(examples), 64)]
         joeynmt_peer.decode(model, joeynmt_peer.make_batch(chunks[0], device, with_target=False), beam)  # warm-up
-        bc.sync(device)
+        bc.settle(device)
         start = time.perf_counter()
         out_tokens = 0
         for chunk in chunks:

@@ -29,7 +29,7 @@ def _timed_steps(run_step, batches, steps: int, warmup: int, device) -> tuple[fl
     """Run ``warmup`` untimed steps, then ``steps`` timed ones; returns (seconds, tokens, sentences)."""
     for indices in batches[:warmup]:
         run_step(indices)
-    bc.sync(device)
+    bc.settle(device)
     start = time.perf_counter()
     tokens = sentences = 0
     for indices in batches[warmup : warmup + steps]:

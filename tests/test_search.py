@@ -64,8 +64,10 @@ def test_n_best_lists_are_sorted_and_scores_follow_their_formula(length_penalty)
             assert h.score == pytest.approx(expected, abs=1e-4)
             rescored, _ = teacher_forced(model, src[i], int(lengths[i]), h.tokens, h.ended)
             assert torch.allclose(torch.tensor(h.token_logprobs), rescored, atol=1e-4)  # each token's own log-prob
+    # Asking for three keeps each sentence searching until three ended: a superset of what the
+    # single search set aside, so its best can only score as well or better.
     single = beam_search(model, src, lengths, beam_size=5, max_len=10, length_penalty=length_penalty)
-    assert best_tokens(single) == best_tokens(found)  # asking for more does not change the best
+    assert all(many[0].score >= one[0].score - 1e-6 for many, one in zip(found, single))
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])

@@ -1,1 +1,2 @@
-"""Reading, splitting and batching parallel data."""
+"""Parallel data: reading Anki/Tatoeba TSV, the grouped split, multi-reference files, batching,
+and fetching archives."""

@@ -1,1 +1,2 @@
-"""The encoder-decoder model: encoder, attention, decoder, and their assembly."""
+"""The encoder-decoder model: encoder, attention registry, the two decoder orders, their
+assembly, the fast path and ensembles."""
