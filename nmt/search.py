@@ -133,8 +133,7 @@ def greedy_search(
 class _Ended:
     """A hypothesis set aside by beam search, with the scores it was ranked by."""
 
-    norm: float  # raw / length ** length_penalty
-    raw: float  # log-probability as search accumulated it
+    norm: float  # log-probability as search accumulated it / length ** length_penalty
     tokens: list[int]
     logprobs: list[float]
     attention: torch.Tensor | None
@@ -168,7 +167,7 @@ class _Beams:
             attention = torch.cat([self.attention[picked], weights[picked].unsqueeze(1)], dim=1).unbind(0)
         columns = zip(rows.tolist(), scores[rows, cols].tolist(), self.tokens[picked].tolist(), logprobs, attention)
         for row, raw, tokens, row_logprobs, rows_attention in columns:
-            self.ended[self.active[row]].append(_Ended(raw / step**alpha, raw, tokens, row_logprobs, rows_attention))
+            self.ended[self.active[row]].append(_Ended(raw / step**alpha, tokens, row_logprobs, rows_attention))
 
     def advance(self, scores: torch.Tensor, origins: torch.Tensor, tokens: torch.Tensor, token_logprobs, weights):
         """Continue rows ``origins`` (R',) with ``tokens`` (R',); ``scores`` (A', beams)."""
@@ -188,9 +187,7 @@ class _Beams:
                     index = row * beams + beam
                     tokens, logprobs = self.tokens[index].tolist(), self.logprobs[index].tolist()
                     attention = None if self.attention is None else self.attention[index]
-                    self.ended[sentence].append(
-                        _Ended(raw / max(1, len(tokens)) ** alpha, raw, tokens, logprobs, attention)
-                    )
+                    self.ended[sentence].append(_Ended(raw / max(1, len(tokens)) ** alpha, tokens, logprobs, attention))
 
     def best(self, n_best: int, src_lengths: torch.Tensor) -> list[list[Hypothesis]]:
         lengths = src_lengths.tolist()
