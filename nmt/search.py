@@ -155,6 +155,20 @@ class _Beams:
         count = len(self.ended[self.active[row]])
         return count >= beam_size or (best_ended and count >= n_best)
 
+    def keep_open(self, scores: torch.Tensor, kept: list[torch.Tensor], best_ended: list[bool], beam_size: int,
+                  n_best: int) -> tuple[torch.Tensor, list[torch.Tensor], bool] | None:  # fmt: skip
+        """Drop the sentences that are done from the (A, K) candidate tensors: (scores, kept,
+        whether any was dropped), or None when every sentence is done."""
+        still = [r for r in range(len(self.active)) if not self.done(r, best_ended[r], beam_size, n_best)]
+        if not still:
+            self.active = []
+            return None
+        if len(still) == len(self.active):
+            return scores, kept, False
+        keep = torch.tensor(still, device=scores.device)
+        self.active = [self.active[r] for r in still]
+        return scores[keep], [t[keep] for t in kept], True
+
     def set_aside(self, which: torch.Tensor, scores, origins, token_logprobs, weights, step: int, alpha: float):
         """Candidates ``which`` (A, C) bool, ending with <eos> at ``step``: into ``ended``."""
         rows, cols = torch.nonzero(which, as_tuple=True)
@@ -203,6 +217,14 @@ class _Beams:
         return results
 
 
+def _best_unended(top_scores: torch.Tensor, is_eos: torch.Tensor, k: int, columns) -> tuple[torch.Tensor, list]:
+    """The K best candidates of each sentence that do not end: their scores (A, K) and each
+    tensor of ``columns`` (A, C) gathered at them."""
+    alive_scores = top_scores.masked_fill(is_eos, float("-inf"))
+    keep_scores, keep_cols = alive_scores.topk(min(k, alive_scores.size(1)), dim=-1)  # (A, K)
+    return keep_scores, [t.gather(1, keep_cols) for t in columns]
+
+
 @torch.inference_mode()
 def beam_search(
     model: SearchModel,
@@ -242,20 +264,12 @@ def beam_search(
         # Set aside hypotheses that end here (only among each sentence's first K candidates).
         ending = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])
         beams.set_aside(ending, top_scores, origins, token_logprobs, weights, step, length_penalty)
-        # Continue with the best K candidates that did not end.
-        alive_scores = top_scores.masked_fill(is_eos, float("-inf"))
-        keep_scores, keep_cols = alive_scores.topk(min(k, alive_scores.size(1)), dim=-1)  # (A, K)
-        kept = [t.gather(1, keep_cols) for t in (top_tokens, origins, token_logprobs)]
-        best_ended = is_eos[:, 0].tolist()
-        still = [r for r in range(n_active) if not beams.done(r, best_ended[r], k, n_best)]
-        if not still:
-            beams.active = []
+        # Continue with the best K candidates that did not end, in the sentences that are not done.
+        keep_scores, kept = _best_unended(top_scores, is_eos, k, (top_tokens, origins, token_logprobs))
+        still_open = beams.keep_open(keep_scores, kept, is_eos[:, 0].tolist(), k, n_best)
+        if still_open is None:
             break
-        dropped = len(still) < n_active
-        if dropped:  # drop the sentences that are done
-            keep = torch.tensor(still, device=device)
-            keep_scores, kept = keep_scores[keep], [t[keep] for t in kept]
-            beams.active = [beams.active[r] for r in still]
+        keep_scores, kept, dropped = still_open
         keep_tokens, keep_origins, keep_logprobs = (t.reshape(-1) for t in kept)
         if dropped or width != keep_scores.size(1):
             memory = memory.select(keep_origins)  # a sentence's rows share its memory: any of them will do
