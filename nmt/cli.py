@@ -61,6 +61,15 @@ ModelOption = Annotated[
         "Repeat for an ensemble.",
     ),
 ]
+MinutesOption = Annotated[
+    float | None,
+    typer.Option(
+        "--minutes",
+        min=0,
+        help="Wall-clock budget for the whole run, resumes included (train.max_minutes): at the budget "
+        "training validates, keeps the best, checkpoints and stops; --resume with a larger value goes on.",
+    ),
+]
 BeamOption = Annotated[
     int | None, typer.Option("--beam-size", min=1, help="Beam width; 1 = greedy (default: decode.beam_size).")
 ]
@@ -158,12 +167,14 @@ def train(
         typer.Option("--resume", help="Continue from <run_dir>/checkpoints/last.pt (starts fresh if there is none)."),
     ] = False,
     device: DeviceOption = None,
+    minutes: MinutesOption = None,
 ) -> None:
     """Train the model on the prepared data (prepares it first if needed).
 
     Validates on the dev set every epoch (loss, perplexity, greedy BLEU/chrF against all references),
     lowers the learning rate when dev BLEU stalls, stops early after train.patience epochs without
-    a gain, and keeps checkpoints 'last' and 'best'. Logs to <run_dir>/train.log and metrics.jsonl.
+    a gain or at the time budget (--minutes), and keeps checkpoints 'last' and 'best'. Logs to
+    <run_dir>/train.log and metrics.jsonl.
     """
     from nmt.paths import run_paths
     from nmt.prepare import is_prepared
@@ -173,6 +184,8 @@ def train(
     from nmt.train.trainer import Trainer
 
     cfg = _load(config, set_)
+    if minutes is not None:
+        cfg.train.max_minutes = minutes
     requested = _device(cfg, device)
     ddp = distributed.setup(requested.type)  # under torchrun: join the process group
     run = run_paths(cfg)

@@ -80,6 +80,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
     patience: int = 5  # early stopping: epochs without a better dev BLEU
+    max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
     lr_patience: int = 1  # epochs without a better dev BLEU before the LR is reduced
     lr_factor: float = 0.5
     min_lr: float = 1e-5
@@ -159,6 +160,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.label_smoothing": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.max_len": _POSITIVE,
     "train.patience": _POSITIVE,
+    "train.max_minutes": _NON_NEGATIVE,
     "train.lr_patience": _NON_NEGATIVE,
     "train.lr_factor": (lambda v: 0.0 < v < 1.0, "a number in (0, 1)"),
     "train.min_lr": _NON_NEGATIVE,

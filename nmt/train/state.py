@@ -22,6 +22,7 @@ class Progress:
     best_epoch: int = 0
     bad_epochs: int = 0  # validations since the last improvement
     train_seconds: float = 0.0  # time spent in training epochs (validation excluded)
+    elapsed_seconds: float = 0.0  # wall clock spent in training runs, validation and checkpoints included
     stopped_early: bool = False
     nonfinite_steps: int = 0  # updates skipped for a non-finite loss or gradient
     # Inside an unfinished epoch (checkpoints every N steps, or a stop by signal):
@@ -40,6 +41,14 @@ class Progress:
         else:
             self.bad_epochs += 1
             self.stopped_early = self.bad_epochs >= patience
+        return improved
+
+    def note_partial_epoch(self, epoch: int, dev_bleu: float) -> bool:
+        """A budget ended epoch ``epoch`` early: it may still be the best so far (its position
+        stays, so a resumed run finishes the epoch)."""
+        improved = dev_bleu > self.best_bleu
+        if improved:
+            self.best_bleu, self.best_epoch = dev_bleu, epoch
         return improved
 
     def close_epoch(self) -> None:

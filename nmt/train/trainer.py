@@ -27,6 +27,7 @@ from nmt.hardware import hardware_description
 from nmt.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.model.seq2seq import count_parameters
 from nmt.paths import run_paths
+from nmt.train.budget import TimeBudget
 from nmt.train.data import batch_lengths, epoch_batches, iterate_batches, load_train_data, loader_workers
 from nmt.train.distributed import Distributed
 from nmt.train.log import RunLog
@@ -111,14 +112,18 @@ class Trainer:
         self.progress = Progress()
         self.amp_dtype = autocast_dtype(self.cfg.precision, device)
         self.stop = StopFlag()
+        self.clock = time.monotonic  # what the time budget reads (tests give a fake one)
+        self.budget = TimeBudget(self.cfg.max_minutes, clock=self.clock)
+        self.out_of_time = False  # the budget ran out inside an epoch
         self.trained: torch.nn.Module = self.model  # what the step calls; run() wraps it in DDP under torchrun
 
     def run(self, resume: bool = False) -> Progress:
         """Train until ``train.epochs`` or early stopping; keep ``last`` and ``best`` checkpoints."""
         self.start(resume)
+        self.budget = TimeBudget(self.cfg.max_minutes, self.progress.elapsed_seconds, self.clock)
         self.trained = self.ddp.wrap(self.model, self.device)
         with self.stop.installed(), self.monitor() as monitor:
-            while self.progress.epoch < self.cfg.epochs and not self.progress.stopped_early:
+            while not (self.progress.epoch >= self.cfg.epochs or self.progress.stopped_early or self.time_is_up()):
                 self.run_epoch(monitor)
                 if self.ddp.any(bool(self.stop), self.device):  # arrived during validation: the checkpoint is written
                     raise TrainingInterrupted(
@@ -165,12 +170,19 @@ class Trainer:
         """Train one epoch, validate, step the LR schedule, checkpoint, record."""
         epoch = self.progress.epoch + 1
         stats = self.train_epoch(epoch)
-        self.progress.train_seconds += stats.seconds
         metrics = self.ddp.broadcast(self.validate() if self.ddp.is_main else None)
-        self.scheduler.step(metrics["dev_bleu"])
-        improved = self.progress.end_epoch(epoch, metrics["dev_bleu"], self.cfg.patience)
+        if self.out_of_time:  # a partial epoch: kept if best, resumable where it stopped
+            improved = self.progress.note_partial_epoch(epoch, metrics["dev_bleu"])
+        else:
+            self.progress.train_seconds += stats.seconds
+            self.scheduler.step(metrics["dev_bleu"])
+            improved = self.progress.end_epoch(epoch, metrics["dev_bleu"], self.cfg.patience)
         self.save(best=improved)
         self.record(epoch, stats, metrics, improved, monitor)
+
+    def time_is_up(self) -> bool:
+        """The budget (train.max_minutes) is spent, on any rank."""
+        return bool(self.cfg.max_minutes) and self.ddp.any(self.budget.exhausted(), self.device)
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """One pass over the training data in bucketed, seeded-shuffled batches, starting at
@@ -210,6 +222,9 @@ class Trainer:
             if self.cfg.checkpoint_every and progress.step % self.cfg.checkpoint_every == 0 and number < len(batches):
                 meter.save_into(progress)
                 self.save()
+            if number < len(batches) and self.time_is_up():
+                self.out_of_time = True
+                break
         bar.close()
         meter.save_into(progress)
         stats = EpochStats(
@@ -218,7 +233,8 @@ class Trainer:
             progress.epoch_seconds,
             meter.grad_norm(),
         )
-        progress.close_epoch()
+        if not self.out_of_time:
+            progress.close_epoch()
         return stats
 
     def train_batch(self, batch: Batch, epoch: int, number: int, sentences: int) -> StepResult:
@@ -249,6 +265,7 @@ class Trainer:
         """Checkpoint everything resuming needs (rank 0 only)."""
         if not self.ddp.is_main:
             return
+        self.progress.elapsed_seconds = self.budget.spent()
         payload = {
             "hardware": hardware_description(self.device),
             "model": self.model.state_dict(),
@@ -274,8 +291,11 @@ class Trainer:
             "tokens_per_s": round(stats.tokens_per_second, 1),
             "grad_norm": round(stats.grad_norm, 4),
             "epoch_seconds": round(stats.seconds, 2),
-            "train_seconds": round(self.progress.train_seconds, 2),
+            "train_seconds": round(self.progress.train_seconds + (stats.seconds if self.out_of_time else 0), 2),
+            "elapsed_seconds": round(self.budget.spent(), 2),
         }
+        if self.out_of_time:
+            record["partial"] = True  # the budget ended this epoch early
         self.metrics.append(record)
         if monitor is not None:
             monitor.log(record)
@@ -318,6 +338,10 @@ class Trainer:
         if progress.nonfinite_steps:
             self.log(f"{progress.nonfinite_steps} update(s) were skipped for a non-finite loss or gradient.")
         reason = f"no dev BLEU gain in {cfg.patience} epochs" if progress.stopped_early else f"{progress.epoch} epochs"
+        if not (progress.epoch >= cfg.epochs or progress.stopped_early):  # the loop's only other way out
+            reason = (
+                f"{cfg.max_minutes:g}-minute budget spent after {progress.step} steps; --minutes M --resume goes on"
+            )
         best_at = [r["train_seconds"] for r in self.metrics.read() if r["epoch"] == progress.best_epoch]
         to_best = f" (after {best_at[0]:.0f}s of training)" if best_at else ""
         self.log(

@@ -1,0 +1,93 @@
+"""The wall-clock budget: stops within one step of it, keeps the best, and resumes exactly."""
+
+import torch
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.config import config_from_dict
+from nmt.prepare import prepare
+from nmt.train import trainer as trainer_module
+from nmt.train.budget import TimeBudget
+from nmt.train.metrics import MetricsFile
+from nmt.train.trainer import Trainer
+
+from .helpers import synthetic_pairs, tiny_config, write_anki
+
+runner = CliRunner()
+
+
+class StepClock:
+    """A clock that moves one second per training step."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_time_budget_counts_earlier_sessions():
+    clock = StepClock()
+    budget = TimeBudget(1.0, spent_before=50.0, clock=clock)
+    assert not budget.exhausted()
+    clock.now = 9.9
+    assert budget.spent() == 59.9 and not budget.exhausted()
+    clock.now = 10.0
+    assert budget.exhausted()
+    assert not TimeBudget(0.0, spent_before=1e9, clock=clock).exhausted()  # 0 = no budget
+
+
+def ticking_steps(monkeypatch) -> dict:
+    """Make every training step move the clock in ``ticks["clock"]`` by one second."""
+    ticks = {"clock": None}
+    original_step = trainer_module.train_step
+
+    def step_and_tick(*args, **kwargs):
+        ticks["clock"].now += 1.0
+        return original_step(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "train_step", step_and_tick)
+    return ticks
+
+
+def make_trainer(tmp_path, ticks: dict, **train) -> Trainer:
+    tmp_path.mkdir(exist_ok=True)
+    data = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
+    raw = tiny_config(tmp_path, data, train={"epochs": 3, "batch_size": 16, **train}, model={"dropout": 0.2})
+    config = config_from_dict(raw)
+    prepare(config, log=lambda _: None)
+    trainer = Trainer(config, torch.device("cpu"), show_bar=False)
+    trainer.clock = ticks["clock"] = StepClock()
+    return trainer
+
+
+def test_budget_stops_within_one_step_keeps_the_best_and_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    ticks = ticking_steps(monkeypatch)
+    reference = make_trainer(tmp_path / "a", ticks)
+    reference.run()
+    steps_per_epoch = reference.progress.step // 3
+
+    budgeted = make_trainer(tmp_path / "b", ticks, max_minutes=6 / 60)  # six steps' worth
+    progress = budgeted.run()
+    assert progress.step == 6 and progress.epoch == 0 and progress.batch_in_epoch == 6 < steps_per_epoch
+    assert progress.best_epoch == 1 and progress.best_bleu >= 0  # the partial epoch was validated and kept
+    run = budgeted.run_dir
+    assert run.checkpoint("best").is_file() and run.checkpoint("last").is_file()
+    assert MetricsFile(run.metrics).read()[-1]["partial"] is True
+    assert "budget spent after 6 steps" in run.train_log.read_text(encoding="utf-8")
+
+    resumed = make_trainer(tmp_path / "b", ticks, max_minutes=0)  # no budget now
+    resumed.run(resume=True)
+    assert resumed.progress.step == reference.progress.step and resumed.progress.epoch == 3
+    for name, tensor in reference.model.state_dict().items():
+        assert torch.equal(tensor, resumed.model.state_dict()[name]), name
+    assert all("partial" not in r for r in MetricsFile(run.metrics).read())  # the partial record was replaced
+
+
+def test_cli_minutes_stops_cleanly_and_resume_goes_on(tmp_path, config_file):
+    result = runner.invoke(app, ["train", "--config", str(config_file), "--minutes", "0.0001"])
+    assert result.exit_code == 0, result.output
+    assert "budget spent after" in result.output
+    result = runner.invoke(app, ["train", "--config", str(config_file), "--minutes", "30", "--resume"])
+    assert result.exit_code == 0, result.output
+    assert "Resuming from" in result.output and "Training done (2 epochs)" in result.output
