@@ -337,6 +337,9 @@ def evaluate(
     typer.echo(f"{name}: {report['num_sentences']} sentences, up to {report['num_references']} references each")
     for metric in ("bleu", "chrf", "ter"):
         typer.echo(f"{metric.upper():5s} {report[metric]:6.2f}   {report['signature'][metric]}")
+    repeats = report["repeated_words"]
+    typer.echo(f"Outputs with a word repeated back to back: {repeats['hypotheses']:.1f} % "
+               f"(references: {repeats['references']:.1f} %)")  # fmt: skip
     typer.echo(f"Hypotheses and report in {run_paths(cfg).eval_dir}")
 
 

@@ -78,6 +78,7 @@ class TrainConfig:
     clip_grad_norm: float = 1.0
     teacher_forcing: float = 1.0  # probability of feeding the gold previous token
     label_smoothing: float = 0.0
+    word_dropout: float = 0.0  # probability of replacing a source / target input token by <unk> in training
     max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
     patience: int = 5  # early stopping: epochs without a better dev BLEU
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
@@ -101,6 +102,7 @@ class TrainConfig:
 class DecodeConfig:
     beam_size: int = 5  # 1 = greedy
     length_penalty: float = 1.0  # alpha: hypotheses ranked by log-prob / length**alpha
+    no_repeat_span: int = 0  # > 0: no span of up to this many subwords may repeat back to back (0 = off)
     max_len_ratio: float = 1.5  # output limit: ratio * source length + max_len_offset
     max_len_offset: int = 10
     batch_size: int = 64  # sentences per decoding batch
@@ -158,6 +160,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.clip_grad_norm": _NON_NEGATIVE,
     "train.teacher_forcing": _PROBABILITY,
     "train.label_smoothing": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "train.word_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.max_len": _POSITIVE,
     "train.patience": _POSITIVE,
     "train.max_minutes": _NON_NEGATIVE,
@@ -171,6 +174,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.max_nonfinite": _POSITIVE,
     "decode.beam_size": _POSITIVE,
     "decode.length_penalty": _NON_NEGATIVE,
+    "decode.no_repeat_span": _NON_NEGATIVE,
     "decode.max_len_ratio": _POSITIVE,
     "decode.max_len_offset": _NON_NEGATIVE,
     "decode.batch_size": _POSITIVE,

@@ -10,7 +10,7 @@ from nmt.data.references import ReferenceSet, read_references
 from nmt.errors import NmtError
 from nmt.fileio import read_lines, write_lines_atomic, write_text_atomic
 from nmt.paths import prepared_paths, run_paths
-from nmt.scoring import score
+from nmt.scoring import repeated_word_share, score
 from nmt.translate import Translator
 
 
@@ -46,6 +46,10 @@ def evaluate(translator: Translator, test_set: ReferenceSet, name: str, beam_siz
     """Translate and score ``test_set``; write the hypotheses and the report to <run_dir>/eval/."""
     hypotheses = translator.translate(test_set.sources, beam_size=beam_size, progress=True)
     report = score(hypotheses, test_set.references)
+    report["repeated_words"] = {  # % of sentences with a word repeated back to back
+        "hypotheses": round(repeated_word_share(hypotheses), 2),
+        "references": round(repeated_word_share([ref for refs in test_set.references for ref in refs]), 2),
+    }
     run_dir = translator.loaded.config.run_dir
     report.update({"set": name, "checkpoint": checkpoints, "beam_size": beam_size, "run_dir": run_dir})
     run = run_paths(translator.loaded.config)

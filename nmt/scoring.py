@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import unicodedata
+
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from nmt.errors import NmtError
@@ -35,6 +38,27 @@ def score(hypotheses: list[str], references: list[list[str]], metrics=("bleu", "
     result["num_sentences"] = len(hypotheses)
     result["num_references"] = len(streams)
     return result
+
+
+def _bare(word: str) -> str:
+    """A word without the punctuation at its ends ("आहे." -> "आहे")."""
+    start, end = 0, len(word)
+    while start < end and unicodedata.category(word[start]).startswith("P"):
+        start += 1
+    while end > start and unicodedata.category(word[end - 1]).startswith("P"):
+        end -= 1
+    return word[start:end]
+
+
+def repeats_a_word(text: str) -> bool:
+    """Whether some word is followed by itself ("चहा चहा आवडतो का?"), punctuation ignored."""
+    words = [bare for bare in map(_bare, text.split()) if bare]
+    return any(a == b for a, b in itertools.pairwise(words))
+
+
+def repeated_word_share(texts: list[str]) -> float:
+    """Percentage of ``texts`` with a word repeated back to back."""
+    return 100.0 * sum(map(repeats_a_word, texts)) / max(1, len(texts))
 
 
 LENGTH_BUCKETS = ((1, 3), (4, 5), (6, 7), (8, 10), (11, 1000))

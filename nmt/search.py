@@ -67,6 +67,22 @@ class Hypothesis:
         return len(self.token_logprobs) > len(self.tokens)
 
 
+def block_repeats(logits: torch.Tensor, history: torch.Tensor, max_span: int) -> None:
+    """Forbid, in place, every token that would repeat a span of up to ``max_span`` tokens back
+    to back: logits (R, V), history (R, t) the tokens so far of each row.
+
+    Appending y to h repeats its last span of length l when h[t+1-2l : t-l] == h[t+1-l : t]
+    (the span's first l - 1 tokens already repeat) and y == h[t-l]; for l = 1 that is y == h[t-1].
+    """
+    steps = history.size(1)
+    for span in range(1, max_span + 1):
+        if 2 * span - 1 > steps:
+            break
+        first, second = history[:, steps + 1 - 2 * span : steps - span], history[:, steps + 1 - span :]
+        rows = (first == second).all(dim=1).nonzero(as_tuple=True)[0]  # (for span 1 both are empty: every row)
+        logits[rows, history[rows, steps - span]] = float("-inf")
+
+
 def max_output_length(src_lengths: torch.Tensor, ratio: float, offset: int) -> int:
     return max(1, int(src_lengths.max().item() * ratio) + offset)
 
@@ -87,11 +103,13 @@ def greedy_search(
     max_len: int,
     length_penalty: float = 1.0,
     with_attention: bool = False,
+    no_repeat_span: int = 0,
 ) -> list[list[Hypothesis]]:
     """Pick the most probable token at each step, for the whole batch at once. One
-    hypothesis per sentence."""
+    hypothesis per sentence. ``no_repeat_span`` > 0: see ``block_repeats``."""
     memory, state = model.encode(src, src_lengths)
     batch = src.size(0)
+    history = torch.empty((batch, 0), dtype=torch.long, device=src.device)  # kept only for the repeat guard
     tokens: list[list[int]] = [[] for _ in range(batch)]
     logprobs: list[list[float]] = [[] for _ in range(batch)]
     attention: list[list[torch.Tensor]] | None = [[] for _ in range(batch)] if with_attention else None
@@ -99,9 +117,14 @@ def greedy_search(
     prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
     for _ in range(max_len):
         logits, state, weights = model.decode_step(prev, state, memory)  # (A, V)
+        log_z = torch.logsumexp(logits, dim=-1)  # of the model's own distribution, before any guard
+        if no_repeat_span:
+            block_repeats(logits, history, no_repeat_span)
         best_logits, best_tokens = best_candidates(logits, None, 1, 1)  # (A, 1) each
         prev = best_tokens.squeeze(1)
-        best_logprobs = best_logits.squeeze(1) - torch.logsumexp(logits, dim=-1)
+        best_logprobs = best_logits.squeeze(1) - log_z
+        if no_repeat_span:
+            history = torch.cat([history, prev.unsqueeze(1)], dim=1)
         for row, token, logprob in zip(active, prev.tolist(), best_logprobs.tolist()):
             logprobs[row].append(logprob)
             if token != EOS_ID:
@@ -115,6 +138,7 @@ def greedy_search(
         if still.numel() < len(active):
             active = [active[i] for i in still.tolist()]
             memory, state, prev = memory.select(still), state.select(still), prev.index_select(0, still)
+            history = history.index_select(0, still)
     lengths = src_lengths.tolist()
     return [
         [
@@ -235,6 +259,7 @@ def beam_search(
     length_penalty: float = 1.0,
     n_best: int = 1,
     with_attention: bool = False,
+    no_repeat_span: int = 0,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: all sentences x beams step as one batch; the ``n_best`` best
     hypotheses of each sentence, best first.
@@ -245,7 +270,7 @@ def beam_search(
     leaves the batch, when its best candidate of the step ends with <eos> and it has
     ``n_best`` ended hypotheses (the rule of OpenNMT and JoeyNMT for one), or it has
     ``beam_size`` of them. Sentences still open at ``max_len`` add their live beams to the
-    candidates.
+    candidates. ``no_repeat_span`` > 0: see ``block_repeats``.
     """
     k, device = beam_size, src.device
     memory, state = model.encode(src, src_lengths)  # one row per sentence until the first step is taken
@@ -255,7 +280,9 @@ def beam_search(
         logits, state, weights = model.decode_step(prev, state, memory)  # (A*beams, V)
         n_active, width = beams.scores.shape
         vocab = logits.size(-1)
-        log_z = torch.logsumexp(logits, dim=-1)  # (A*beams,)
+        log_z = torch.logsumexp(logits, dim=-1)  # (A*beams,) of the model's own distribution, before any guard
+        if no_repeat_span:
+            block_repeats(logits, beams.tokens, no_repeat_span)
         top_scores, top_ids = best_candidates(logits, beams.scores.view(-1) - log_z, width, 2 * k)  # (A, 2K)
         top_tokens = top_ids % vocab
         origins = torch.arange(n_active, device=device).unsqueeze(1) * width + top_ids // vocab  # (A, 2K) old rows
@@ -319,10 +346,11 @@ def search_sentences(
 
 def _search_batch(model, src, src_lengths, decode: DecodeConfig, beam_size: int, n_best: int, with_attention: bool):
     max_len = max_output_length(src_lengths, decode.max_len_ratio, decode.max_len_offset)
+    alpha, span = decode.length_penalty, decode.no_repeat_span
     try:
         if beam_size == 1:
-            return greedy_search(model, src, src_lengths, max_len, decode.length_penalty, with_attention)
-        return beam_search(model, src, src_lengths, beam_size, max_len, decode.length_penalty, n_best, with_attention)
+            return greedy_search(model, src, src_lengths, max_len, alpha, with_attention, span)
+        return beam_search(model, src, src_lengths, beam_size, max_len, alpha, n_best, with_attention, span)
     except torch.cuda.OutOfMemoryError:
         raise NmtError(
             f"CUDA ran out of memory translating {src.size(0)} sentences of up to {src.size(1)} subwords with beam "

@@ -76,6 +76,9 @@ def test_prepare_train_translate_evaluate(tmp_path, config_file):
     result = run("evaluate", "--config", config_file, "--src", src2, "--ref", ref1, "--ref", ref2)
     assert result.exit_code == 0, result.output
     assert "BLEU" in result.stdout and "nrefs:var" in result.stdout
+    assert "Outputs with a word repeated back to back:" in result.stdout and "(references: 0.0 %)" in result.stdout
+    report = json.loads((tmp_path / "run" / "eval" / "s.report.json").read_text(encoding="utf-8"))
+    assert report["repeated_words"]["references"] == 0.0 and 0.0 <= report["repeated_words"]["hypotheses"] <= 100.0
 
     # A second train without --resume refuses to overwrite the run.
     result = run("train", "--config", config_file)

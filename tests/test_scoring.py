@@ -3,7 +3,7 @@
 import pytest
 
 from nmt.errors import NmtError
-from nmt.scoring import reference_streams, score, score_by_length
+from nmt.scoring import reference_streams, repeated_word_share, repeats_a_word, score, score_by_length
 
 
 def test_multi_reference_scoring():
@@ -30,3 +30,10 @@ def test_score_by_length_buckets():
     assert [r["bucket"] for r in rows] == ["1-3", "4-5", "11+"]
     assert [r["sentences"] for r in rows] == [1, 1, 1]
     assert rows[0]["bleu"] == 100.0 and rows[1]["bleu"] < 10.0
+
+
+def test_repeated_word_share_finds_back_to_back_words_and_ignores_punctuation():
+    texts = ["चहा चहा आवडतो का?", "तो मुलगा आहे. आहे", "मी मी", "मी तू मी", "", "a, a!"]
+    assert [repeats_a_word(t) for t in texts] == [True, True, True, False, False, True]
+    assert repeated_word_share(texts) == pytest.approx(100 * 4 / 6)
+    assert repeated_word_share([]) == 0.0

@@ -6,7 +6,7 @@ import torch
 
 from nmt.config import DecodeConfig
 from nmt.errors import NmtError
-from nmt.search import beam_search, greedy_search, search_sentences
+from nmt.search import beam_search, block_repeats, greedy_search, search_sentences
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 from .helpers import VARIANT_CONFIGS, best_log_probs, best_tokens, random_sources, small_model, variant_id
@@ -135,3 +135,41 @@ def test_search_sentences_keeps_order_and_gives_empty_input_an_empty_hypothesis(
     assert model.training  # the model's mode is put back
     with pytest.raises(NmtError, match="n_best must be between 1 and the beam size"):
         search_sentences(model, sentences, decode, cpu, n_best=4)
+
+
+def repeats_back_to_back(tokens: list[int], max_span: int) -> bool:
+    """Whether some span of up to ``max_span`` tokens is followed by itself."""
+    return any(
+        tokens[i : i + span] == tokens[i + span : i + 2 * span]
+        for span in range(1, max_span + 1)
+        for i in range(len(tokens) - 2 * span + 1)
+    )
+
+
+def test_block_repeats_forbids_exactly_the_tokens_that_complete_a_repeat():
+    history = torch.tensor([[5, 6, 5], [5, 6, 7], [8, 8, 9]])
+    logits = torch.zeros(3, 12)
+    block_repeats(logits, history, max_span=2)
+    banned = [sorted((row == float("-inf")).nonzero().flatten().tolist()) for row in logits]
+    # row 0: 5 again repeats "5"; 6 would make "5 6 5 6". Row 1: only 7. Row 2: only 9 ("8 9 8 9" needs two more).
+    assert banned == [[5, 6], [7], [9]]
+
+
+@pytest.mark.parametrize("span", [1, 2, 3])
+def test_no_output_repeats_a_span_back_to_back_with_the_guard(span):
+    model = small_model(seed=12, vocab=8).eval()  # 4 real tokens
+    with torch.no_grad():
+        model.decoder.output.bias[EOS_ID] -= 5.0  # long outputs
+        model.decoder.output.bias[5] += 3.0  # that like token 5: "5 5 5 ..."
+    src, lengths = random_sources(12, vocab=8, seed=3)
+    unguarded = best_tokens(greedy_search(model, src, lengths, 16))
+    assert any(repeats_back_to_back(t, span) for t in unguarded)  # the model does stutter
+    for found in (
+        greedy_search(model, src, lengths, 16, no_repeat_span=span),
+        beam_search(model, src, lengths, 4, 16, n_best=3, no_repeat_span=span),
+    ):
+        for i, hypotheses in enumerate(found):
+            for h in hypotheses:
+                assert not repeats_back_to_back(h.tokens, span), h.tokens
+                rescored, _ = teacher_forced(model, src[i], int(lengths[i]), h.tokens, h.ended)
+                assert torch.allclose(torch.tensor(h.token_logprobs), rescored, atol=1e-4)  # the model's own log-probs

@@ -33,6 +33,7 @@ from nmt.train.distributed import Distributed
 from nmt.train.log import RunLog
 from nmt.train.metrics import MetricsFile
 from nmt.train.optim import build_optimizer, build_scheduler
+from nmt.train.regularise import word_dropout
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.train.step import StepResult, autocast_dtype, train_step
 from nmt.train.validate import validate
@@ -241,8 +242,9 @@ class Trainer:
         """One update; under DDP the loss is normalised by the global token count."""
         tokens = batch.num_tgt_tokens
         normalizer = self.ddp.global_tokens(tokens, self.device) / self.ddp.world  # DDP averages gradients over ranks
+        batch = word_dropout(batch.to(self.device), self.cfg.word_dropout)
         try:
-            return train_step(self.trained, batch.to(self.device), self.optimizer, self.cfg, normalizer, self.amp_dtype)
+            return train_step(self.trained, batch, self.optimizer, self.cfg, normalizer, self.amp_dtype)
         except torch.cuda.OutOfMemoryError:
             raise NmtError(
                 f"CUDA ran out of memory at epoch {epoch}, batch {number} ({sentences} sentences, {tokens} target "
