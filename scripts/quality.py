@@ -1,0 +1,139 @@
+#!/usr/bin/env python
+"""Translation quality per CPU-minute: train recipe variants under one wall-clock budget,
+with several seeds, and score each on the eng-mar test split (beam search, all references).
+
+    python scripts/quality.py --minutes 5 --seeds 1 2
+    python scripts/quality.py --minutes 5 --seeds 1 2 --variants baseline word-dropout-0.1
+
+Every run trains until the budget (train.epochs is lifted to 1000; early stopping still
+applies). A variant is training overrides (one run per seed) plus decoding overrides; variants that
+share their training overrides share their runs, so a decoding lever costs no training.
+Finished runs are reused (delete <runs>/<name>-seed<N> to redo one). Writes
+<out>/results.json and prints a markdown table (BLEU, chrF, share of outputs repeating a
+word, epochs reached, tokens/s, seed spread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from nmt.config import load_config
+from nmt.data.references import read_references
+from nmt.device import select_device
+from nmt.fileio import write_text_atomic
+from nmt.loading import load_checkpoints
+from nmt.paths import prepared_paths, run_paths
+from nmt.prepare import prepare
+from nmt.scoring import repeated_word_share, score
+from nmt.train.metrics import MetricsFile
+from nmt.train.trainer import Trainer
+from nmt.translate import Translator
+
+# name -> (training overrides, decoding overrides)
+VARIANTS: dict[str, tuple[list[str], list[str]]] = {
+    "baseline": ([], []),
+    "baseline, no repeated span <= 2": ([], ["decode.no_repeat_span=2"]),
+    "baseline, no repeated span <= 4": ([], ["decode.no_repeat_span=4"]),
+    "word-dropout-0.1": (["train.word_dropout=0.1"], []),
+    "word-dropout-0.2": (["train.word_dropout=0.2"], []),
+    "label-smoothing-0.1": (["train.label_smoothing=0.1"], []),
+    "dropout-0.3": (["model.dropout=0.3"], []),
+}
+
+
+def train_run(base: str, overrides: list[str], seed: int, minutes: float, runs: Path, device) -> Path:
+    key = "-".join(o.replace("=", "") for o in overrides) or "baseline"
+    run_dir = runs / f"{key}-seed{seed}"
+    config = load_config(base, [*overrides, f"run_dir={run_dir}", f"data.prepared_dir={runs / 'data'}",
+                                f"train.seed={seed}", f"train.max_minutes={minutes}", "train.epochs=1000"])  # fmt: skip
+    if not (run_dir / "done").is_file():
+        prepare(config, log=lambda _: None)
+        Trainer(config, device, show_bar=False).run(resume=True)
+        write_text_atomic(run_dir / "done", "")
+    return run_dir
+
+
+def epochs_reached(records: list[dict]) -> float:
+    """Complete epochs, plus the share of a last one the budget cut short."""
+    full = [r for r in records if not r.get("partial")]
+    if not records or not records[-1].get("partial"):
+        return float(len(full))
+    steps_per_epoch = full[0]["step"] if full else None
+    done_before = full[-1]["step"] if full else 0
+    return len(full) + ((records[-1]["step"] - done_before) / steps_per_epoch if steps_per_epoch else 0.5)
+
+
+def evaluate_run(base: str, run_dir: Path, train_overrides: list[str], decode_overrides: list[str], device) -> dict:
+    config = load_config(base, [*train_overrides, *decode_overrides, f"run_dir={run_dir}",
+                                f"data.prepared_dir={run_dir.parent / 'data'}"])  # fmt: skip
+    test_set = read_references(prepared_paths(config).multi("test"))
+    hypotheses = Translator(load_checkpoints(config, ["best"], device)).translate(test_set.sources)
+    scores = score(hypotheses, test_set.references, metrics=("bleu", "chrf"))
+    records = MetricsFile(run_paths(config).metrics).read()
+    return {
+        "bleu": scores["bleu"],
+        "chrf": scores["chrf"],
+        "repeated_words": round(repeated_word_share(hypotheses), 2),
+        "epochs": round(epochs_reached(records), 2),
+        "tokens_per_s": round(statistics.fmean(r["tokens_per_s"] for r in records), 1) if records else 0.0,
+        "best_dev_bleu": max((r["dev_bleu"] for r in records), default=0.0),
+        "beam_size": config.decode.beam_size,
+        "signature": scores["signature"]["bleu"],
+        "samples": hypotheses[:8],
+    }
+
+
+def table(results: dict, names: list[str], minutes: float) -> str:
+    lines = [
+        f"| recipe ({minutes:g} min of training) | test BLEU | chrF | repeated words % | epochs | tokens/s "
+        "| BLEU per seed |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name in names:
+        rows = results[name]
+        mean = {
+            k: statistics.fmean(r[k] for r in rows)
+            for k in ("bleu", "chrf", "repeated_words", "epochs", "tokens_per_s")
+        }
+        seeds = " / ".join(f"{r['bleu']:.2f}" for r in rows)
+        lines.append(
+            f"| {name} | **{mean['bleu']:.2f}** | {mean['chrf']:.2f} | {mean['repeated_words']:.1f} | "
+            f"{mean['epochs']:.1f} | {mean['tokens_per_s']:,.0f} | {seeds} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/eng-mar-cpu.yaml", help="base recipe")
+    parser.add_argument("--minutes", type=float, default=5.0, help="training budget per run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--runs", default="runs/quality", help="where the runs go")
+    parser.add_argument("--out", default="docs/quality", help="where results.json goes")
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    device = select_device(args.device)
+    runs = Path(args.runs) / f"{Path(args.config).stem}-{args.minutes:g}min"
+    results_path = Path(args.out) / f"results-{Path(args.config).stem}-{args.minutes:g}min.json"
+    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    for name in args.variants:
+        train_overrides, decode_overrides = VARIANTS[name]
+        rows = []
+        for seed in args.seeds:
+            print(f"== {name}, seed {seed}", file=sys.stderr, flush=True)
+            run_dir = train_run(args.config, train_overrides, seed, args.minutes, runs, device)
+            rows.append({"seed": seed, **evaluate_run(args.config, run_dir, train_overrides, decode_overrides, device)})
+            print(f"   test BLEU {rows[-1]['bleu']:.2f}, chrF {rows[-1]['chrf']:.2f}", file=sys.stderr, flush=True)
+        results[name] = rows
+        write_text_atomic(results_path, json.dumps(results, indent=2, ensure_ascii=False))
+    print(table(results, [n for n in VARIANTS if n in results], args.minutes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
