@@ -32,6 +32,12 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
     save_atomic(path, lambda tmp: torch.save({"format_version": FORMAT_VERSION, **payload}, tmp))
 
 
+def translation_weights(payload: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The weights a checkpoint translates with: its model's, or its weight average's when that
+    validated better (``train.ema_decay``; ``model`` then holds the weights training goes on with)."""
+    return payload["ema"] if payload.get("translate_with") == "ema" else payload["model"]
+
+
 def _point(link: Path, target: Path) -> None:
     """Make ``link`` an atomic hard link to ``target`` (a copy where links are not supported)."""
     tmp = link.with_name(f".{link.name}.tmp")
@@ -123,9 +129,10 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
                 f"{path} was trained with another model config or vocabulary than {paths[-1]}: cannot average."
             )
     averaged = {}
-    for name, tensor in newest["model"].items():
+    weights = [translation_weights(payload) for payload in payloads]
+    for name, tensor in weights[-1].items():
         if tensor.is_floating_point():
-            averaged[name] = torch.stack([p["model"][name].float() for p in payloads]).mean(0).to(tensor.dtype)
+            averaged[name] = torch.stack([w[name].float() for w in weights]).mean(0).to(tensor.dtype)
         else:
             averaged[name] = tensor
     return {

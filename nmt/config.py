@@ -63,6 +63,9 @@ class ModelConfig:
     gumbel_temperature: float = 1.0  # hard attention's Gumbel-softmax temperature in training
     attention_dim: int = 256  # width of the additive (bahdanau, luong-concat, hard) scorer
     output_dim: int = 256  # width of the pre-softmax layer (Luong: of h̃_t)
+    tie_embeddings: bool = (
+        False  # the output layer shares the target embeddings (through a projection if widths differ)
+    )
     dropout: float = 0.2
     # How the encoder's BiGRU is run (same weights, same outputs): packed sequences, or one padded
     # call per direction with each sentence reversed within its length (docs/benchmarks.md).
@@ -79,6 +82,8 @@ class TrainConfig:
     teacher_forcing: float = 1.0  # probability of feeding the gold previous token
     label_smoothing: float = 0.0
     word_dropout: float = 0.0  # probability of replacing a source / target input token by <unk> in training
+    ema_decay: float = 0.0  # > 0: also keep an exponential moving average of the weights; best of both kept
+    subword_sampling: float = 0.0  # > 0: a fresh SentencePiece segmentation each epoch with this alpha (0 = off)
     max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
     patience: int = 5  # early stopping: epochs without a better dev BLEU
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
@@ -101,7 +106,9 @@ class TrainConfig:
 @dataclass
 class DecodeConfig:
     beam_size: int = 5  # 1 = greedy
-    length_penalty: float = 1.0  # alpha: hypotheses ranked by log-prob / length**alpha
+    length_penalty: float = 1.0  # alpha: hypotheses ranked by log-prob / lp(length), lp = length**alpha
+    length_form: Literal["power", "gnmt"] = "power"  # lp: length**alpha, or ((5 + length) / 6)**alpha (Wu et al.)
+    coverage_penalty: float = 0.0  # beta of Wu et al.'s coverage penalty in beam search (0 = off)
     no_repeat_span: int = 0  # > 0: no span of up to this many subwords may repeat back to back (0 = off)
     max_len_ratio: float = 1.5  # output limit: ratio * source length + max_len_offset
     max_len_offset: int = 10
@@ -161,6 +168,8 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.teacher_forcing": _PROBABILITY,
     "train.label_smoothing": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.word_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "train.ema_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = off)"),
+    "train.subword_sampling": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
     "train.max_len": _POSITIVE,
     "train.patience": _POSITIVE,
     "train.max_minutes": _NON_NEGATIVE,
@@ -174,6 +183,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.max_nonfinite": _POSITIVE,
     "decode.beam_size": _POSITIVE,
     "decode.length_penalty": _NON_NEGATIVE,
+    "decode.coverage_penalty": _NON_NEGATIVE,
     "decode.no_repeat_span": _NON_NEGATIVE,
     "decode.max_len_ratio": _POSITIVE,
     "decode.max_len_offset": _NON_NEGATIVE,

@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from nmt.checkpoint import translation_weights
 from nmt.config import Config, config_from_dict, save_config
 from nmt.errors import NmtError
 from nmt.fileio import write_text_atomic
@@ -67,7 +68,7 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path
     config = load_run_config(run_dir)
     src_tok, tgt_tok = load_tokenizers(config)
     payload = load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)
-    weights = {name: tensor.contiguous() for name, tensor in payload["model"].items()}
+    weights = {name: tensor.contiguous() for name, tensor in translation_weights(payload).items()}
     parameters = sum(t.numel() for t in weights.values())
     paths = prepared_paths(config)
     report = load_report(paths) if paths.report.is_file() else None

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import yaml
 
-from nmt.checkpoint import check_compatible, load_checkpoint
+from nmt.checkpoint import check_compatible, load_checkpoint, translation_weights
 from nmt.config import Config, config_from_dict
 from nmt.errors import NmtError
 from nmt.model.ensemble import Ensemble
@@ -76,7 +76,7 @@ def load_checkpoints(config: Config, names: list[str], device: torch.device) -> 
     models = []
     for name in names:
         model = new_model(config, src_tok, tgt_tok)
-        model.load_state_dict(load_checked_checkpoint(config, name, src_tok, tgt_tok)["model"])
+        model.load_state_dict(translation_weights(load_checked_checkpoint(config, name, src_tok, tgt_tok)))
         models.append(model)
     return LoadedModel(config, _one_or_ensemble(models, device), src_tok, tgt_tok, device)
 

@@ -54,7 +54,7 @@ class SearchModel(Protocol):
 class Hypothesis:
     tokens: list[int]  # target ids, without <bos>/<eos>
     token_logprobs: list[float]  # log p of each token, then of <eos> if it ended (one more than tokens)
-    score: float  # ranks hypotheses: sum(token_logprobs) / len(token_logprobs) ** length_penalty
+    score: float  # ranks hypotheses: sum(token_logprobs) / lp(len(token_logprobs)) + cp (see ``Ranking``)
     attention: torch.Tensor | None = None  # (len(token_logprobs), source subwords + <eos>), when asked for
 
     @property
@@ -65,6 +65,33 @@ class Hypothesis:
     def ended(self) -> bool:
         """Whether it ends with <eos> (rather than at the length limit)."""
         return len(self.token_logprobs) > len(self.tokens)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How search ranks ended hypotheses: log p / lp(length) + cp (Wu et al., 2016, eq. 14).
+
+    lp is length^α (``power``) or ((5 + length) / 6)^α (``gnmt``); cp = β Σ_i log min(Σ_j a_ij, 1)
+    sums, over the real source positions i, the log of the attention each received over all
+    target steps j (capped at 1), so leaving source words unattended costs score.
+    """
+
+    length_penalty: float = 1.0  # α
+    length_form: str = "power"
+    coverage_penalty: float = 0.0  # β
+
+    def length_norm(self, length: int) -> float:
+        if self.length_form == "gnmt":
+            return ((5 + length) / 6) ** self.length_penalty
+        return max(1, length) ** self.length_penalty
+
+    def coverage(self, attention_sums: torch.Tensor) -> float:
+        """cp of one hypothesis: attention_sums (source length,) = its attention summed over steps."""
+        return self.coverage_penalty * attention_sums.clamp(min=1e-6, max=1.0).log().sum().item()
+
+    def score(self, log_prob: float, length: int, attention_sums: torch.Tensor | None = None) -> float:
+        penalty = self.coverage(attention_sums) if attention_sums is not None and self.coverage_penalty else 0.0
+        return log_prob / self.length_norm(length) + penalty
 
 
 def block_repeats(logits: torch.Tensor, history: torch.Tensor, max_span: int) -> None:
@@ -101,12 +128,14 @@ def greedy_search(
     src: torch.Tensor,
     src_lengths: torch.Tensor,
     max_len: int,
-    length_penalty: float = 1.0,
+    ranking: Ranking | None = None,
     with_attention: bool = False,
     no_repeat_span: int = 0,
 ) -> list[list[Hypothesis]]:
     """Pick the most probable token at each step, for the whole batch at once. One
-    hypothesis per sentence. ``no_repeat_span`` > 0: see ``block_repeats``."""
+    hypothesis per sentence, scored by ``ranking``'s length normalisation (greedy chooses
+    nothing by score, so no coverage term). ``no_repeat_span`` > 0: see ``block_repeats``."""
+    ranking = ranking or Ranking()
     memory, state = model.encode(src, src_lengths)
     batch = src.size(0)
     history = torch.empty((batch, 0), dtype=torch.long, device=src.device)  # kept only for the repeat guard
@@ -145,7 +174,7 @@ def greedy_search(
             Hypothesis(
                 tokens[r],
                 logprobs[r],
-                sum(logprobs[r]) / len(logprobs[r]) ** length_penalty,
+                ranking.score(sum(logprobs[r]), len(logprobs[r])),
                 _attention_rows(attention[r], lengths[r]) if attention is not None else None,
             )
         ]
@@ -157,7 +186,7 @@ def greedy_search(
 class _Ended:
     """A hypothesis set aside by beam search, with the scores it was ranked by."""
 
-    norm: float  # log-probability as search accumulated it / length ** length_penalty
+    norm: float  # the ranking score of the log-probability as search accumulated it
     tokens: list[int]
     logprobs: list[float]
     attention: torch.Tensor | None
@@ -166,7 +195,12 @@ class _Ended:
 class _Beams:
     """Beam search's bookkeeping. Rows are (active sentence, beam) pairs, sentence-major."""
 
-    def __init__(self, batch: int, source_width: int, device: torch.device, with_attention: bool):
+    def __init__(self, src_lengths: torch.Tensor, source_width: int, device: torch.device, with_attention: bool,
+                 ranking: Ranking):  # fmt: skip
+        batch = src_lengths.size(0)
+        self.ranking, self.source_lengths = ranking, src_lengths.tolist()
+        # (A*beams, S): each row's attention summed over its steps, for the coverage penalty
+        self.coverage = torch.zeros((batch, source_width), device=device) if ranking.coverage_penalty else None
         self.scores = torch.zeros((batch, 1), device=device)  # (A, beams): log p of each live beam
         self.tokens = torch.empty((batch, 0), dtype=torch.long, device=device)  # (A*beams, steps so far)
         self.logprobs = torch.empty((batch, 0), device=device)  # (A*beams, steps so far)
@@ -193,7 +227,10 @@ class _Beams:
         self.active = [self.active[r] for r in still]
         return scores[keep], [t[keep] for t in kept], True
 
-    def set_aside(self, which: torch.Tensor, scores, origins, token_logprobs, weights, step: int, alpha: float):
+    def _coverage(self, sums: torch.Tensor | None, sentence: int) -> torch.Tensor | None:
+        return None if sums is None else sums[: self.source_lengths[sentence]]
+
+    def set_aside(self, which: torch.Tensor, scores, origins, token_logprobs, weights, step: int):
         """Candidates ``which`` (A, C) bool, ending with <eos> at ``step``: into ``ended``."""
         rows, cols = torch.nonzero(which, as_tuple=True)
         if rows.numel() == 0:
@@ -203,9 +240,16 @@ class _Beams:
         attention = [None] * len(logprobs)
         if self.attention is not None:
             attention = torch.cat([self.attention[picked], weights[picked].unsqueeze(1)], dim=1).unbind(0)
-        columns = zip(rows.tolist(), scores[rows, cols].tolist(), self.tokens[picked].tolist(), logprobs, attention)
-        for row, raw, tokens, row_logprobs, rows_attention in columns:
-            self.ended[self.active[row]].append(_Ended(raw / step**alpha, tokens, row_logprobs, rows_attention))
+        sums = [None] * len(logprobs)
+        if self.coverage is not None:
+            sums = (self.coverage[picked] + weights[picked]).unbind(0)
+        columns = zip(
+            rows.tolist(), scores[rows, cols].tolist(), self.tokens[picked].tolist(), logprobs, attention, sums
+        )
+        for row, raw, tokens, row_logprobs, rows_attention, row_sums in columns:
+            sentence = self.active[row]
+            norm = self.ranking.score(raw, step, self._coverage(row_sums, sentence))
+            self.ended[sentence].append(_Ended(norm, tokens, row_logprobs, rows_attention))
 
     def advance(self, scores: torch.Tensor, origins: torch.Tensor, tokens: torch.Tensor, token_logprobs, weights):
         """Continue rows ``origins`` (R',) with ``tokens`` (R',); ``scores`` (A', beams)."""
@@ -214,8 +258,10 @@ class _Beams:
         self.logprobs = torch.cat([self.logprobs[origins], token_logprobs.unsqueeze(1)], dim=1)
         if self.attention is not None:
             self.attention = torch.cat([self.attention[origins], weights[origins].unsqueeze(1)], dim=1)
+        if self.coverage is not None:
+            self.coverage = self.coverage[origins] + weights[origins]
 
-    def end_live_beams(self, alpha: float) -> None:
+    def end_live_beams(self) -> None:
         """At the length limit the live beams compete with the hypotheses that ended."""
         beams = self.scores.size(1)
         for row, sentence in enumerate(self.active):
@@ -225,7 +271,9 @@ class _Beams:
                     index = row * beams + beam
                     tokens, logprobs = self.tokens[index].tolist(), self.logprobs[index].tolist()
                     attention = None if self.attention is None else self.attention[index]
-                    self.ended[sentence].append(_Ended(raw / max(1, len(tokens)) ** alpha, tokens, logprobs, attention))
+                    sums = None if self.coverage is None else self._coverage(self.coverage[index], sentence)
+                    norm = self.ranking.score(raw, len(tokens), sums)
+                    self.ended[sentence].append(_Ended(norm, tokens, logprobs, attention))
 
     def best(self, n_best: int, src_lengths: torch.Tensor) -> list[list[Hypothesis]]:
         lengths = src_lengths.tolist()
@@ -256,7 +304,7 @@ def beam_search(
     src_lengths: torch.Tensor,
     beam_size: int,
     max_len: int,
-    length_penalty: float = 1.0,
+    ranking: Ranking | None = None,
     n_best: int = 1,
     with_attention: bool = False,
     no_repeat_span: int = 0,
@@ -266,7 +314,7 @@ def beam_search(
 
     The first step runs once per sentence (its beams would all be the same <bos>), then
     each sentence keeps ``beam_size`` beams. A hypothesis that emits <eos> is set aside
-    with score log p / len**length_penalty (len counts <eos>). A sentence is done, and
+    with ``ranking``'s score (default log p / len, len counting <eos>). A sentence is done, and
     leaves the batch, when its best candidate of the step ends with <eos> and it has
     ``n_best`` ended hypotheses (the rule of OpenNMT and JoeyNMT for one), or it has
     ``beam_size`` of them. Sentences still open at ``max_len`` add their live beams to the
@@ -274,7 +322,7 @@ def beam_search(
     """
     k, device = beam_size, src.device
     memory, state = model.encode(src, src_lengths)  # one row per sentence until the first step is taken
-    beams = _Beams(src.size(0), src.size(1), device, with_attention)
+    beams = _Beams(src_lengths, src.size(1), device, with_attention, ranking or Ranking())
     prev = torch.full((src.size(0),), BOS_ID, dtype=torch.long, device=device)
     for step in range(1, max_len + 1):
         logits, state, weights = model.decode_step(prev, state, memory)  # (A*beams, V)
@@ -290,7 +338,7 @@ def beam_search(
         is_eos = top_tokens == EOS_ID
         # Set aside hypotheses that end here (only among each sentence's first K candidates).
         ending = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])
-        beams.set_aside(ending, top_scores, origins, token_logprobs, weights, step, length_penalty)
+        beams.set_aside(ending, top_scores, origins, token_logprobs, weights, step)
         # Continue with the best K candidates that did not end, in the sentences that are not done.
         keep_scores, kept = _best_unended(top_scores, is_eos, k, (top_tokens, origins, token_logprobs))
         still_open = beams.keep_open(keep_scores, kept, is_eos[:, 0].tolist(), k, n_best)
@@ -303,7 +351,7 @@ def beam_search(
         state = state.select(keep_origins)
         beams.advance(keep_scores, keep_origins, keep_tokens, keep_logprobs, weights)
         prev = keep_tokens
-    beams.end_live_beams(length_penalty)
+    beams.end_live_beams()
     return beams.best(n_best, src_lengths)
 
 
@@ -346,11 +394,12 @@ def search_sentences(
 
 def _search_batch(model, src, src_lengths, decode: DecodeConfig, beam_size: int, n_best: int, with_attention: bool):
     max_len = max_output_length(src_lengths, decode.max_len_ratio, decode.max_len_offset)
-    alpha, span = decode.length_penalty, decode.no_repeat_span
+    ranking = Ranking(decode.length_penalty, decode.length_form, decode.coverage_penalty)
+    span = decode.no_repeat_span
     try:
         if beam_size == 1:
-            return greedy_search(model, src, src_lengths, max_len, alpha, with_attention, span)
-        return beam_search(model, src, src_lengths, beam_size, max_len, alpha, n_best, with_attention, span)
+            return greedy_search(model, src, src_lengths, max_len, ranking, with_attention, span)
+        return beam_search(model, src, src_lengths, beam_size, max_len, ranking, n_best, with_attention, span)
     except torch.cuda.OutOfMemoryError:
         raise NmtError(
             f"CUDA ran out of memory translating {src.size(0)} sentences of up to {src.size(1)} subwords with beam "

@@ -65,6 +65,15 @@ class Tokenizer:
     def encode(self, texts: list[str]) -> list[list[int]]:
         return self.processor.encode(texts, out_type=int)
 
+    def sample(self, texts: list[str], alpha: float, seed: int) -> list[list[int]]:
+        """A random segmentation of each text (training only): unigram sampling with smoothing
+        ``alpha`` (Kudo, 2018), or BPE-dropout with dropout ``alpha`` for BPE models (Provilkov
+        et al., 2020). Seeded, and on one thread, so the same seed gives the same segmentations."""
+        spm.set_random_generator_seed(seed)
+        return self.processor.encode(
+            texts, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1
+        )
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         return self.processor.decode(ids)
 

@@ -1,5 +1,6 @@
 """The translation model: shapes, masking, encoder, decoder state, dropout, ensembles."""
 
+import pytest
 import torch
 
 from nmt.data.batching import Example, collate
@@ -90,3 +91,25 @@ def test_ensemble_averages_member_log_probabilities():
     assert len(new_state.parts) == 2 and torch.allclose(weights.sum(-1), torch.ones(3))
     result = beam_search(ensemble, src, lengths, beam_size=2, max_len=6)
     assert len(result) == 3
+
+
+@pytest.mark.parametrize("output_dim", [16, 24])  # equal to the embeddings, or through a projection
+def test_tied_target_embeddings_are_one_tensor_and_the_fast_path_still_equals_the_plain_step(output_dim):
+    model = small_model(seed=4, tie_embeddings=True, output_dim=output_dim)
+    decoder = model.decoder
+    assert decoder.output.weight is decoder.embedding.weight
+    assert (output_dim != 16) == isinstance(decoder.project, torch.nn.Linear)
+    untied = small_model(seed=4, output_dim=output_dim)
+    projection = output_dim * 16 if output_dim != 16 else 0  # (output_dim -> embed_dim)
+    count = sum(p.numel() for p in model.parameters())  # a shared tensor counts once
+    assert count == sum(p.numel() for p in untied.parameters()) - 20 * output_dim + projection
+    batch = collate([Example([5, 6, 7], [8, 9, 10]), Example([5], [11, 12])])
+    model.eval()
+    memory, state = model.encode(batch.src, batch.src_lengths)
+    fast, _ = decoder.teacher_forced(batch.tgt_in, state, memory)
+    plain, _, _ = decoder.step(batch.tgt_in[:, 0], state, memory)
+    assert torch.allclose(fast[:, 0], plain, atol=1e-5)
+    model.train()
+    logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
+    logits.logsumexp(-1).sum().backward()
+    assert decoder.embedding.weight.grad is decoder.output.weight.grad  # one tensor, one gradient

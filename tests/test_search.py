@@ -1,12 +1,14 @@
 """Greedy and beam search: agreement, batching, n-best lists, scores, per-token log-probs,
 attention rows, and the sentence-level driver."""
 
+import math
+
 import pytest
 import torch
 
 from nmt.config import DecodeConfig
 from nmt.errors import NmtError
-from nmt.search import beam_search, block_repeats, greedy_search, search_sentences
+from nmt.search import Ranking, beam_search, block_repeats, greedy_search, search_sentences
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 from .helpers import VARIANT_CONFIGS, best_log_probs, best_tokens, random_sources, small_model, variant_id
@@ -35,7 +37,7 @@ def test_beam_one_equals_greedy():
 def test_beam_scores_equal_rescored_log_probs_and_beat_greedy():
     model = small_model(seed=5).eval()
     src, lengths = random_sources(5, seed=2)
-    beam = beam_search(model, src, lengths, beam_size=4, max_len=10, length_penalty=0.0)
+    beam = beam_search(model, src, lengths, beam_size=4, max_len=10, ranking=Ranking(length_penalty=0.0))
     greedy = greedy_search(model, src, lengths, max_len=10)
     for i in range(5):
         best = beam[i][0]
@@ -48,11 +50,14 @@ def test_beam_scores_equal_rescored_log_probs_and_beat_greedy():
     assert all(PAD_ID not in t and EOS_ID not in t for t in best_tokens(beam))
 
 
-@pytest.mark.parametrize("length_penalty", [0.0, 1.0, 0.6])
-def test_n_best_lists_are_sorted_and_scores_follow_their_formula(length_penalty):
+RANKINGS = [Ranking(0.0), Ranking(1.0), Ranking(0.6), Ranking(1.0, "gnmt"), Ranking(0.6, "gnmt", 0.4)]
+
+
+@pytest.mark.parametrize("ranking", RANKINGS, ids=str)
+def test_n_best_lists_are_sorted_and_scores_follow_their_formula(ranking):
     model = small_model(seed=9).eval()
     src, lengths = random_sources(6, seed=8)
-    found = beam_search(model, src, lengths, beam_size=5, max_len=10, length_penalty=length_penalty, n_best=3)
+    found = beam_search(model, src, lengths, 5, 10, ranking, n_best=3, with_attention=True)
     for i, hypotheses in enumerate(found):
         assert len(hypotheses) == 3
         scores = [h.score for h in hypotheses]
@@ -60,14 +65,28 @@ def test_n_best_lists_are_sorted_and_scores_follow_their_formula(length_penalty)
         assert len({tuple(h.tokens) for h in hypotheses}) == 3  # three different translations
         for h in hypotheses:
             assert len(h.token_logprobs) == len(h.tokens) + int(h.ended)
-            expected = sum(h.token_logprobs) / len(h.token_logprobs) ** length_penalty
-            assert h.score == pytest.approx(expected, abs=1e-4)
+            length = len(h.token_logprobs)
+            base = length if ranking.length_form == "power" else (5 + length) / 6
+            lp = base**ranking.length_penalty
+            cp = ranking.coverage_penalty * h.attention.sum(0).clamp(1e-6, 1.0).log().sum().item()
+            assert h.score == pytest.approx(sum(h.token_logprobs) / lp + cp, abs=1e-4)
             rescored, _ = teacher_forced(model, src[i], int(lengths[i]), h.tokens, h.ended)
             assert torch.allclose(torch.tensor(h.token_logprobs), rescored, atol=1e-4)  # each token's own log-prob
     # Asking for three keeps each sentence searching until three ended: a superset of what the
     # single search set aside, so its best can only score as well or better.
-    single = beam_search(model, src, lengths, beam_size=5, max_len=10, length_penalty=length_penalty)
+    single = beam_search(model, src, lengths, 5, 10, ranking)
     assert all(many[0].score >= one[0].score - 1e-6 for many, one in zip(found, single))
+
+
+def test_coverage_penalty_equals_its_formula_on_a_hand_made_attention_matrix():
+    attention = torch.tensor(
+        [[0.7, 0.2, 0.1, 0.0], [0.6, 0.1, 0.3, 0.0], [0.1, 0.1, 0.8, 0.0]]
+    )  # 3 steps x 4 positions
+    sums = attention.sum(0)  # 1.4, 0.4, 1.2, 0.0: the first and third capped at 1, the last floored at 1e-6
+    expected = 0.5 * (math.log(1.0) + math.log(0.4) + math.log(1.0) + math.log(1e-6))
+    assert Ranking(coverage_penalty=0.5).coverage(sums) == pytest.approx(expected, rel=1e-6)
+    assert Ranking(1.0, "gnmt").length_norm(7) == pytest.approx(2.0)  # (5 + 7) / 6
+    assert Ranking(0.5).score(-6.0, 4) == pytest.approx(-3.0)
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])

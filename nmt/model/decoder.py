@@ -76,7 +76,14 @@ class AttentionDecoder(nn.Module):
         self.embedding = nn.Embedding(vocab_size, config.embed_dim, padding_idx=PAD_ID)
         self.attention = attention
         self.dropout = Dropout(config.dropout)
-        self.output = nn.Linear(config.output_dim, vocab_size)
+        # Tied embeddings (Press & Wolf, 2017): W_o = E, reached through a projection when widths differ.
+        output_width = config.embed_dim if config.tie_embeddings else config.output_dim
+        self.output = nn.Linear(output_width, vocab_size)  # W_o
+        self.project = nn.Identity()  # o_t -> the output layer's input
+        if output_width != config.output_dim:
+            self.project = nn.Linear(config.output_dim, output_width, bias=False)
+        if config.tie_embeddings:
+            self.output.weight = self.embedding.weight
         self._gate_table = InputGateTable()  # fast path; not part of the state dict
 
     def init_state(self, hidden: torch.Tensor) -> DecoderState:
@@ -86,6 +93,10 @@ class AttentionDecoder(nn.Module):
         """One step's attention: query (B, Dq) -> context (B, enc_dim), weights (B, S)."""
         context, weights = self.attention(query.unsqueeze(1), memory.keys, memory.enc_outputs, memory.mask, step)
         return context.squeeze(1), weights.squeeze(1)
+
+    def readout(self, features: torch.Tensor) -> torch.Tensor:
+        """Logits of the next token: W_o dropout(o_t) (..., output_dim) -> (..., V)."""
+        return self.output(self.project(self.dropout(features)))
 
     def step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
         """The plain model, one target position: prev_tokens (B,) -> logits (B, V), new state,
@@ -145,7 +156,7 @@ class AttentionDecoder(nn.Module):
         per-vocabulary table in inference."""
         embedded = self.dropout(self.embedding(prev_tokens))
         state, features, weights = self.recur(embedded, *self.token_gates(prev_tokens, embedded), state, memory)
-        return self.output(self.dropout(features)), state, weights
+        return self.readout(features), state, weights
 
     def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(W_ie E y + b_ih (B, 3H), W_io): a matmul in training, a table lookup in inference."""
@@ -173,7 +184,7 @@ class BahdanauDecoder(AttentionDecoder):
         context, weights = self.attend(state.hidden, memory, state.step)  # c_t, queried by s_{t-1}
         hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)  # s_t
         features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))  # o_t
-        return self.output(self.dropout(features)), DecoderState(hidden, state.step + 1), weights
+        return self.readout(features), DecoderState(hidden, state.step + 1), weights
 
     def gru_weights(self):
         return self.rnn.weight_ih, self.rnn.weight_hh, self.rnn.bias_ih, self.rnn.bias_hh
@@ -205,7 +216,7 @@ class BahdanauDecoder(AttentionDecoder):
         features = torch.tanh(
             self.pre_output(torch.cat([torch.stack(hiddens, 1), torch.stack(contexts, 1), embedded], -1))
         )
-        return self.output(self.dropout(features)), torch.stack(attn, 1)
+        return self.readout(features), torch.stack(attn, 1)
 
 
 class LuongDecoder(AttentionDecoder):
@@ -231,7 +242,7 @@ class LuongDecoder(AttentionDecoder):
         context, weights = self.attend(hidden, memory, state.step)  # c_t, queried by h_t
         attentional = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
         feed = attentional if self.input_feeding else None
-        return self.output(self.dropout(attentional)), DecoderState(hidden, state.step + 1, feed), weights
+        return self.readout(attentional), DecoderState(hidden, state.step + 1, feed), weights
 
     def gru_weights(self):
         return self.rnn.weight_ih_l0, self.rnn.weight_hh_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0
@@ -254,7 +265,7 @@ class LuongDecoder(AttentionDecoder):
         steps = torch.arange(tgt_in.size(1), device=tgt_in.device)
         contexts, weights = self.attention(hiddens, memory.keys, memory.enc_outputs, memory.mask, steps)
         attentional = torch.tanh(self.combine(torch.cat([contexts, hiddens], dim=-1)))  # (B, T, output_dim)
-        return self.output(self.dropout(attentional)), weights
+        return self.readout(attentional), weights
 
     def loop_step(self, step_gates, hidden, feed, feed_weight, memory: Memory, t: int):
         """One step's body: the GRU on [E y_{t-1}; h̃_{t-1}] (without input feeding, ``feed`` is
@@ -272,7 +283,7 @@ class LuongDecoder(AttentionDecoder):
             hidden, feed, weights = self.loop_step(step_gates, hidden, feed, feed_weight, memory, t)
             attentionals.append(feed)
             attn.append(weights)
-        return self.output(self.dropout(torch.stack(attentionals, 1))), torch.stack(attn, 1)
+        return self.readout(torch.stack(attentionals, 1)), torch.stack(attn, 1)
 
 
 DECODERS = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}

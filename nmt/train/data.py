@@ -24,6 +24,7 @@ class TrainData:
     dev_sources: list[list[int]]  # distinct dev sources, for BLEU
     dev_references: list[list[str]]  # every reference of each distinct dev source
     skipped_long: int  # training pairs over train.max_len
+    train_text: tuple[list[str], list[str]] = ([], [])  # every training pair as text, for subword sampling
 
 
 def encode_pairs(src_tok: Tokenizer, tgt_tok: Tokenizer, src_lines: list[str], tgt_lines: list[str]) -> list[Example]:
@@ -32,14 +33,28 @@ def encode_pairs(src_tok: Tokenizer, tgt_tok: Tokenizer, src_lines: list[str], t
 
 def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TrainData:
     paths = prepared_paths(config)
-    train = encode_pairs(
-        src_tok, tgt_tok, read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
-    )
-    max_len = config.train.max_len
-    kept = [ex for ex in train if len(ex.src_ids) <= max_len and len(ex.tgt_ids) <= max_len]
+    train_text = (read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
+    train = encode_pairs(src_tok, tgt_tok, *train_text)
+    kept = within_length(train, config.train.max_len)
     dev = encode_pairs(src_tok, tgt_tok, read_lines(paths.text("dev", "src")), read_lines(paths.text("dev", "tgt")))
     dev_set = read_references(paths.multi("dev"))
-    return TrainData(kept, dev, src_tok.encode(dev_set.sources), dev_set.references, len(train) - len(kept))
+    return TrainData(kept, dev, src_tok.encode(dev_set.sources), dev_set.references, len(train) - len(kept), train_text)
+
+
+def within_length(examples: list[Example], max_len: int) -> list[Example]:
+    return [ex for ex in examples if len(ex.src_ids) <= max_len and len(ex.tgt_ids) <= max_len]
+
+
+def epoch_examples(data: TrainData, src_tok: Tokenizer, tgt_tok: Tokenizer, cfg: TrainConfig, epoch: int):
+    """The training pairs of ``epoch``: as prepared, or with ``train.subword_sampling`` each side
+    segmented afresh, seeded by (train.seed, epoch) so that a resumed epoch gets the same pairs."""
+    if not cfg.subword_sampling:
+        return data.train
+    seed = cfg.seed * 1000 + epoch
+    src_lines, tgt_lines = data.train_text
+    sampled = zip(src_tok.sample(src_lines, cfg.subword_sampling, seed),
+                  tgt_tok.sample(tgt_lines, cfg.subword_sampling, seed + 500))  # fmt: skip
+    return within_length([Example(s, t) for s, t in sampled], cfg.max_len)
 
 
 def batch_lengths(examples: list[Example]) -> list[int]:

@@ -27,8 +27,16 @@ from nmt.hardware import hardware_description
 from nmt.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.model.seq2seq import count_parameters
 from nmt.paths import run_paths
+from nmt.train.averaging import WeightAverage
 from nmt.train.budget import TimeBudget
-from nmt.train.data import batch_lengths, epoch_batches, iterate_batches, load_train_data, loader_workers
+from nmt.train.data import (
+    batch_lengths,
+    epoch_batches,
+    epoch_examples,
+    iterate_batches,
+    load_train_data,
+    loader_workers,
+)
 from nmt.train.distributed import Distributed
 from nmt.train.log import RunLog
 from nmt.train.metrics import MetricsFile
@@ -110,6 +118,8 @@ class Trainer:
             self.model.compile_steps(self.cfg.compile)
         self.optimizer = build_optimizer(self.model, self.cfg)
         self.scheduler = build_scheduler(self.optimizer, self.cfg)
+        self.average = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
+        self.average_is_better = False  # at the last validation
         self.progress = Progress()
         self.amp_dtype = autocast_dtype(self.cfg.precision, device)
         self.stop = StopFlag()
@@ -159,6 +169,9 @@ class Trainer:
         self.optimizer.load_state_dict(payload["optimizer"])
         self.scheduler.load_state_dict(payload["scheduler"])
         self.progress = Progress(**payload["progress"])
+        if self.average is not None and "ema" in payload:
+            self.average.load_state_dict(payload["ema"])
+            self.average_is_better = payload.get("translate_with") == "ema"
         set_rng_state(payload["rng"])
         if self.ddp.is_main:
             self.metrics.trim(self.progress.epoch)
@@ -190,7 +203,8 @@ class Trainer:
         ``progress.batch_in_epoch`` (after a mid-epoch checkpoint)."""
         progress, device = self.progress, self.device
         self.trained.train()
-        batches = epoch_batches(self.data.train, self.cfg, epoch, self.ddp.world)
+        examples = epoch_examples(self.data, self.src_tok, self.tgt_tok, self.cfg, epoch)
+        batches = epoch_batches(examples, self.cfg, epoch, self.ddp.world)
         meter = EpochMeter(progress, device)
         check_every = 1 if device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
         bar = tqdm(
@@ -203,7 +217,7 @@ class Trainer:
         )
         first = progress.batch_in_epoch + 1
         loaded = iterate_batches(
-            self.data.train, batches[first - 1 :], self.ddp, loader_workers(self.cfg, device), device.type == "cuda"
+            examples, batches[first - 1 :], self.ddp, loader_workers(self.cfg, device), device.type == "cuda"
         )
         for number, batch in enumerate(loaded, start=first):
             meter.add(self.train_batch(batch, epoch, number, len(batches[number - 1])), batch.num_tgt_tokens)
@@ -244,13 +258,16 @@ class Trainer:
         normalizer = self.ddp.global_tokens(tokens, self.device) / self.ddp.world  # DDP averages gradients over ranks
         batch = word_dropout(batch.to(self.device), self.cfg.word_dropout)
         try:
-            return train_step(self.trained, batch, self.optimizer, self.cfg, normalizer, self.amp_dtype)
+            result = train_step(self.trained, batch, self.optimizer, self.cfg, normalizer, self.amp_dtype)
         except torch.cuda.OutOfMemoryError:
             raise NmtError(
                 f"CUDA ran out of memory at epoch {epoch}, batch {number} ({sentences} sentences, {tokens} target "
                 f"tokens). Lower train.batch_size (now {self.cfg.batch_size}) or set train.batch_tokens (now "
                 f"{self.cfg.batch_tokens or 'off'}) to cap padded tokens per batch, then resume with --resume."
             ) from None
+        if self.average is not None:
+            self.average.update()
+        return result
 
     def check_nonfinite(self, meter: EpochMeter, epoch: int) -> None:
         if meter.in_a_row.item() >= self.cfg.max_nonfinite:
@@ -261,7 +278,15 @@ class Trainer:
             )
 
     def validate(self) -> dict[str, float]:
-        return validate(self.model, self.data, self.config, self.tgt_tok, self.device)
+        """The dev scores of the weights, or of their average when it does better."""
+        metrics = validate(self.model, self.data, self.config, self.tgt_tok, self.device)
+        if self.average is None:
+            return metrics
+        with self.average.swapped_in():
+            averaged = validate(self.model, self.data, self.config, self.tgt_tok, self.device)
+        self.average_is_better = averaged["dev_bleu"] > metrics["dev_bleu"]
+        chosen = averaged if self.average_is_better else metrics
+        return {**chosen, "raw_dev_bleu": metrics["dev_bleu"], "ema_dev_bleu": averaged["dev_bleu"]}
 
     def save(self, best: bool = False) -> None:
         """Checkpoint everything resuming needs (rank 0 only)."""
@@ -278,6 +303,9 @@ class Trainer:
             "config": self.config.to_dict(),
             "spm_sha256": spm_hashes(self.src_tok, self.tgt_tok),
         }
+        if self.average is not None:
+            payload["ema"] = self.average.state_dict()
+            payload["translate_with"] = "ema" if self.average_is_better else "model"
         save_training_checkpoint(self.run_dir, payload, self.progress.step, self.cfg.keep_checkpoints, best)
 
     def record(self, epoch: int, stats: EpochStats, metrics: dict[str, float], improved: bool, monitor=None) -> None:

@@ -1,0 +1,41 @@
+"""An exponential moving average of the weights (``train.ema_decay``): after every update
+average <- decay * average + (1 - decay) * weights. Validated beside the raw weights each
+epoch; the better of the two is what the checkpoint translates with."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+
+class WeightAverage:
+    def __init__(self, model: torch.nn.Module, decay: float):
+        self.decay = decay
+        self.names = [name for name, _ in model.named_parameters()]
+        self.params = [param for _, param in model.named_parameters()]
+        self.average = [param.detach().clone() for param in self.params]
+
+    @torch.no_grad()
+    def update(self) -> None:
+        torch._foreach_lerp_(self.average, [param.detach() for param in self.params], 1.0 - self.decay)
+
+    @contextlib.contextmanager
+    def swapped_in(self) -> Iterator[None]:
+        """The model holds the averaged weights inside the block, its own again after it."""
+        own = [param.detach().clone() for param in self.params]
+        with torch.no_grad():
+            torch._foreach_copy_(self.params, self.average)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(self.params, own)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return dict(zip(self.names, self.average))
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            torch._foreach_copy_(self.average, [state[name].to(a.device) for name, a in zip(self.names, self.average)])
