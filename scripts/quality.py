@@ -38,10 +38,12 @@ VARIANTS: dict[str, tuple[list[str], list[str]]] = {
     "baseline": ([], []),
     "baseline, no repeated span <= 2": ([], ["decode.no_repeat_span=2"]),
     "baseline, no repeated span <= 4": ([], ["decode.no_repeat_span=4"]),
-    "word-dropout-0.1": (["train.word_dropout=0.1"], []),
-    "word-dropout-0.2": (["train.word_dropout=0.2"], []),
-    "label-smoothing-0.1": (["train.label_smoothing=0.1"], []),
-    "dropout-0.3": (["model.dropout=0.3"], []),
+    "baseline, coverage penalty 0.2, gnmt length": ([], ["decode.coverage_penalty=0.2", "decode.length_form=gnmt"]),
+    "word dropout 0.1": (["train.word_dropout=0.1"], []),
+    "label smoothing 0.1": (["train.label_smoothing=0.1"], []),
+    "subword sampling 0.3": (["train.subword_sampling=0.3"], []),
+    "weight average 0.999": (["train.ema_decay=0.999"], []),
+    "tied embeddings": (["model.tie_embeddings=true"], []),
 }
 
 
