@@ -87,7 +87,8 @@ class TrainConfig:
     max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
     patience: int = 5  # early stopping: epochs without a better dev BLEU
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
-    lr_patience: int = 1  # epochs without a better dev BLEU before the LR is reduced
+    lr_schedule: Literal["plateau", "budget"] = "plateau"  # budget: linear decay over train.max_minutes
+    lr_patience: int = 1  # plateau: epochs without a better dev BLEU before the LR is reduced
     lr_factor: float = 0.5
     min_lr: float = 1e-5
     seed: int = 42
@@ -318,6 +319,11 @@ def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
     check_model_combination(config.model)
     if not config.run_dir:
         config.run_dir = default_run_dir
+    if config.train.lr_schedule == "budget" and not config.train.max_minutes:
+        raise NmtError(
+            "train.lr_schedule='budget' decays the learning rate over the time budget, but train.max_minutes is 0: "
+            "give a budget (train.max_minutes or nmt train --minutes N), or use lr_schedule: plateau."
+        )
     if not config.data.path:
         raise NmtError("Config key 'data.path': got an empty string, expected the path of a TSV file.")
     if config.data.src_lang == config.data.tgt_lang:

@@ -44,6 +44,8 @@ VARIANTS: dict[str, tuple[list[str], list[str]]] = {
     "subword sampling 0.3": (["train.subword_sampling=0.3"], []),
     "weight average 0.999": (["train.ema_decay=0.999"], []),
     "tied embeddings": (["model.tie_embeddings=true"], []),
+    "budget lr schedule": (["train.lr_schedule=budget"], []),
+    "budget lr schedule, word dropout 0.1": (["train.lr_schedule=budget", "train.word_dropout=0.1"], []),
 }
 
 

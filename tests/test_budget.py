@@ -1,10 +1,12 @@
 """The wall-clock budget: stops within one step of it, keeps the best, and resumes exactly."""
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.config import config_from_dict
+from nmt.errors import NmtError
 from nmt.prepare import prepare
 from nmt.train import trainer as trainer_module
 from nmt.train.budget import TimeBudget
@@ -91,3 +93,24 @@ def test_cli_minutes_stops_cleanly_and_resume_goes_on(tmp_path, config_file):
     result = runner.invoke(app, ["train", "--config", str(config_file), "--minutes", "30", "--resume"])
     assert result.exit_code == 0, result.output
     assert "Resuming from" in result.output and "Training done (2 epochs)" in result.output
+
+
+def test_budget_schedule_decays_the_learning_rate_linearly_over_the_budget(tmp_path, monkeypatch):
+    ticks = ticking_steps(monkeypatch)
+    trainer = make_trainer(tmp_path, ticks, max_minutes=6 / 60, lr_schedule="budget", learning_rate=0.006)
+    rates = []
+    step_and_tick = trainer_module.train_step
+
+    def record_rate(model, batch, optimizer, *args, **kwargs):
+        rates.append(optimizer.param_groups[0]["lr"])
+        return step_and_tick(model, batch, optimizer, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "train_step", record_rate)
+    trainer.run()
+    assert rates == pytest.approx([0.006 * (1 - spent / 6) for spent in range(6)])  # the clock ticks once per step
+
+
+def test_budget_schedule_needs_a_budget(tmp_path):
+    raw = tiny_config(tmp_path, tmp_path / "p.txt", train={"lr_schedule": "budget"})
+    with pytest.raises(NmtError, match=r"train\.max_minutes is 0"):
+        config_from_dict(raw)

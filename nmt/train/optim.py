@@ -20,6 +20,13 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Ada
     return make_adam(list(model.parameters()), cfg.learning_rate)
 
 
+def budget_learning_rate(base: float, floor: float, spent_fraction: float) -> float:
+    """``train.lr_schedule: budget``: the learning rate falls linearly from ``base`` at the start of
+    the time budget to ``floor`` at its end (linear decay suits a known budget best among the
+    schedules compared by Li et al., 2020, "Budgeted Training")."""
+    return max(floor, base * (1.0 - min(1.0, spent_fraction)))
+
+
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.ReduceLROnPlateau:
     """Lower the learning rate by ``lr_factor`` after ``lr_patience`` epochs without a better dev BLEU."""
     return torch.optim.lr_scheduler.ReduceLROnPlateau(

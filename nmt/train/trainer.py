@@ -40,7 +40,7 @@ from nmt.train.data import (
 from nmt.train.distributed import Distributed
 from nmt.train.log import RunLog
 from nmt.train.metrics import MetricsFile
-from nmt.train.optim import build_optimizer, build_scheduler
+from nmt.train.optim import budget_learning_rate, build_optimizer, build_scheduler
 from nmt.train.regularise import word_dropout
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.train.step import StepResult, autocast_dtype, train_step
@@ -189,7 +189,8 @@ class Trainer:
             improved = self.progress.note_partial_epoch(epoch, metrics["dev_bleu"])
         else:
             self.progress.train_seconds += stats.seconds
-            self.scheduler.step(metrics["dev_bleu"])
+            if self.cfg.lr_schedule == "plateau":
+                self.scheduler.step(metrics["dev_bleu"])
             improved = self.progress.end_epoch(epoch, metrics["dev_bleu"], self.cfg.patience)
         self.save(best=improved)
         self.record(epoch, stats, metrics, improved, monitor)
@@ -257,6 +258,8 @@ class Trainer:
         tokens = batch.num_tgt_tokens
         normalizer = self.ddp.global_tokens(tokens, self.device) / self.ddp.world  # DDP averages gradients over ranks
         batch = word_dropout(batch.to(self.device), self.cfg.word_dropout)
+        if self.cfg.lr_schedule == "budget":
+            self.follow_budget()
         try:
             result = train_step(self.trained, batch, self.optimizer, self.cfg, normalizer, self.amp_dtype)
         except torch.cuda.OutOfMemoryError:
@@ -268,6 +271,12 @@ class Trainer:
         if self.average is not None:
             self.average.update()
         return result
+
+    def follow_budget(self) -> None:
+        """Set the learning rate for the share of the time budget spent."""
+        spent = self.budget.spent() / self.budget.limit
+        for group in self.optimizer.param_groups:
+            group["lr"] = budget_learning_rate(self.cfg.learning_rate, self.cfg.min_lr, spent)
 
     def check_nonfinite(self, meter: EpochMeter, epoch: int) -> None:
         if meter.in_a_row.item() >= self.cfg.max_nonfinite:
