@@ -88,6 +88,7 @@ class TrainConfig:
     patience: int = 5  # early stopping: epochs without a better dev BLEU
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
     lr_schedule: Literal["plateau", "budget"] = "plateau"  # budget: linear decay over train.max_minutes
+    lr_hold: float = 0.0  # budget schedule: share of the budget at the full learning rate before the decay
     lr_patience: int = 1  # plateau: epochs without a better dev BLEU before the LR is reduced
     lr_factor: float = 0.5
     min_lr: float = 1e-5
@@ -169,6 +170,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.teacher_forcing": _PROBABILITY,
     "train.label_smoothing": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.word_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "train.lr_hold": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.ema_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = off)"),
     "train.subword_sampling": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
     "train.max_len": _POSITIVE,
@@ -319,11 +321,6 @@ def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
     check_model_combination(config.model)
     if not config.run_dir:
         config.run_dir = default_run_dir
-    if config.train.lr_schedule == "budget" and not config.train.max_minutes:
-        raise NmtError(
-            "train.lr_schedule='budget' decays the learning rate over the time budget, but train.max_minutes is 0: "
-            "give a budget (train.max_minutes or nmt train --minutes N), or use lr_schedule: plateau."
-        )
     if not config.data.path:
         raise NmtError("Config key 'data.path': got an empty string, expected the path of a TSV file.")
     if config.data.src_lang == config.data.tgt_lang:

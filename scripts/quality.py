@@ -45,6 +45,11 @@ VARIANTS: dict[str, tuple[list[str], list[str]]] = {
     "weight average 0.999": (["train.ema_decay=0.999"], []),
     "tied embeddings": (["model.tie_embeddings=true"], []),
     "budget lr schedule": (["train.lr_schedule=budget"], []),
+    "budget lr schedule, hold 0.7": (["train.lr_schedule=budget", "train.lr_hold=0.7"], []),
+    "budget lr schedule, hold 0.7, no repeated span <= 4": (
+        ["train.lr_schedule=budget", "train.lr_hold=0.7"],
+        ["decode.no_repeat_span=4"],
+    ),
     "budget lr schedule, word dropout 0.1": (["train.lr_schedule=budget", "train.word_dropout=0.1"], []),
 }
 

@@ -110,7 +110,17 @@ def test_budget_schedule_decays_the_learning_rate_linearly_over_the_budget(tmp_p
     assert rates == pytest.approx([0.006 * (1 - spent / 6) for spent in range(6)])  # the clock ticks once per step
 
 
-def test_budget_schedule_needs_a_budget(tmp_path):
-    raw = tiny_config(tmp_path, tmp_path / "p.txt", train={"lr_schedule": "budget"})
+def test_budget_schedule_holds_then_decays():
+    from nmt.train.optim import budget_learning_rate
+
+    rates = [budget_learning_rate(1.0, 0.01, spent, hold=0.5) for spent in (0.0, 0.25, 0.5, 0.75, 0.99, 1.0, 2.0)]
+    assert rates == pytest.approx([1.0, 1.0, 1.0, 0.5, 0.02, 0.01, 0.01])
+
+
+def test_budget_schedule_needs_a_budget_to_train_but_not_to_translate(tmp_path, monkeypatch):
+    trainer = make_trainer(tmp_path, ticking_steps(monkeypatch))  # prepares the data
+    config = config_from_dict({**tiny_config(tmp_path, tmp_path / "pairs.txt"), "train": {"epochs": 2,
+                               "batch_size": 16, "lr_schedule": "budget"}})  # fmt: skip
     with pytest.raises(NmtError, match=r"train\.max_minutes is 0"):
-        config_from_dict(raw)
+        Trainer(config, torch.device("cpu"))
+    assert trainer.config.train.lr_schedule == "plateau" and config.train.lr_schedule == "budget"  # loads fine

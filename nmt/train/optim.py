@@ -20,11 +20,12 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Ada
     return make_adam(list(model.parameters()), cfg.learning_rate)
 
 
-def budget_learning_rate(base: float, floor: float, spent_fraction: float) -> float:
-    """``train.lr_schedule: budget``: the learning rate falls linearly from ``base`` at the start of
-    the time budget to ``floor`` at its end (linear decay suits a known budget best among the
+def budget_learning_rate(base: float, floor: float, spent_fraction: float, hold: float = 0.0) -> float:
+    """``train.lr_schedule: budget``: ``base`` for the first ``hold`` of the time budget, then a
+    linear fall to ``floor`` at its end (linear decay suits a known budget best among the
     schedules compared by Li et al., 2020, "Budgeted Training")."""
-    return max(floor, base * (1.0 - min(1.0, spent_fraction)))
+    decayed = (min(1.0, spent_fraction) - hold) / (1.0 - hold)
+    return max(floor, base * (1.0 - max(0.0, decayed)))
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.ReduceLROnPlateau:

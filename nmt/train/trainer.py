@@ -103,6 +103,11 @@ class EpochMeter:
 class Trainer:
     def __init__(self, config: Config, device: torch.device, ddp: Distributed | None = None, show_bar: bool = True):
         ddp = ddp or Distributed()  # one process unless torchrun started several
+        if config.train.lr_schedule == "budget" and not config.train.max_minutes:
+            raise NmtError(
+                "train.lr_schedule='budget' decays the learning rate over the time budget, but train.max_minutes is 0: "
+                "give a budget (train.max_minutes or nmt train --minutes N), or use lr_schedule: plateau."
+            )
         self.config, self.cfg, self.device, self.ddp = config, config.train, device, ddp
         self.run_dir = run_paths(config)
         self.log = RunLog(self.run_dir.train_log, echo=True, enabled=ddp.is_main)
@@ -276,7 +281,7 @@ class Trainer:
         """Set the learning rate for the share of the time budget spent."""
         spent = self.budget.spent() / self.budget.limit
         for group in self.optimizer.param_groups:
-            group["lr"] = budget_learning_rate(self.cfg.learning_rate, self.cfg.min_lr, spent)
+            group["lr"] = budget_learning_rate(self.cfg.learning_rate, self.cfg.min_lr, spent, self.cfg.lr_hold)
 
     def check_nonfinite(self, meter: EpochMeter, epoch: int) -> None:
         if meter.in_a_row.item() >= self.cfg.max_nonfinite:
