@@ -21,7 +21,7 @@ from nmt.config import Config, config_from_dict
 from nmt.errors import NmtError
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Seq2Seq
-from nmt.paths import PackagePaths, prepared_paths, run_paths
+from nmt.paths import PackagePaths, RunPaths, prepared_paths, run_paths
 from nmt.search import SearchModel
 from nmt.tokenizer import Tokenizer
 
@@ -54,7 +54,7 @@ def new_model(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> Seq2Seq
 
 def load_run_config(run_dir: Path) -> Config:
     """The resolved config a run (or a package) saved as config.yaml."""
-    path = run_paths(Config(run_dir=str(run_dir))).config
+    path = RunPaths(run_dir).config
     if not path.is_file():
         raise NmtError(f"{path} not found: is {run_dir} a run directory (written by `nmt train`)?")
     with open(path, encoding="utf-8") as handle:

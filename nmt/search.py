@@ -167,7 +167,8 @@ def greedy_search(
         if still.numel() < len(active):
             active = [active[i] for i in still.tolist()]
             memory, state, prev = memory.select(still), state.select(still), prev.index_select(0, still)
-            history = history.index_select(0, still)
+            if no_repeat_span:
+                history = history.index_select(0, still)
     lengths = src_lengths.tolist()
     return [
         [

@@ -226,7 +226,8 @@ class Trainer:
             examples, batches[first - 1 :], self.ddp, loader_workers(self.cfg, device), device.type == "cuda"
         )
         for number, batch in enumerate(loaded, start=first):
-            meter.add(self.train_batch(batch, epoch, number, len(batches[number - 1])), batch.num_tgt_tokens)
+            tokens = batch.num_tgt_tokens  # counting them syncs a GPU: once per step
+            meter.add(self.train_batch(batch, tokens, epoch, number, len(batches[number - 1])), tokens)
             progress.step += 1
             progress.batch_in_epoch = number
             bar.update(1)
@@ -258,9 +259,8 @@ class Trainer:
             progress.close_epoch()
         return stats
 
-    def train_batch(self, batch: Batch, epoch: int, number: int, sentences: int) -> StepResult:
+    def train_batch(self, batch: Batch, tokens: int, epoch: int, number: int, sentences: int) -> StepResult:
         """One update; under DDP the loss is normalised by the global token count."""
-        tokens = batch.num_tgt_tokens
         normalizer = self.ddp.global_tokens(tokens, self.device) / self.ddp.world  # DDP averages gradients over ranks
         batch = word_dropout(batch.to(self.device), self.cfg.word_dropout)
         if self.cfg.lr_schedule == "budget":
