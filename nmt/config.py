@@ -60,6 +60,7 @@ class ModelConfig:
     attention_window: WindowName = "global"
     window_width: int = 5  # D: local windows cover [p_t - D, p_t + D]
     input_feeding: bool = False  # Luong: feed the attentional vector h̃_{t-1} into the next step
+    bridge: Literal["backward", "both"] = "backward"  # s_0 from ←h_1 (Bahdanau) or from [→h_S; ←h_1]
     gumbel_temperature: float = 1.0  # hard attention's Gumbel-softmax temperature in training
     attention_dim: int = 256  # width of the additive (bahdanau, luong-concat, hard) scorer
     output_dim: int = 256  # width of the pre-softmax layer (Luong: of h̃_t)
@@ -85,10 +86,11 @@ class TrainConfig:
     ema_decay: float = 0.0  # > 0: also keep an exponential moving average of the weights; best of both kept
     subword_sampling: float = 0.0  # > 0: a fresh SentencePiece segmentation each epoch with this alpha (0 = off)
     max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
-    patience: int = 5  # early stopping: epochs without a better dev BLEU
+    patience: int = 5  # early stopping: epochs without a better dev BLEU (0 = none: train to the end)
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
-    lr_schedule: Literal["plateau", "budget"] = "plateau"  # budget: linear decay over train.max_minutes
-    lr_hold: float = 0.0  # budget schedule: share of the budget at the full learning rate before the decay
+    # budget: linear decay over the run, i.e. train.max_minutes or train.epochs, whichever ends it first
+    lr_schedule: Literal["plateau", "budget"] = "plateau"
+    lr_hold: float = 0.0  # budget schedule: share of the run at the full learning rate before the decay
     lr_patience: int = 1  # plateau: epochs without a better dev BLEU before the LR is reduced
     lr_factor: float = 0.5
     min_lr: float = 1e-5
@@ -174,7 +176,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.ema_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = off)"),
     "train.subword_sampling": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
     "train.max_len": _POSITIVE,
-    "train.patience": _POSITIVE,
+    "train.patience": _NON_NEGATIVE,
     "train.max_minutes": _NON_NEGATIVE,
     "train.lr_patience": _NON_NEGATIVE,
     "train.lr_factor": (lambda v: 0.0 < v < 1.0, "a number in (0, 1)"),

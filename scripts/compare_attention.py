@@ -10,7 +10,7 @@ Writes into --out (default docs/attention/):
 Runs go to --runs (default runs/compare-attention/); an interrupted comparison picks up
 where it stopped. Example (about 20 minutes on a 2-core CPU):
 
-    python scripts/compare_attention.py --config configs/eng-mar-cpu.yaml --epochs 5
+    python scripts/compare_attention.py --config configs/baseline/eng-mar-cpu.yaml --epochs 5
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def markdown_table(results: list[dict], args) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/eng-mar-cpu.yaml", help="base config")
+    parser.add_argument("--config", default="configs/baseline/eng-mar-cpu.yaml", help="base config")
     parser.add_argument("--epochs", type=int, default=5, help="training budget per variant")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--set", nargs="*", default=[], help="extra config overrides for every variant")

@@ -52,12 +52,84 @@ VARIANTS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "budget lr schedule, word dropout 0.1": (["train.lr_schedule=budget", "train.word_dropout=0.1"], []),
 }
+# The second round: single levers on top of the first round's winner (hold, then decay).
+HOLD = ["train.lr_schedule=budget", "train.lr_hold=0.7"]
+WIDE = ["model.embed_dim=256", "model.encoder_hidden=256", "model.attention_dim=256", "model.output_dim=256"]
+VARIANTS |= {
+    "hold 0.7, weight average 0.999": ([*HOLD, "train.ema_decay=0.999"], []),
+    "hold 0.7, label smoothing 0.1": ([*HOLD, "train.label_smoothing=0.1"], []),
+    "hold 0.7, learning rate 0.003": ([*HOLD, "train.learning_rate=0.003"], []),
+    "hold 0.7, batch 128, learning rate 0.003": ([*HOLD, "train.batch_size=128", "train.learning_rate=0.003"], []),
+    "hold 0.7, luong order, input feeding": ([*HOLD, "model.attention=luong-concat", "model.input_feeding=true"], []),
+    "hold 0.7, 256-wide model": ([*HOLD, *WIDE], []),
+    "hold 0.7, tied embeddings": ([*HOLD, "model.tie_embeddings=true"], []),
+}
+# The third round: the 256-wide model (the second round's winner) with one more lever each.
+WIDE_HOLD = [*HOLD, *WIDE]
+VARIANTS |= {
+    "256-wide, hold 0.7, weight average 0.999": ([*WIDE_HOLD, "train.ema_decay=0.999"], []),
+    "256-wide, hold 0.7, learning rate 0.003": ([*WIDE_HOLD, "train.learning_rate=0.003"], []),
+    "256-wide, hold 0.7, vocabularies 4000": (
+        [*WIDE_HOLD, "tokenizer.src_vocab_size=4000", "tokenizer.tgt_vocab_size=4000"],
+        [],
+    ),
+    "256-wide, hold 0.7, luong order, input feeding": (
+        [*WIDE_HOLD, "model.attention=luong-concat", "model.input_feeding=true"],
+        [],
+    ),
+    "256-wide, hold 0.7, label smoothing 0.1": ([*WIDE_HOLD, "train.label_smoothing=0.1"], []),
+    "256-wide, hold 0.7, tied embeddings": ([*WIDE_HOLD, "model.tie_embeddings=true"], []),
+}
+
+# The fourth round: both second-round winners together, with one more lever each.
+LUONG_WIDE = [*WIDE_HOLD, "model.attention=luong-concat", "model.input_feeding=true"]
+VARIANTS |= {
+    "256-wide luong, bridge from both directions": ([*LUONG_WIDE, "model.bridge=both"], []),
+    "256-wide luong, weight average 0.999": ([*LUONG_WIDE, "train.ema_decay=0.999"], []),
+    "256-wide luong, learning rate 0.003": ([*LUONG_WIDE, "train.learning_rate=0.003"], []),
+    "256-wide luong, learning rate 0.001": ([*LUONG_WIDE, "train.learning_rate=0.001"], []),
+    "256-wide luong, vocabularies 4000": (
+        [*LUONG_WIDE, "tokenizer.src_vocab_size=4000", "tokenizer.tgt_vocab_size=4000"],
+        [],
+    ),
+    "256-wide luong, label smoothing 0.1": ([*LUONG_WIDE, "train.label_smoothing=0.1"], []),
+}
+
+# The chosen recipe: the fourth round's best levers together, no early stopping (the budget ends
+# the run), the stutter guard in search. RECIPES names the config file that ships each one.
+CHOSEN = ["train.label_smoothing=0.1", "train.patience=0"]
+VARIANTS |= {
+    "recipe: 256-wide luong, label smoothing 0.1, no repeated span <= 4": (
+        [*LUONG_WIDE, *CHOSEN],
+        ["decode.no_repeat_span=4"],
+    ),
+    "recipe: luong, input feeding, hold 0.7, learning rate 0.002, label smoothing 0.1, no repeated span <= 4": (
+        [*HOLD, "model.attention=luong-concat", "model.input_feeding=true", "train.learning_rate=0.002", *CHOSEN],
+        ["decode.no_repeat_span=4"],
+    ),
+}
+RECIPES = {  # shipped config -> (the base it was measured from, its variant)
+    "configs/eng-mar-cpu.yaml": (
+        "configs/baseline/eng-mar-cpu.yaml",
+        "recipe: 256-wide luong, label smoothing 0.1, no repeated span <= 4",
+    ),
+    "configs/eng-mar.yaml": (
+        "configs/baseline/eng-mar.yaml",
+        "recipe: luong, input feeding, hold 0.7, learning rate 0.002, label smoothing 0.1, no repeated span <= 4",
+    ),
+}
+
+
+def prepared_dir(runs: Path, overrides: list[str]) -> Path:
+    """Runs share prepared data unless they change the tokenizer."""
+    tokenizer = [o.removeprefix("tokenizer.").replace("=", "") for o in overrides if o.startswith("tokenizer.")]
+    return runs / "-".join(["data", *tokenizer])
 
 
 def train_run(base: str, overrides: list[str], seed: int, minutes: float, runs: Path, device) -> Path:
     key = "-".join(o.replace("=", "") for o in overrides) or "baseline"
     run_dir = runs / f"{key}-seed{seed}"
-    config = load_config(base, [*overrides, f"run_dir={run_dir}", f"data.prepared_dir={runs / 'data'}",
+    config = load_config(base, [*overrides, f"run_dir={run_dir}", f"data.prepared_dir={prepared_dir(runs, overrides)}",
                                 f"train.seed={seed}", f"train.max_minutes={minutes}", "train.epochs=1000"])  # fmt: skip
     if not (run_dir / "done").is_file():
         prepare(config, log=lambda _: None)
@@ -78,7 +150,7 @@ def epochs_reached(records: list[dict]) -> float:
 
 def evaluate_run(base: str, run_dir: Path, train_overrides: list[str], decode_overrides: list[str], device) -> dict:
     config = load_config(base, [*train_overrides, *decode_overrides, f"run_dir={run_dir}",
-                                f"data.prepared_dir={run_dir.parent / 'data'}"])  # fmt: skip
+                                f"data.prepared_dir={prepared_dir(run_dir.parent, train_overrides)}"])  # fmt: skip
     test_set = read_references(prepared_paths(config).multi("test"))
     hypotheses = Translator(load_checkpoints(config, ["best"], device)).translate(test_set.sources)
     scores = score(hypotheses, test_set.references, metrics=("bleu", "chrf"))
@@ -118,7 +190,7 @@ def table(results: dict, names: list[str], minutes: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/eng-mar-cpu.yaml", help="base recipe")
+    parser.add_argument("--config", default="configs/baseline/eng-mar-cpu.yaml", help="the recipe variants start from")
     parser.add_argument("--minutes", type=float, default=5.0, help="training budget per run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))

@@ -6,7 +6,6 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.config import config_from_dict
-from nmt.errors import NmtError
 from nmt.prepare import prepare
 from nmt.train import trainer as trainer_module
 from nmt.train.budget import TimeBudget
@@ -117,10 +116,29 @@ def test_budget_schedule_holds_then_decays():
     assert rates == pytest.approx([1.0, 1.0, 1.0, 0.5, 0.02, 0.01, 0.01])
 
 
-def test_budget_schedule_needs_a_budget_to_train_but_not_to_translate(tmp_path, monkeypatch):
-    trainer = make_trainer(tmp_path, ticking_steps(monkeypatch))  # prepares the data
-    config = config_from_dict({**tiny_config(tmp_path, tmp_path / "pairs.txt"), "train": {"epochs": 2,
-                               "batch_size": 16, "lr_schedule": "budget"}})  # fmt: skip
-    with pytest.raises(NmtError, match=r"train\.max_minutes is 0"):
-        Trainer(config, torch.device("cpu"))
-    assert trainer.config.train.lr_schedule == "plateau" and config.train.lr_schedule == "budget"  # loads fine
+def test_budget_schedule_without_a_time_budget_decays_over_the_epochs(tmp_path, monkeypatch):
+    trainer = make_trainer(tmp_path, ticking_steps(monkeypatch), lr_schedule="budget", lr_hold=0.5, epochs=2)
+    rates = []
+    step = trainer_module.train_step
+
+    def record_rate(model, batch, optimizer, *args, **kwargs):
+        rates.append(optimizer.param_groups[0]["lr"])
+        return step(model, batch, optimizer, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "train_step", record_rate)
+    trainer.run()
+    base, total = trainer.cfg.learning_rate, len(rates)  # two epochs of equal length
+    expected = [base * min(1.0, 1.0 - (k / total - 0.5) / 0.5) for k in range(total)]
+    assert rates == pytest.approx(expected) and rates[-1] < base / total * 2.01
+
+
+@pytest.mark.parametrize(("patience", "stop_epoch"), [(2, 4), (1, 3), (0, None)])
+def test_early_stopping_counts_epochs_without_a_better_dev_bleu_and_zero_turns_it_off(patience, stop_epoch):
+    from nmt.train.state import Progress
+
+    progress, stopped = Progress(), None
+    for epoch, bleu in enumerate([10.0, 12.0, 11.0, 12.0, 9.0, 8.0], start=1):  # best at 2; a tie is no gain
+        progress.end_epoch(epoch, bleu, patience)
+        if progress.stopped_early and stopped is None:
+            stopped = epoch
+    assert stopped == stop_epoch

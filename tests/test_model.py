@@ -33,6 +33,21 @@ def test_encoder_outputs_zero_at_padding_and_independent_of_it():
     assert torch.allclose(state1.hidden[0], state.hidden[0], atol=1e-6)
 
 
+@pytest.mark.parametrize("rnn_input", ["packed", "padded"])
+def test_bridge_from_both_directions_reads_the_last_forward_and_first_backward_states(rnn_input):
+    model = small_model(bridge="both", rnn_input=rnn_input).eval()
+    src, lengths = random_sources(4, seed=3)
+    memory, state = model.encode(src, lengths)
+    enc, half = memory.enc_outputs, memory.enc_outputs.size(-1) // 2
+    for row, length in enumerate(lengths.tolist()):
+        summary = torch.cat([enc[row, length - 1, :half], enc[row, 0, half:]])  # [→h_S; ←h_1]
+        expected = torch.tanh(model.bridge(summary))
+        assert torch.allclose(state.hidden[row], expected, atol=1e-6)
+        alone = model.encode(src[row : row + 1, :length], lengths[row : row + 1])[1]  # no padding
+        assert torch.allclose(alone.hidden[0], state.hidden[row], atol=1e-6)
+    assert model.bridge.in_features == 2 * model.config.encoder_hidden
+
+
 def test_memory_select_reorders_rows():
     model = small_model().eval()
     src, lengths = random_sources(3)

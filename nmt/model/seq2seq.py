@@ -22,8 +22,10 @@ class Seq2Seq(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = Encoder(config, src_vocab_size)
-        # Bridge (Bahdanau et al., A.2.2): s_0 = tanh(W_s ←h_1).
-        self.bridge = nn.Linear(config.encoder_hidden, config.decoder_hidden)
+        # Bridge (Bahdanau et al., A.2.2): s_0 = tanh(W_s ←h_1); with bridge "both",
+        # s_0 = tanh(W_s [→h_S; ←h_1]): each direction's summary of the whole sentence.
+        bridge_width = config.encoder_hidden * (2 if config.bridge == "both" else 1)
+        self.bridge = nn.Linear(bridge_width, config.decoder_hidden)
         self.decoder = build_decoder(config, tgt_vocab_size, self.encoder.output_dim)
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Memory, DecoderState]:
@@ -32,7 +34,10 @@ class Seq2Seq(nn.Module):
         positions = torch.arange(src.size(1), device=src.device)
         mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
         keys = self.decoder.attention.precompute_keys(enc_outputs, mask)
-        state = self.decoder.init_state(torch.tanh(self.bridge(backward_final)))  # hidden (B, decoder_hidden)
+        summary = backward_final  # (B, H) or, from both directions, (B, 2H)
+        if self.config.bridge == "both":
+            summary = torch.cat([last_forward_state(enc_outputs, mask), backward_final], dim=-1)
+        state = self.decoder.init_state(torch.tanh(self.bridge(summary)))  # hidden (B, decoder_hidden)
         return Memory(enc_outputs, keys, mask), state
 
     def decode_step(
@@ -58,3 +63,10 @@ class Seq2Seq(nn.Module):
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def last_forward_state(enc_outputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """→h_S, the forward RNN's state at each sentence's last real token: (B, S, 2H) -> (B, H)."""
+    last = (mask.sum(1) - 1).clamp(min=0)  # (B,) position of the last real token
+    rows = torch.arange(enc_outputs.size(0), device=enc_outputs.device)
+    return enc_outputs[rows, last, : enc_outputs.size(-1) // 2]

@@ -33,14 +33,14 @@ class Progress:
 
     def end_epoch(self, epoch: int, dev_bleu: float, patience: int) -> bool:
         """Count epoch ``epoch`` as done with ``dev_bleu``; whether it is the best so far.
-        Early stopping after ``patience`` epochs without a better one."""
+        Early stopping after ``patience`` epochs without a better one (never with 0)."""
         improved = dev_bleu > self.best_bleu
         self.epoch = epoch
         if improved:
             self.best_bleu, self.best_epoch, self.bad_epochs = dev_bleu, epoch, 0
         else:
             self.bad_epochs += 1
-            self.stopped_early = self.bad_epochs >= patience
+            self.stopped_early = 0 < patience <= self.bad_epochs
         return improved
 
     def note_partial_epoch(self, epoch: int, dev_bleu: float) -> bool:

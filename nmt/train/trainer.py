@@ -103,11 +103,6 @@ class EpochMeter:
 class Trainer:
     def __init__(self, config: Config, device: torch.device, ddp: Distributed | None = None, show_bar: bool = True):
         ddp = ddp or Distributed()  # one process unless torchrun started several
-        if config.train.lr_schedule == "budget" and not config.train.max_minutes:
-            raise NmtError(
-                "train.lr_schedule='budget' decays the learning rate over the time budget, but train.max_minutes is 0: "
-                "give a budget (train.max_minutes or nmt train --minutes N), or use lr_schedule: plateau."
-            )
         self.config, self.cfg, self.device, self.ddp = config, config.train, device, ddp
         self.run_dir = run_paths(config)
         self.log = RunLog(self.run_dir.train_log, echo=True, enabled=ddp.is_main)
@@ -131,6 +126,7 @@ class Trainer:
         self.clock = time.monotonic  # what the time budget reads (tests give a fake one)
         self.budget = TimeBudget(self.cfg.max_minutes, clock=self.clock)
         self.out_of_time = False  # the budget ran out inside an epoch
+        self.epoch_length = 1  # batches in the epoch being trained (the budget schedule reads it)
         self.trained: torch.nn.Module = self.model  # what the step calls; run() wraps it in DDP under torchrun
 
     def run(self, resume: bool = False) -> Progress:
@@ -211,6 +207,7 @@ class Trainer:
         self.trained.train()
         examples = epoch_examples(self.data, self.src_tok, self.tgt_tok, self.cfg, epoch)
         batches = epoch_batches(examples, self.cfg, epoch, self.ddp.world)
+        self.epoch_length = len(batches)
         meter = EpochMeter(progress, device)
         check_every = 1 if device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
         bar = tqdm(
@@ -264,7 +261,7 @@ class Trainer:
         normalizer = self.ddp.global_tokens(tokens, self.device) / self.ddp.world  # DDP averages gradients over ranks
         batch = word_dropout(batch.to(self.device), self.cfg.word_dropout)
         if self.cfg.lr_schedule == "budget":
-            self.follow_budget()
+            self.follow_budget(epoch, number)
         try:
             result = train_step(self.trained, batch, self.optimizer, self.cfg, normalizer, self.amp_dtype)
         except torch.cuda.OutOfMemoryError:
@@ -277,9 +274,12 @@ class Trainer:
             self.average.update()
         return result
 
-    def follow_budget(self) -> None:
-        """Set the learning rate for the share of the time budget spent."""
-        spent = self.budget.spent() / self.budget.limit
+    def follow_budget(self, epoch: int, number: int) -> None:
+        """Set the learning rate for the share of the run spent before batch ``number`` of
+        ``epoch``: of train.epochs or of the time budget, whichever is further along."""
+        spent = (epoch - 1 + (number - 1) / self.epoch_length) / self.cfg.epochs
+        if self.cfg.max_minutes:
+            spent = max(spent, self.budget.spent() / self.budget.limit)
         for group in self.optimizer.param_groups:
             group["lr"] = budget_learning_rate(self.cfg.learning_rate, self.cfg.min_lr, spent, self.cfg.lr_hold)
 

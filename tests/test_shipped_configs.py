@@ -1,0 +1,39 @@
+"""The shipped configs: every one loads, and the eng-mar ones are the recipe docs/quality.md measured."""
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from nmt.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def quality_script():
+    spec = importlib.util.spec_from_file_location("quality", ROOT / "scripts" / "quality.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").rglob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    assert load_config(path).model.embed_dim > 0
+
+
+@pytest.mark.parametrize("config", sorted(quality_script().RECIPES))
+def test_eng_mar_configs_are_the_measured_recipe(config):
+    """What scripts/quality.py trained (its base file plus the recipe's overrides) is what the
+    config file says, except the settings the driver sets itself for every run."""
+    quality = quality_script()
+    base, variant = quality.RECIPES[config]
+    train_overrides, decode_overrides = quality.VARIANTS[variant]
+    measured = dataclasses.asdict(load_config(ROOT / base, [*train_overrides, *decode_overrides]))
+    shipped = dataclasses.asdict(load_config(ROOT / config))
+    for values in (measured, shipped):
+        values.pop("run_dir")
+        for key in ("epochs", "max_minutes", "seed"):  # the driver's: a budget per run, seeds 1 and 2
+            values["train"].pop(key)
+    assert shipped == measured
