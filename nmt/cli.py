@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -241,12 +242,21 @@ def translate(
         ),
     ] = None,
     plot_count: Annotated[int, typer.Option("--plot-count", min=1, help="How many sentences to plot.")] = 5,
+    n_best: Annotated[
+        int | None,
+        typer.Option(
+            "--n-best",
+            min=1,
+            help="Write the K best translations of each line, best first, as TSV: line number, score, text.",
+        ),
+    ] = None,
     device: DeviceOption = None,
 ) -> None:
     """Translate text: exactly one output line per input line (an empty line gives an empty line).
 
     Sentences are batched by length and the original order is restored. Greedy (--beam-size 1) or
-    beam search with length normalisation (decode.length_penalty).
+    beam search with length normalisation (decode.length_penalty). With --n-best K: K lines per
+    input line instead, "number<TAB>score<TAB>translation" (score: the ranking score of search).
     """
     from nmt.translate import read_input_lines
 
@@ -254,17 +264,61 @@ def translate(
         raise NmtError("Give either --text or --input, not both.")
     translator = _translator(config, set_, checkpoint, model, device)
     lines = [text] if text is not None else read_input_lines(str(input_) if input_ else None)
-    hypotheses = translator.translate(lines, beam_size=beam_size, progress=input_ is not None)
-    if output is not None:
-        from nmt.fileio import write_lines_atomic
-
-        write_lines_atomic(output, hypotheses)
-        typer.echo(f"Wrote {len(hypotheses)} lines to {output}", err=True)
+    if n_best is None:
+        written = translator.translate(lines, beam_size=beam_size, progress=input_ is not None)
     else:
-        for line in hypotheses:
-            sys.stdout.write(line + "\n")
+        found = translator.search(lines, beam_size, n_best=n_best, progress=input_ is not None)
+        written = [
+            f"{number}\t{hypothesis.score:.4f}\t{translator.detokenize(hypothesis)}"
+            for number, hypotheses in enumerate(found, 1)
+            for hypothesis in hypotheses
+        ]
+    _write_lines(written, output)
     if plot_attention is not None:
         _plot_attention(translator, lines, plot_attention, plot_count, beam_size)
+
+
+def _write_lines(lines: list[str], output: Path | None) -> None:
+    """To ``output`` (atomically), or to stdout."""
+    if output is None:
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        return
+    from nmt.fileio import write_lines_atomic
+
+    write_lines_atomic(output, lines)
+    typer.echo(f"Wrote {len(lines)} lines to {output}", err=True)
+
+
+@app.command()
+@user_errors
+def score(
+    config: OptionalConfigOption = None,
+    set_: SetOption = None,
+    checkpoint: CheckpointsOption = None,
+    model: ModelOption = None,
+    src: Annotated[Path, typer.Option("--src", help="Source sentences, one per line.")] = ...,
+    tgt: Annotated[Path, typer.Option("--tgt", help="Their translations, line-aligned with --src.")] = ...,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write (default: stdout).")] = None,
+    device: DeviceOption = None,
+) -> None:
+    """Forced decoding: how probable the model finds given translations of given sources.
+
+    One TSV line per pair: total log-probability (natural log, <eos> included), log-probability
+    per subword, subwords (+ <eos>). The corpus perplexity goes to stderr.
+    """
+    from nmt.translate import read_input_lines
+
+    sources, targets = read_input_lines(str(src)), read_input_lines(str(tgt))
+    if len(sources) != len(targets):
+        raise NmtError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}: they must be line-aligned.")
+    translator = _translator(config, set_, checkpoint, model, device)
+    scored = translator.score(sources, targets, progress=True)
+    counts = [len(h.token_logprobs) for h in scored]
+    _write_lines([f"{h.log_prob:.4f}\t{h.log_prob / n:.4f}\t{n}" for h, n in zip(scored, counts)], output)
+    total = sum(h.log_prob for h in scored)
+    typer.echo(f"{len(scored)} pairs, {sum(counts)} subwords: log-probability {total:.2f}, "
+               f"perplexity {math.exp(-total / max(1, sum(counts))):.2f}", err=True)  # fmt: skip
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")

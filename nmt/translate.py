@@ -18,6 +18,7 @@ from tqdm import tqdm
 from nmt.data.anki import normalize_text
 from nmt.errors import NmtError
 from nmt.fileio import read_lines, split_lines
+from nmt.forced import score_pairs
 from nmt.loading import LoadedModel
 from nmt.search import Hypothesis, search_sentences
 
@@ -64,6 +65,14 @@ class Translator:
         return search_sentences(
             self.model, self.encode(lines), self.decode, self.device, beam_size, n_best, with_attention, progress
         )
+
+    def score(self, sources: list[str], translations: list[str], progress: bool = False) -> list[Hypothesis]:
+        """Forced decoding: the log-probability of each given translation of each source
+        (``Hypothesis.score`` is the sum of its token log-probabilities, <eos> included)."""
+        if len(sources) != len(translations):
+            raise NmtError(f"{len(sources)} sources but {len(translations)} translations: give one per source.")
+        targets = self.tgt_tok.encode([normalize_text(line) for line in translations])
+        return score_pairs(self.model, self.encode(sources), targets, self.decode, self.device, progress)
 
     def detokenize(self, hypothesis: Hypothesis) -> str:
         return " ".join(self.tgt_tok.decode([hypothesis.tokens])[0].split())

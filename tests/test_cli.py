@@ -44,6 +44,8 @@ def test_prepare_train_translate_evaluate(tmp_path, config_file):
 
     src = tmp_path / "in.en"
     src.write_text("I see apples.\n\nwe like tea.\n", encoding="utf-8")
+    src2 = tmp_path / "s.en"
+    src2.write_text("I see apples.\nwe like tea.\n", encoding="utf-8")
     out = tmp_path / "out.mr"
     result = run(
         "translate", "--config", config_file, "--input", src, "--output", out, "--plot-attention", tmp_path / "plots"
@@ -62,6 +64,31 @@ def test_prepare_train_translate_evaluate(tmp_path, config_file):
     result = runner.invoke(app, ["translate", "--config", str(config_file), "--beam-size", "1"], input="we like tea.\n")
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1
 
+    # n-best: K TSV rows per input line (line number, score, text), best first; a blank line gives one empty row.
+    result = run("translate", "--config", config_file, "--input", src, "--n-best", 3, "--beam-size", 4)
+    assert result.exit_code == 0, result.output
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    assert [row[0] for row in rows] == ["1", "1", "1", "2", "3", "3", "3"] and rows[3][1:] == ["0.0000", ""]
+    for number in ("1", "3"):
+        scores = [float(row[1]) for row in rows if row[0] == number]
+        assert scores == sorted(scores, reverse=True) and all(score < 0 for score in scores)
+    result = run("translate", "--config", config_file, "--text", "hi", "--n-best", 3, "--beam-size", 2)
+    assert result.exit_code == 1 and "between 1 and the beam size (2)" in result.stderr
+
+    # score: forced decoding of given translations (tests/test_forced.py checks the figures against search).
+    best = run("translate", "--config", config_file, "--input", src2, "--n-best", 1, "--beam-size", 1)
+    hyps = tmp_path / "greedy.mr"
+    hyps.write_text("".join(line.split("\t")[2] + "\n" for line in best.stdout.splitlines()), encoding="utf-8")
+    result = run("score", "--config", config_file, "--src", src2, "--tgt", hyps)
+    assert result.exit_code == 0, result.output
+    scored = [line.split("\t") for line in result.stdout.splitlines()]
+    assert len(scored) == 2 and "perplexity" in result.stderr
+    for total, per_token, count in scored:
+        assert float(total) < 0 and int(count) >= 1
+        assert float(per_token) == pytest.approx(float(total) / int(count), abs=1e-3)
+    result = run("score", "--config", config_file, "--src", src, "--tgt", hyps)
+    assert result.exit_code == 1 and "has 3 lines but" in result.stderr and "has 2" in result.stderr
+
     result = run("evaluate", "--config", config_file, "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -71,8 +98,6 @@ def test_prepare_train_translate_evaluate(tmp_path, config_file):
     ref1, ref2 = tmp_path / "r1.mr", tmp_path / "r2.mr"
     ref1.write_text("मी सफरचंद पाहतो.\nआम्ही चहा आवडते.\n", encoding="utf-8")
     ref2.write_text("\nआम्ही चहा आवडते!\n", encoding="utf-8")
-    src2 = tmp_path / "s.en"
-    src2.write_text("I see apples.\nwe like tea.\n", encoding="utf-8")
     result = run("evaluate", "--config", config_file, "--src", src2, "--ref", ref1, "--ref", ref2)
     assert result.exit_code == 0, result.output
     assert "BLEU" in result.stdout and "nrefs:var" in result.stdout
@@ -134,7 +159,8 @@ def test_help_lists_every_option():
     for command, options in {
         "prepare": ["--config", "--set", "--force"],
         "train": ["--resume", "--device"],
-        "translate": ["--checkpoint", "--input", "--output", "--beam-size", "--plot-attention"],
+        "translate": ["--checkpoint", "--input", "--output", "--beam-size", "--plot-attention", "--n-best"],
+        "score": ["--src", "--tgt", "--output", "--model"],
         "evaluate": ["--src", "--ref", "--json"],
     }.items():
         result = run(command, "--help")

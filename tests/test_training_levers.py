@@ -1,4 +1,5 @@
-"""Training levers do what they say and nothing else: word dropout, subword sampling, weight averaging."""
+"""Training levers do what they say and nothing else: word dropout, subword sampling, weight averaging,
+label smoothing."""
 
 import pytest
 import torch
@@ -7,6 +8,7 @@ from nmt.data.batching import Example, collate
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from nmt.train.averaging import WeightAverage
 from nmt.train.regularise import word_dropout
+from nmt.train.step import token_loss
 
 
 def random_batch(n: int = 400, seed: int = 0):
@@ -113,3 +115,17 @@ def test_training_with_a_weight_average_validates_both_and_translates_with_the_b
     assert all(torch.equal(payload["ema"][n], t) for n, t in trainer.average.state_dict().items())
     loaded = load_checkpoints(config, ["last"], torch.device("cpu")).model
     assert all(torch.equal(translation_weights(payload)[n], t) for n, t in loaded.state_dict().items())
+
+
+def test_label_smoothing_mixes_the_gold_token_with_a_uniform_target_over_real_tokens_only():
+    gen = torch.Generator().manual_seed(5)
+    logits = torch.randn(3, 4, 11, generator=gen)  # (B, T, V)
+    targets = torch.randint(4, 11, (3, 4), generator=gen)
+    targets[1, 2:] = PAD_ID  # padding adds nothing
+    log_probs = logits.log_softmax(-1)
+    real = targets != PAD_ID
+    gold = -log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)[real]  # (N,)
+    uniform = -log_probs.mean(-1)[real]  # cross-entropy against 1/V on every class
+    for eps in (0.0, 0.1, 0.3):
+        expected = ((1 - eps) * gold + eps * uniform).sum()
+        assert torch.allclose(token_loss(logits, targets, eps), expected, atol=1e-5)

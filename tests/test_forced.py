@@ -1,0 +1,41 @@
+"""Forced decoding scores what search found exactly as search scored it."""
+
+import pytest
+import torch
+
+from nmt.config import DecodeConfig
+from nmt.data.batching import source_tensor
+from nmt.forced import forced_log_probs, score_pairs
+from nmt.search import beam_search, greedy_search
+
+from .helpers import random_sources, small_model
+
+
+@pytest.mark.parametrize("overrides", [{}, {"attention": "luong-concat", "input_feeding": True}])
+def test_forced_log_probs_equal_search_own_token_log_probs(overrides):
+    model = small_model(seed=2, **overrides).eval()
+    src, lengths = random_sources(5, seed=4)
+    for found in (greedy_search(model, src, lengths, max_len=12), beam_search(model, src, lengths, 3, max_len=12)):
+        best = [hypotheses[0] for hypotheses in found]
+        forced = forced_log_probs(model, src, lengths, [h.tokens for h in best])
+        for hypothesis, log_probs in zip(best, forced):
+            assert len(log_probs) == len(hypothesis.tokens) + 1  # <eos> scored too
+            n = len(hypothesis.token_logprobs)  # a hypothesis cut at max_len has no <eos> score
+            assert log_probs[:n] == pytest.approx(hypothesis.token_logprobs, abs=1e-5)
+
+
+def test_score_pairs_keeps_the_order_batches_by_length_and_sums_log_probs():
+    model = small_model(seed=3).eval()
+    src, lengths = random_sources(7, seed=5)
+    sources = [src[i, : lengths[i] - 1].tolist() for i in range(7)]  # without <eos>
+    gen = torch.Generator().manual_seed(1)
+    targets = [
+        torch.randint(4, 20, (int(n),), generator=gen).tolist() for n in torch.randint(0, 9, (7,), generator=gen)
+    ]
+    one_batch = score_pairs(model, sources, targets, DecodeConfig(batch_size=64), torch.device("cpu"))
+    small_batches = score_pairs(model, sources, targets, DecodeConfig(batch_size=2), torch.device("cpu"))
+    for alone, (source, target) in zip(one_batch, zip(sources, targets)):
+        expected = forced_log_probs(model, *source_tensor([source]), [target])[0]
+        assert alone.tokens == target and alone.token_logprobs == pytest.approx(expected, abs=1e-5)
+        assert alone.score == pytest.approx(sum(expected), abs=1e-5) and alone.score < 0
+    assert [h.score for h in one_batch] == pytest.approx([h.score for h in small_batches], abs=1e-5)
