@@ -422,6 +422,45 @@ def _translator(
     return Translator(load_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device)))
 
 
+@app.command()
+@user_errors
+def serve(
+    config: OptionalConfigOption = None,
+    set_: SetOption = None,
+    checkpoint: CheckpointsOption = None,
+    model: Annotated[
+        list[Path] | None,
+        typer.Option("--model", help="A model package folder from `nmt export`; repeat to show models side by side."),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8000,
+    device: DeviceOption = None,
+) -> None:
+    """A local page that translates as you type and draws attention, and its JSON API.
+
+    Open http://HOST:PORT/ in a browser; the API is under /api (see the README). Several --model
+    folders are shown side by side; --config (with --checkpoint) serves a training run. Ctrl-C stops.
+    """
+    from nmt.loading import load_packages
+    from nmt.serve.app import build_app, run_server
+    from nmt.translate import Translator
+
+    if model and (config is not None or set_ or checkpoint):
+        raise NmtError("--model carries its own config and weights: give --model alone, or --config.")
+    if model:
+        chosen = _device_named(device or "auto")
+        translators = {}
+        for path in model:  # named after their folders; a repeated name gets a number
+            name = path.resolve().name
+            name = name if name not in translators else f"{name}-{len(translators) + 1}"
+            translators[name] = Translator(load_packages([path], chosen))
+    else:
+        translator = _translator(config, set_, checkpoint, None, device)
+        translators = {Path(translator.loaded.config.run_dir).name: translator}
+    typer.echo(f"Serving {', '.join(translators)} on http://{host}:{port}/ (Ctrl-C stops)", err=True)
+    run_server(build_app(translators), host, port)
+
+
 RunDirArgument = Annotated[Path, typer.Argument(help="A run directory (run_dir of a config).")]
 
 

@@ -1,4 +1,5 @@
-"""Forced decoding: the log-probability a model gives translations it is handed.
+"""Forced decoding: the log-probability a model gives translations it is handed, what it
+would say next after a given start, and search that continues a given start.
 
 The model runs exactly as in search (``SearchModel.encode`` and ``decode_step``, one target
 position at a time), except that each step is fed the given token instead of a chosen one,
@@ -21,16 +22,68 @@ def forced_log_probs(
     model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, targets: list[list[int]]
 ) -> list[list[float]]:
     """log p of each target token and then of <eos>: src (B, S), targets B lists of ids."""
-    memory, state = model.encode(src, src_lengths)
     gold = pad_sequences([ids + [EOS_ID] for ids in targets]).to(src.device)  # (B, T), padded after <eos>
-    prev = torch.full((gold.size(0),), BOS_ID, dtype=torch.long, device=src.device)
-    steps = []
-    for t in range(gold.size(1)):
-        logits, state, _ = model.decode_step(prev, state, memory)  # (B, V)
-        steps.append(logits.log_softmax(-1).gather(1, gold[:, t : t + 1]).squeeze(1))
-        prev = gold[:, t]
-    table = torch.stack(steps, 1).cpu()  # (B, T)
+    log_probs, _, _ = forced_steps(model, src, src_lengths, gold)
+    table = log_probs.gather(2, gold.unsqueeze(2)).squeeze(2).cpu()  # (B, T)
     return [table[row, : len(ids) + 1].tolist() for row, ids in enumerate(targets)]
+
+
+@torch.inference_mode()
+def forced_steps(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, fed: torch.Tensor):
+    """Feed <bos> and then ``fed`` (B, T) ids but its last column: the log-probabilities of
+    every next token at each of the T steps (B, T, V), the attention (B, T, S) and the state
+    after the last step (ready for the step after ``fed``)."""
+    memory, state = model.encode(src, src_lengths)
+    prev = torch.full((fed.size(0),), BOS_ID, dtype=torch.long, device=src.device)
+    log_probs, attention = [], []
+    for t in range(fed.size(1)):
+        logits, state, weights = model.decode_step(prev, state, memory)  # (B, V), state, (B, S)
+        log_probs.append(logits.log_softmax(-1))
+        attention.append(weights)
+        prev = fed[:, t]
+    return torch.stack(log_probs, 1), torch.stack(attention, 1), state
+
+
+@torch.inference_mode()
+def next_tokens(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, prefix: list[int], k: int):
+    """The ``k`` most probable tokens after ``prefix`` (one sentence: src (1, S)): their ids
+    and log-probabilities, most probable first."""
+    fed = torch.tensor([[*prefix, EOS_ID]], dtype=torch.long, device=src.device)  # the last column is not fed
+    log_probs, _, _ = forced_steps(model, src, src_lengths, fed)
+    best = log_probs[0, -1].topk(min(k, log_probs.size(-1)))
+    return best.indices.tolist(), best.values.tolist()
+
+
+class PrefixedModel:
+    """``model`` with the start of the translation given: search run on it continues
+    ``prefix`` (ids) instead of starting at <bos>. Holds one search's state: make one per
+    search; every sentence of that search shares the prefix."""
+
+    def __init__(self, model: SearchModel, prefix: list[int]):
+        self.model, self.prefix = model, prefix
+        self.training = model.training
+        self.started = False
+
+    def train(self, mode: bool = True) -> PrefixedModel:
+        self.model.train(mode)
+        self.training = mode
+        return self
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
+        """Memory, and the state after reading <bos> and the prefix but its last token."""
+        memory, state = self.model.encode(src, src_lengths)
+        prev = torch.full((src.size(0),), BOS_ID, dtype=torch.long, device=src.device)
+        for token in self.prefix[:-1]:
+            _, state, _ = self.model.decode_step(prev, state, memory)
+            prev = torch.full_like(prev, token)
+        self.started = False
+        return memory, state
+
+    def decode_step(self, prev_tokens: torch.Tensor, state, memory):
+        if not self.started and self.prefix:  # search feeds <bos> first: the prefix's last token instead
+            prev_tokens = torch.full_like(prev_tokens, self.prefix[-1])
+        self.started = True
+        return self.model.decode_step(prev_tokens, state, memory)
 
 
 def score_pairs(

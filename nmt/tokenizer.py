@@ -80,6 +80,14 @@ class Tokenizer:
     def id_to_piece(self, ids: list[int]) -> list[str]:
         return [self.processor.id_to_piece(i) for i in ids]
 
+    def piece_ids(self, pieces: list[str]) -> list[int]:
+        """The ids of ``pieces`` as ``id_to_piece`` spells them; an unknown piece raises KeyError."""
+        ids = [self.processor.piece_to_id(piece) for piece in pieces]
+        for piece, piece_id in zip(pieces, ids):
+            if self.processor.id_to_piece(piece_id) != piece:
+                raise KeyError(piece)
+        return ids
+
     def labels(self, ids: list[int], with_eos: bool = True) -> list[str]:
         """One label per position a model sees or emits: the pieces, then ``<eos>``."""
         return self.id_to_piece(ids) + ([EOS] if with_eos else [])

@@ -16,11 +16,12 @@ import torch
 from tqdm import tqdm
 
 from nmt.data.anki import normalize_text
+from nmt.data.batching import source_tensor
 from nmt.errors import NmtError
 from nmt.fileio import read_lines, split_lines
-from nmt.forced import score_pairs
+from nmt.forced import PrefixedModel, forced_steps, next_tokens, score_pairs
 from nmt.loading import LoadedModel
-from nmt.search import Hypothesis, search_sentences
+from nmt.search import Hypothesis, Ranking, search_sentences
 
 
 @dataclass
@@ -32,6 +33,31 @@ class Heatmap:
     src_labels: list[str]  # source pieces + <eos>
     tgt_labels: list[str]  # target pieces (+ <eos> when the hypothesis ended)
     weights: torch.Tensor  # (len(tgt_labels), len(src_labels))
+
+
+@dataclass
+class Translation:
+    """One hypothesis, ready to show."""
+
+    text: str  # detokenized
+    score: float  # what search ranked it by (log-probability / length penalty)
+    tokens: list[str]  # its subwords, then "<eos>" when it ended
+    token_logprobs: list[float]  # log p of each entry of ``tokens``
+
+    @classmethod
+    def of(cls, hypothesis: Hypothesis, translator: Translator) -> Translation:
+        labels = translator.tgt_tok.labels(hypothesis.tokens, with_eos=hypothesis.ended)
+        return cls(translator.detokenize(hypothesis), hypothesis.score, labels, hypothesis.token_logprobs)
+
+
+@dataclass
+class Explanation:
+    """A source line with its n-best translations and the attention of the best."""
+
+    source: str
+    source_tokens: list[str]  # its subwords, then "<eos>"
+    translations: list[Translation]  # best first
+    attention: list[list[float]]  # one row per entry of the best's tokens, one column per source token
 
 
 class Translator:
@@ -73,6 +99,66 @@ class Translator:
             raise NmtError(f"{len(sources)} sources but {len(translations)} translations: give one per source.")
         targets = self.tgt_tok.encode([normalize_text(line) for line in translations])
         return score_pairs(self.model, self.encode(sources), targets, self.decode, self.device, progress)
+
+    def explain(
+        self, lines: list[str], beam_size: int | None = None, n_best: int = 1, prefix: str | list[str] = ""
+    ) -> list[Explanation]:
+        """Each line's ``n_best`` translations with subwords, per-token log-probabilities and
+        the best one's attention. A ``prefix`` (text, or target subwords) is the start every
+        translation must have: it is read as given (scored, not searched) and search
+        continues after it."""
+        prefix_ids = self.prefix_ids(prefix)
+        model = PrefixedModel(self.model, prefix_ids) if prefix_ids else self.model
+        src_ids = self.encode(lines)
+        found = search_sentences(model, src_ids, self.decode, self.device, beam_size, n_best, with_attention=True)
+        explanations = []
+        for line, ids, hypotheses in zip(lines, src_ids, found):
+            if prefix_ids and ids:
+                hypotheses = self._after_prefix(ids, prefix_ids, hypotheses)
+            best = hypotheses[0].attention
+            explanations.append(
+                Explanation(
+                    line,
+                    self.src_tok.labels(ids) if ids else [],
+                    [Translation.of(h, self) for h in hypotheses],
+                    best.tolist() if best is not None else [],
+                )
+            )
+        return explanations
+
+    def _after_prefix(self, src_ids: list[int], prefix_ids: list[int], found: list[Hypothesis]) -> list[Hypothesis]:
+        """Hypotheses that continued ``prefix_ids``, with the prefix put in front: its tokens,
+        their log-probabilities and attention rows; scores recomputed over the whole."""
+        src, lengths = source_tensor([src_ids])
+        fed = torch.tensor([prefix_ids], device=self.device)
+        log_probs, attention, _ = forced_steps(self.model, src.to(self.device), lengths, fed)
+        prefix_logprobs = log_probs[0].gather(1, fed[0].unsqueeze(1)).squeeze(1).tolist()
+        prefix_rows = attention[0].float().cpu()  # (len(prefix), S)
+        ranking = Ranking(self.decode.length_penalty, self.decode.length_form)
+        whole = []
+        for h in found:
+            token_logprobs = prefix_logprobs + h.token_logprobs
+            rows = prefix_rows if h.attention is None else torch.cat([prefix_rows, h.attention])
+            score = ranking.score(sum(token_logprobs), len(token_logprobs))
+            whole.append(Hypothesis(prefix_ids + h.tokens, token_logprobs, score, rows))
+        return sorted(whole, key=lambda h: h.score, reverse=True)
+
+    def alternatives(self, line: str, prefix: str | list[str] = "", k: int = 5) -> list[tuple[str, float]]:
+        """The ``k`` most probable next subwords after ``prefix`` (the start of a translation of
+        ``line``: text, or target subwords), with their log-probabilities, most probable first."""
+        prefix_ids = self.prefix_ids(prefix)
+        src, lengths = source_tensor(self.encode([line]))
+        ids, log_probs = next_tokens(self.model, src.to(self.device), lengths, prefix_ids, k)
+        return list(zip(self.tgt_tok.labels(ids, with_eos=False), log_probs))
+
+    def prefix_ids(self, prefix: str | list[str]) -> list[int]:
+        """Target ids of a prefix given as text (segmented as usual) or as subwords (taken as they are)."""
+        if isinstance(prefix, str):
+            return self.tgt_tok.encode([normalize_text(prefix)])[0] if prefix.strip() else []
+        try:
+            return self.tgt_tok.piece_ids(prefix)
+        except KeyError as error:
+            raise NmtError(f"{error.args[0]!r} is not a subword of the target vocabulary") from None
 
     def detokenize(self, hypothesis: Hypothesis) -> str:
         return " ".join(self.tgt_tok.decode([hypothesis.tokens])[0].split())

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import ModelConfig, check_model_combination
+from nmt.config import Config, DecodeConfig, ModelConfig, check_model_combination
 from nmt.data.batching import source_tensor
+from nmt.loading import LoadedModel
 from nmt.model.seq2seq import Seq2Seq
+from nmt.tokenizer import Tokenizer, train_sentencepiece
+from nmt.translate import Translator
 
 SUBJECTS = {"I": "मी", "you": "तू", "we": "आम्ही", "they": "ते", "she": "ती"}
 VERBS = {"see": "पाहतो", "want": "हवे", "like": "आवडते", "eat": "खातो"}
@@ -113,3 +116,16 @@ def best_tokens(found) -> list[list[int]]:
 def best_log_probs(found) -> list[float]:
     """The best hypothesis' log-probability (the sum of its token log-probs) of each sentence."""
     return [hypotheses[0].log_prob for hypotheses in found]
+
+
+def random_translator(root: Path, **decode) -> Translator:
+    """A Translator over an untrained model and SentencePiece models of the synthetic pairs."""
+    pairs = synthetic_pairs()
+    train_sentencepiece([s for s, _ in pairs], root / "src.model", 300, "unigram", 1.0)
+    train_sentencepiece([t for _, t in pairs], root / "tgt.model", 300, "unigram", 1.0)
+    src_tok, tgt_tok = Tokenizer(root / "src.model"), Tokenizer(root / "tgt.model")
+    torch.manual_seed(0)
+    decoding = {"batch_size": 3, "max_len_offset": 3, "max_len_ratio": 1.0, **decode}
+    config = Config(model=model_config(dropout=0.2), decode=DecodeConfig(**decoding))
+    model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).eval()
+    return Translator(LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu")))

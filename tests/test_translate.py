@@ -5,29 +5,14 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmt.config import Config, DecodeConfig
 from nmt.fileio import read_lines, split_lines
-from nmt.loading import LoadedModel
-from nmt.model.seq2seq import Seq2Seq
-from nmt.tokenizer import Tokenizer, train_sentencepiece
-from nmt.translate import Translator
 
-from .helpers import model_config, synthetic_pairs
+from .helpers import random_translator
 
 
 @pytest.fixture(scope="module")
 def translator(tmp_path_factory):
-    root = tmp_path_factory.mktemp("spm")
-    pairs = synthetic_pairs()
-    train_sentencepiece([s for s, _ in pairs], root / "src.model", 300, "unigram", 1.0)
-    train_sentencepiece([t for _, t in pairs], root / "tgt.model", 300, "unigram", 1.0)
-    src_tok, tgt_tok = Tokenizer(root / "src.model"), Tokenizer(root / "tgt.model")
-    torch.manual_seed(0)
-    config = Config(
-        model=model_config(dropout=0.2), decode=DecodeConfig(batch_size=3, max_len_offset=3, max_len_ratio=1.0)
-    )
-    model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).eval()
-    return Translator(LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu")))
+    return random_translator(tmp_path_factory.mktemp("spm"))
 
 
 WEIRD_LINES = [

@@ -1,0 +1,1 @@
+"""The local translation page and its JSON API (``nmt serve``)."""

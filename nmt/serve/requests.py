@@ -1,0 +1,125 @@
+"""What the API accepts: JSON bodies read into typed requests, every mistake a ``RequestError``
+that names the field (4xx, never a traceback), sizes capped by ``Limits`` (413)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, field: str, message: str):
+        super().__init__(message)
+        self.status, self.field, self.message = status, field, message
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_chars: int = 1000  # characters per text (and per prefix)
+    max_texts: int = 64  # texts per batch request
+    max_beam: int = 16
+    max_alternatives: int = 20
+    max_body_bytes: int = 1_000_000
+
+
+async def read_json(request: Request, limits: Limits) -> dict:
+    body = await request.body()
+    if len(body) > limits.max_body_bytes:
+        raise RequestError(413, "body", f"the request body is over {limits.max_body_bytes:,} bytes")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise RequestError(400, "body", "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise RequestError(400, "body", 'the request body must be a JSON object, e.g. {"text": "Hello."}')
+    return data
+
+
+def model_name(data: dict) -> str | None:
+    """``model``: a name from GET /api/models, or absent for the first model."""
+    name = data.get("model")
+    if name is not None and not isinstance(name, str):
+        raise RequestError(422, "model", "model must be a string: a name from GET /api/models")
+    return name
+
+
+def integer(data: dict, field: str, default: int, low: int, high: int) -> int:
+    value = data.get(field, default)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise RequestError(422, field, f"{field} must be an integer from {low} to {high}")
+    if not low <= value <= high:
+        raise RequestError(422, field, f"{field} must be from {low} to {high}, got {value}")
+    return value
+
+
+def text(value, field: str, limits: Limits, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise RequestError(422, field, f"{field} must be a string")
+    if not allow_empty and not value.strip():
+        raise RequestError(422, field, f"{field} is empty: give a sentence to translate")
+    if len(value) > limits.max_chars:
+        raise RequestError(413, field, f"{field} is {len(value):,} characters; the limit is {limits.max_chars:,}")
+    return value
+
+
+def texts_of(data: dict, limits: Limits) -> tuple[list[str], bool]:
+    """The sentences: ``text`` (one) or ``texts`` (a batch), and whether it was a batch."""
+    if ("text" in data) == ("texts" in data):
+        raise RequestError(400, "text", "give either text (a string) or texts (a list of strings)")
+    if "text" in data:
+        return [text(data["text"], "text", limits)], False
+    texts = data["texts"]
+    if not isinstance(texts, list) or not texts:
+        raise RequestError(422, "texts", "texts must be a non-empty list of strings")
+    if len(texts) > limits.max_texts:
+        raise RequestError(413, "texts", f"{len(texts)} texts; the limit is {limits.max_texts} per request")
+    return [text(value, f"texts[{i}]", limits) for i, value in enumerate(texts)], True
+
+
+def prefix_of(data: dict, limits: Limits) -> str | list[str]:
+    """``prefix`` (text) or ``prefix_tokens`` (target subwords, as the API returns them)."""
+    if "prefix" in data and "prefix_tokens" in data:
+        raise RequestError(400, "prefix", "give either prefix (text) or prefix_tokens (subwords), not both")
+    if "prefix_tokens" not in data:
+        return text(data.get("prefix", ""), "prefix", limits, allow_empty=True)
+    tokens = data["prefix_tokens"]
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        raise RequestError(422, "prefix_tokens", "prefix_tokens must be a list of strings (target subwords)")
+    if len(tokens) > limits.max_chars:
+        raise RequestError(413, "prefix_tokens", f"{len(tokens)} subwords; the limit is {limits.max_chars}")
+    return tokens
+
+
+@dataclass(frozen=True)
+class TranslateRequest:
+    texts: list[str]
+    batch: bool  # ``texts`` was given (answer with "results")
+    beam_size: int
+    n_best: int
+    prefix: str | list[str]
+
+    @classmethod
+    def parse(cls, data: dict, limits: Limits, default_beam: int) -> TranslateRequest:
+        texts, batch = texts_of(data, limits)
+        beam_size = integer(data, "beam_size", min(default_beam, limits.max_beam), 1, limits.max_beam)
+        n_best = integer(data, "n_best", 1, 1, beam_size)
+        return cls(texts, batch, beam_size, n_best, prefix_of(data, limits))
+
+
+@dataclass(frozen=True)
+class AlternativesRequest:
+    text: str
+    prefix: str | list[str]
+    k: int
+
+    @classmethod
+    def parse(cls, data: dict, limits: Limits) -> AlternativesRequest:
+        return cls(
+            text(data.get("text"), "text", limits),
+            prefix_of(data, limits),
+            integer(data, "k", 5, 1, limits.max_alternatives),
+        )

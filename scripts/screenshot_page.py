@@ -1,0 +1,82 @@
+#!/usr/bin/env python
+"""A screenshot of `nmt serve`'s page with a trained model, taken by the browser the page test
+uses (Debian's chromium, headless, through chromedriver): README's picture.
+
+    python scripts/screenshot_page.py --config configs/eng-mar-cpu.yaml --text "Where is the station?"
+
+It starts the server on a free loopback port, types the text, hovers one target subword,
+saves the picture and stops the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_up(url: str, server: subprocess.Popen) -> None:
+    for _ in range(600):
+        if server.poll() is not None:
+            sys.exit("the server exited")
+        try:
+            urllib.request.urlopen(url + "api/health", timeout=1)
+            return
+        except OSError:
+            time.sleep(0.2)
+    sys.exit("the server did not answer")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/eng-mar-cpu.yaml")
+    parser.add_argument("--text", default="Where is the station?")
+    parser.add_argument("--hover", type=int, default=2, help="which target subword to hover (0-based)")
+    parser.add_argument("--out", default="docs/img/serve.png")
+    args = parser.parse_args(argv)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "--config", args.config, "--port", str(port)])
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "chromium"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,760"):
+        options.add_argument(argument)
+    driver = None
+    try:
+        wait_until_up(url, server)
+        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
+        driver.get(url)
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "model-list").text)
+        driver.find_element(By.ID, "source").send_keys(args.text)
+        WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".heatmap svg rect"))
+        tokens = driver.find_elements(By.CSS_SELECTOR, ".translation .tok")
+        ActionChains(driver).move_to_element(tokens[min(args.hover, len(tokens) - 1)]).perform()
+        time.sleep(0.3)
+        driver.save_screenshot(args.out)
+        print(f"wrote {args.out}")
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.terminate()
+        server.wait(timeout=30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

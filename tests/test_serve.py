@@ -1,0 +1,182 @@
+"""`nmt serve`'s JSON API: every field, the attention it returns, prefixes, alternatives, and
+4xx/413 answers that name the field for every kind of bad request."""
+
+import math
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from nmt.serve.app import build_app
+from nmt.serve.requests import Limits
+
+from .helpers import random_translator
+
+LIMITS = Limits(max_chars=200, max_texts=4, max_beam=8, max_alternatives=10, max_body_bytes=5000)
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    first = random_translator(tmp_path_factory.mktemp("a"), beam_size=3)
+    second = random_translator(tmp_path_factory.mktemp("b"))
+    with TestClient(build_app({"first": first, "second": second}, LIMITS)) as test_client:
+        yield test_client
+
+
+def post(client, path, body):
+    return client.post(path, json=body)
+
+
+def test_health_and_models(client):
+    assert client.get("/api/health").json() == {"status": "ok"}
+    models = client.get("/api/models").json()["models"]
+    assert [m["name"] for m in models] == ["first", "second"]
+    assert models[0]["attention"] == "bahdanau" and models[0]["parameters"] > 1000 and models[0]["beam_size"] == 3
+
+
+def test_translate_returns_sorted_n_best_with_scores_token_logprobs_and_attention(client):
+    result = post(client, "/api/translate", {"text": "I see apples.", "beam_size": 4, "n_best": 3}).json()
+    translations = result["translations"]
+    assert len(translations) == 3 and result["model"] == "first"
+    scores = [t["score"] for t in translations]
+    assert scores == sorted(scores, reverse=True)
+    for t in translations:
+        assert len(t["tokens"]) == len(t["token_logprobs"])  # "<eos>" included when it ended
+        assert t["score"] == pytest.approx(sum(t["token_logprobs"]) / len(t["token_logprobs"]), abs=1e-5)
+    attention, best = result["attention"], translations[0]
+    assert result["source_tokens"][-1] == "<eos>" and len(attention) == len(best["tokens"])
+    for row in attention:
+        assert len(row) == len(result["source_tokens"]) and math.isclose(sum(row), 1.0, abs_tol=1e-4)
+
+
+def test_a_batch_of_texts_gives_one_result_each_and_a_model_can_be_chosen(client):
+    body = {"texts": ["I see apples.", "we like tea."], "model": "second", "beam_size": 1}
+    result = post(client, "/api/translate", body).json()
+    assert result["model"] == "second" and len(result["results"]) == 2
+    # (a batch's output limit follows its longest source: compare a batch of one with the single text)
+    batch_of_one = post(client, "/api/translate", {**body, "texts": ["we like tea."]}).json()["results"][0]
+    alone = post(client, "/api/translate", {"text": "we like tea.", "model": "second", "beam_size": 1}).json()
+    assert batch_of_one["translations"] == alone["translations"] and batch_of_one["attention"] == alone["attention"]
+
+
+def test_a_prefix_is_kept_and_scored_as_part_of_the_translation(client):
+    result = post(client, "/api/translate", {"text": "I see apples.", "prefix": "ती दूध", "n_best": 2}).json()
+    for t in result["translations"]:
+        assert t["text"].startswith("ती दूध")
+        assert t["score"] == pytest.approx(sum(t["token_logprobs"]) / len(t["token_logprobs"]), abs=1e-5)
+    assert len(result["attention"]) == len(result["translations"][0]["tokens"])
+
+
+def test_a_prefix_of_subwords_is_taken_as_given(client):
+    best = post(client, "/api/translate", {"text": "we like tea."}).json()["translations"][0]["tokens"]
+    alternatives = post(client, "/api/alternatives", {"text": "we like tea.", "prefix_tokens": best[:1], "k": 3})
+    second = next(a["token"] for a in alternatives.json()["alternatives"] if a["token"] != best[1])
+    forced = post(client, "/api/translate", {"text": "we like tea.", "prefix_tokens": [best[0], second]}).json()
+    assert forced["translations"][0]["tokens"][:2] == [best[0], second]
+
+
+def test_alternatives_are_the_most_probable_next_tokens_and_choosing_one_forces_it(client):
+    body = {"text": "I see apples.", "prefix": "ती", "k": 4}
+    alternatives = post(client, "/api/alternatives", body).json()["alternatives"]
+    logprobs = [a["logprob"] for a in alternatives]
+    assert len(alternatives) == 4 and logprobs == sorted(logprobs, reverse=True) and logprobs[0] <= 0
+    chosen = alternatives[1]["token"]
+    prefix = ("ती" + chosen.replace("\u2581", " ")).strip()
+    forced = post(client, "/api/translate", {"text": "I see apples.", "prefix": prefix}).json()
+    assert forced["translations"][0]["text"].startswith(prefix)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ({"beam_size": 2}, 400, "text"),
+        ({"text": "a", "texts": ["b"]}, 400, "text"),
+        ({"text": 5}, 422, "text"),
+        ({"text": "   "}, 422, "text"),
+        ({"text": "a" * 201}, 413, "text"),
+        ({"texts": []}, 422, "texts"),
+        ({"texts": ["a", 3]}, 422, "texts[1]"),
+        ({"texts": ["a"] * 5}, 413, "texts"),
+        ({"text": "a", "beam_size": 0}, 422, "beam_size"),
+        ({"text": "a", "beam_size": 9}, 422, "beam_size"),
+        ({"text": "a", "beam_size": "5"}, 422, "beam_size"),
+        ({"text": "a", "beam_size": True}, 422, "beam_size"),
+        ({"text": "a", "beam_size": 2, "n_best": 3}, 422, "n_best"),
+        ({"text": "a", "prefix": ["x"]}, 422, "prefix"),
+        ({"text": "a", "prefix": "x", "prefix_tokens": ["x"]}, 400, "prefix"),
+        ({"text": "a", "prefix_tokens": "x"}, 422, "prefix_tokens"),
+        ({"text": "a", "prefix_tokens": ["no such piece"]}, 422, "prefix_tokens"),
+        ({"text": "a", "model": "third"}, 404, "model"),
+        ({"text": "a", "model": 1}, 422, "model"),
+    ],
+)
+def test_bad_translate_requests_get_a_4xx_naming_the_field_and_the_server_keeps_answering(client, body, status, field):
+    response = post(client, "/api/translate", body)
+    assert response.status_code == status and response.json()["field"] == field and response.json()["error"]
+    assert client.get("/api/health").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "field"),
+    [(b"{not json", 400, "body"), (b"[1, 2]", 400, "body"), (b"\xff\xfe", 400, "body"), (b"x" * 5001, 413, "body")],
+)
+def test_malformed_or_oversized_bodies(client, content, status, field):
+    response = client.post("/api/translate", content=content, headers={"Content-Type": "application/json"})
+    assert response.status_code == status and response.json()["field"] == field
+
+
+def test_bad_alternatives_requests(client):
+    assert post(client, "/api/alternatives", {"prefix": "ती"}).json()["field"] == "text"
+    response = post(client, "/api/alternatives", {"text": "a", "k": 11})
+    assert response.status_code == 422 and response.json()["field"] == "k"
+
+
+def test_the_page_and_its_files_are_served_and_nothing_escapes_the_static_folder(client):
+    page = client.get("/")
+    assert page.status_code == 200 and '<script src="/static/app.js">' in page.text
+    assert "http" not in page.text.replace("http-equiv", "")  # nothing fetched from elsewhere
+    assert client.get("/static/app.js").status_code == 200
+    for path in ("/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/nope.js"):
+        assert client.get(path).status_code == 404, path
+
+
+def test_concurrent_requests_get_the_answers_they_would_get_alone(client):
+    texts = ["I see apples.", "we like tea.", "she eats rice.", "they want milk."] * 4
+    alone = {t: post(client, "/api/translate", {"text": t, "n_best": 2}).json() for t in set(texts)}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda t: post(client, "/api/translate", {"text": t, "n_best": 2}).json(), texts))
+    assert all(answer == alone[text] for text, answer in zip(texts, answers))
+
+
+def test_the_server_stops_cleanly_on_ctrl_c(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code = (
+        "from pathlib import Path; from tests.helpers import random_translator; "
+        "from nmt.serve.app import build_app, run_server; "
+        f"run_server(build_app({{'m': random_translator(Path({str(tmp_path)!r}))}}), '127.0.0.1', {port})"
+    )
+    root = Path(__file__).resolve().parents[1]
+    server = subprocess.Popen([sys.executable, "-c", code], cwd=root, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=1) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                time.sleep(0.1)
+        server.send_signal(signal.SIGINT)
+        _, stderr = server.communicate(timeout=30)
+    finally:
+        server.kill()
+    assert server.returncode == 0 and "Traceback" not in stderr, stderr
