@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "--config", args.config, "--port", str(port)])
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "chromium"
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,760"):
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,900"):
         options.add_argument(argument)
     driver = None
     try:
@@ -65,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "model-list").text)
         driver.find_element(By.ID, "source").send_keys(args.text)
         WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".heatmap svg rect"))
+        driver.execute_async_script("document.fonts.ready.then(arguments[0]);")  # the served Devanagari font
+        driver.find_element(By.ID, "words").click()  # redraw once the font is there
+        driver.find_element(By.ID, "words").click()
+        WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".heatmap svg rect"))
         tokens = driver.find_elements(By.CSS_SELECTOR, ".translation .tok")
         ActionChains(driver).move_to_element(tokens[min(args.hover, len(tokens) - 1)]).perform()
         time.sleep(0.3)

@@ -143,6 +143,8 @@ def test_the_page_and_its_files_are_served_and_nothing_escapes_the_static_folder
     assert page.status_code == 200 and '<script src="/static/app.js">' in page.text
     assert "http" not in page.text.replace("http-equiv", "")  # nothing fetched from elsewhere
     assert client.get("/static/app.js").status_code == 200
+    font = client.get("/fonts/devanagari.ttf")  # Devanagari shaped even without a system font
+    assert font.status_code == 200 and font.content[:4] == b"\x00\x01\x00\x00"
     for path in ("/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/nope.js"):
         assert client.get(path).status_code == 404, path
 

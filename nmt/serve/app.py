@@ -15,7 +15,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -24,6 +24,14 @@ from nmt.serve.requests import AlternativesRequest, Limits, RequestError, Transl
 from nmt.translate import Explanation, Translator
 
 STATIC = Path(__file__).resolve().parent / "static"
+
+
+def devanagari_font() -> Path | None:
+    """Noto Sans Devanagari from its PyPI package (a dependency, as for the PNG heatmaps): the
+    page loads it from this server, so Devanagari is shaped even where the system has no font."""
+    import fontpkg_noto_sans_devanagari as package
+
+    return next(iter(sorted(Path(package.ROOT, "files").glob("*.ttf"))), None)
 
 
 class ServedModel:
@@ -86,6 +94,10 @@ def build_app(models: dict[str, Translator], limits: Limits | None = None) -> St
     async def page(request: Request) -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
+    async def font(request: Request) -> Response:
+        path = devanagari_font()
+        return FileResponse(path, media_type="font/ttf") if path else Response(status_code=404)
+
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
@@ -121,6 +133,7 @@ def build_app(models: dict[str, Translator], limits: Limits | None = None) -> St
 
     routes = [
         Route("/", page),
+        Route("/fonts/devanagari.ttf", font),
         Route("/api/health", health),
         Route("/api/models", list_models),
         Route("/api/translate", translate, methods=["POST"]),

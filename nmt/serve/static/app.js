@@ -157,7 +157,7 @@ function heatmapView(result, best, words) {
 function drawHeatmap(panel, result, best) {
   const view = heatmapView(result, best, $("words").checked);
   panel.view = view;
-  const cell = 30, left = 120, top = 110;
+  const cell = 30, left = 120, top = 80;
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("width", left + cell * view.cols.length + 10);
