@@ -79,6 +79,27 @@ def explanation_json(explanation: Explanation) -> dict:
     }
 
 
+async def page(request: Request) -> FileResponse:
+    return FileResponse(STATIC / "index.html")
+
+
+async def font(request: Request) -> Response:
+    path = devanagari_font()
+    return FileResponse(path, media_type="font/ttf") if path else Response(status_code=404)
+
+
+async def health(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def request_error(request: Request, error: RequestError) -> JSONResponse:
+    return JSONResponse({"error": error.message, "field": error.field}, status_code=error.status)
+
+
+async def server_error(request: Request, error: Exception) -> JSONResponse:
+    return JSONResponse({"error": f"the server failed on this request ({type(error).__name__})"}, 500)
+
+
 def build_app(models: dict[str, Translator], limits: Limits | None = None) -> Starlette:
     """The page at /, its files at /static, the API at /api/*."""
     served = {name: ServedModel(name, translator) for name, translator in models.items()}
@@ -90,16 +111,6 @@ def build_app(models: dict[str, Translator], limits: Limits | None = None) -> St
         if name not in served:
             raise RequestError(404, "model", f"no model named {name!r}; this server has: {', '.join(served)}")
         return served[name]
-
-    async def page(request: Request) -> FileResponse:
-        return FileResponse(STATIC / "index.html")
-
-    async def font(request: Request) -> Response:
-        path = devanagari_font()
-        return FileResponse(path, media_type="font/ttf") if path else Response(status_code=404)
-
-    async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok"})
 
     async def list_models(request: Request) -> JSONResponse:
         return JSONResponse({"models": [m.info() for m in served.values()]})
@@ -124,12 +135,6 @@ def build_app(models: dict[str, Translator], limits: Limits | None = None) -> St
                 "model": model.name,
             }
         )
-
-    async def request_error(request: Request, error: RequestError) -> JSONResponse:
-        return JSONResponse({"error": error.message, "field": error.field}, status_code=error.status)
-
-    async def server_error(request: Request, error: Exception) -> JSONResponse:
-        return JSONResponse({"error": f"the server failed on this request ({type(error).__name__})"}, 500)
 
     routes = [
         Route("/", page),
