@@ -94,17 +94,23 @@ def test_cli_minutes_stops_cleanly_and_resume_goes_on(tmp_path, config_file):
     assert "Resuming from" in result.output and "Training done (2 epochs)" in result.output
 
 
-def test_budget_schedule_decays_the_learning_rate_linearly_over_the_budget(tmp_path, monkeypatch):
-    ticks = ticking_steps(monkeypatch)
-    trainer = make_trainer(tmp_path, ticks, max_minutes=6 / 60, lr_schedule="budget", learning_rate=0.006)
+def record_rates(monkeypatch) -> list[float]:
+    """The learning rate of every training step from now on (wraps whatever train_step is now)."""
     rates = []
-    step_and_tick = trainer_module.train_step
+    step = trainer_module.train_step
 
     def record_rate(model, batch, optimizer, *args, **kwargs):
         rates.append(optimizer.param_groups[0]["lr"])
-        return step_and_tick(model, batch, optimizer, *args, **kwargs)
+        return step(model, batch, optimizer, *args, **kwargs)
 
     monkeypatch.setattr(trainer_module, "train_step", record_rate)
+    return rates
+
+
+def test_budget_schedule_decays_the_learning_rate_linearly_over_the_budget(tmp_path, monkeypatch):
+    ticks = ticking_steps(monkeypatch)
+    trainer = make_trainer(tmp_path, ticks, max_minutes=6 / 60, lr_schedule="budget", learning_rate=0.006)
+    rates = record_rates(monkeypatch)
     trainer.run()
     assert rates == pytest.approx([0.006 * (1 - spent / 6) for spent in range(6)])  # the clock ticks once per step
 
@@ -118,14 +124,7 @@ def test_budget_schedule_holds_then_decays():
 
 def test_budget_schedule_without_a_time_budget_decays_over_the_epochs(tmp_path, monkeypatch):
     trainer = make_trainer(tmp_path, ticking_steps(monkeypatch), lr_schedule="budget", lr_hold=0.5, epochs=2)
-    rates = []
-    step = trainer_module.train_step
-
-    def record_rate(model, batch, optimizer, *args, **kwargs):
-        rates.append(optimizer.param_groups[0]["lr"])
-        return step(model, batch, optimizer, *args, **kwargs)
-
-    monkeypatch.setattr(trainer_module, "train_step", record_rate)
+    rates = record_rates(monkeypatch)
     trainer.run()
     base, total = trainer.cfg.learning_rate, len(rates)  # two epochs of equal length
     expected = [base * min(1.0, 1.0 - (k / total - 0.5) / 0.5) for k in range(total)]
