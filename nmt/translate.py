@@ -169,17 +169,12 @@ class Translator:
         return [" ".join(text.split()) for text in self.tgt_tok.decode([best[0].tokens for best in hypotheses])]
 
     def heatmaps(self, lines: list[str], beam_size: int | None = None) -> list[Heatmap]:
-        """Attention of the best translation of each non-blank line."""
-        lines = [line for line in lines if line.strip()]
-        heatmaps = []
-        for line, src_ids, hypotheses in zip(
-            lines, self.encode(lines), self.search(lines, beam_size, with_attention=True)
-        ):
-            best = hypotheses[0]
-            src_labels = self.src_tok.labels(src_ids)
-            tgt_labels = self.tgt_tok.labels(best.tokens, with_eos=best.ended)
-            heatmaps.append(Heatmap(line, self.detokenize(best), src_labels, tgt_labels, best.attention))
-        return heatmaps
+        """Attention of the best translation of each non-blank line (``explain``'s, ready to draw)."""
+        explained = self.explain([line for line in lines if line.strip()], beam_size)
+        return [
+            Heatmap(e.source, best.text, e.source_tokens, best.tokens, torch.tensor(e.attention))
+            for e, best in ((e, e.translations[0]) for e in explained)
+        ]
 
 
 def read_input_lines(path: str | None) -> list[str]:
