@@ -133,13 +133,15 @@ def prepare(
         str | None, typer.Option("--url", help="Address to fetch instead, '{lang}' replaced by --download's LANG.")
     ] = None,
 ) -> None:
-    """Read the TSV (data.path), clean and split it by source sentence, train SentencePiece models.
+    """Read the data (a TSV file, or line-aligned files), clean it, split it by source sentence
+    (or take the given dev/test sets), train SentencePiece models.
 
     Writes train/dev/test text files, multi-reference dev/test files, one SentencePiece model per
-    language and a report into data.prepared_dir (default <run_dir>/data). Malformed lines are
-    reported with file and line number and skipped (data.on_malformed=skip) or refused (=error).
-    Re-running with unchanged inputs and config reuses the outputs. data.path may also be an Anki
-    zip archive (verified and unpacked); --download LANG fetches one into data/<LANG>-eng/.
+    language (or one joint model) and a report into data.prepared_dir (default <run_dir>/data).
+    Malformed lines are reported with file and line number and skipped (data.on_malformed=skip) or
+    refused (=error). Re-running with unchanged inputs and config reuses the outputs. data.path may
+    also be an Anki zip archive (verified and unpacked); --download LANG fetches one into
+    data/<LANG>-eng/. README "Your own data" shows every source kind.
     """
     from nmt.paths import run_paths
     from nmt.prepare import prepare as run_prepare
@@ -148,6 +150,8 @@ def prepare(
     if download:
         from nmt.data.download import download_anki
 
+        if cfg.data.train:
+            raise NmtError("--download fetches a TSV for data.path, but this config trains on data.train's files.")
         cfg.data.path = str(download_anki(download, Path("data") / f"{download}-eng", url))
         typer.echo(f"Downloaded {cfg.data.path}", err=True)
     report = run_prepare(cfg, force=force, log=lambda msg: typer.echo(msg, err=True))

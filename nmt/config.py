@@ -26,20 +26,36 @@ AttentionName = Literal[tuple(ATTENTIONS)]  # type: ignore[valid-type]
 WindowName = Literal[WINDOWS]  # type: ignore[valid-type]
 DeviceName = Literal[DEVICE_NAMES]  # type: ignore[valid-type]
 RnnInput = Literal["packed", "padded"]
+HeaderMode = Literal["auto", True, False]
+
+
+# A given dev/test set: {source language: file, target language: file or [files]} (several references).
+LanguageFiles = dict[str, str | list[str]]
 
 
 @dataclass
 class DataConfig:
-    path: str = ""  # Anki/Tatoeba TSV: source<TAB>target[<TAB>attribution]
-    src_lang: str = "en"
+    # Training data, one of two kinds (docs: README "Your own data"):
+    path: str = ""  # a TSV file (Anki/Tatoeba or any: one pair per line) or an Anki zip
+    train: LanguageFiles = field(default_factory=dict)  # or line-aligned text files, {language: file}
+    src_lang: str = "en"  # the direction: translate from src_lang into tgt_lang
     tgt_lang: str = "mr"
+    columns: list[str] = field(default_factory=list)  # the TSV's language columns (default [src_lang, tgt_lang])
+    header: HeaderMode = "auto"  # the TSV's first line names its columns: auto (detect), true, false
+    # Dev and test: given as line-aligned files (used as they are), else carved out of the training data.
+    dev: LanguageFiles = field(default_factory=dict)
+    test: LanguageFiles = field(default_factory=dict)
     on_malformed: Literal["skip", "error"] = "skip"  # skip (and count) or refuse bad lines
     max_pairs: int = 0  # keep only the first N pairs read (0 = all); for quick experiments
     max_chars: int = 1000  # longer sentences are clipped to this many characters (counted in the report)
-    dev_size: float = 0.05  # < 1: fraction of distinct source sentences; >= 1: their number
+    dev_size: float = 0.05  # carved sets, < 1: fraction of distinct source sentences; >= 1: their number
     test_size: float = 0.05
     split_seed: int = 1234
     prepared_dir: str = ""  # where prepare writes; default <run_dir>/data
+
+    @property
+    def tsv_columns(self) -> list[str]:
+        return self.columns or [self.src_lang, self.tgt_lang]
 
 
 @dataclass
@@ -48,6 +64,9 @@ class TokenizerConfig:
     tgt_vocab_size: int = 4000
     model_type: Literal["unigram", "bpe", "char", "word"] = "unigram"
     character_coverage: float = 1.0
+    # true: one SentencePiece model for both languages (its size: src_vocab_size, which must equal
+    # tgt_vocab_size), and the encoder and decoder share one embedding table
+    joint: bool = False
 
 
 @dataclass
@@ -141,7 +160,7 @@ class Config:
 
 
 # Keys a config file must state explicitly: the run is meaningless without them.
-REQUIRED_KEYS = ("run_dir", "data.path", "train.epochs", "train.batch_size", "decode.beam_size")
+REQUIRED_KEYS = ("run_dir", "train.epochs", "train.batch_size", "decode.beam_size")
 
 # Range checks beyond the type: dotted key -> (predicate, description of what is allowed).
 _POSITIVE = (lambda v: v > 0, "a number > 0")
@@ -200,15 +219,27 @@ _RANGES: dict[str, tuple[Any, str]] = {
 
 def _describe_type(tp: Any) -> str:
     if typing.get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+        # strings as Python writes them, booleans as YAML does: one of 'auto', true, false
+        return "one of " + ", ".join(repr(a) if isinstance(a, str) else str(a).lower() for a in typing.get_args(tp))
+    if typing.get_origin(tp) is list:
+        return "a list of strings"
+    if typing.get_origin(tp) is dict:
+        return "a mapping of language to file (or, for a target, to a list of files)"
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
 
 
 def _coerce(key: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the field type ``tp``; return it (ints widen to floats)."""
     ok = False
-    if typing.get_origin(tp) is Literal:
-        ok = value in typing.get_args(tp)
+    if typing.get_origin(tp) is Literal:  # by type too: 1 is not true
+        ok = any(value == allowed and type(value) is type(allowed) for allowed in typing.get_args(tp))
+    elif typing.get_origin(tp) is list:
+        ok = isinstance(value, list) and all(isinstance(item, str) for item in value)
+    elif typing.get_origin(tp) is dict:
+        ok = isinstance(value, dict) and all(
+            isinstance(k, str) and (isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)))
+            for k, v in value.items()
+        )
     elif tp is bool:
         ok = isinstance(value, bool)
     elif tp is int:
@@ -323,14 +354,61 @@ def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
     check_model_combination(config.model)
     if not config.run_dir:
         config.run_dir = default_run_dir
-    if not config.data.path:
-        raise NmtError("Config key 'data.path': got an empty string, expected the path of a TSV file.")
-    if config.data.src_lang == config.data.tgt_lang:
+    check_data_sources(config.data)
+    if config.tokenizer.joint and config.tokenizer.src_vocab_size != config.tokenizer.tgt_vocab_size:
         raise NmtError(
-            f"Config keys 'data.src_lang' and 'data.tgt_lang' are both {config.data.src_lang!r}: "
-            "they name the prepared files and must differ."
+            "tokenizer.joint=true trains one vocabulary for both languages: set tokenizer.src_vocab_size and "
+            f"tokenizer.tgt_vocab_size to its size (got {config.tokenizer.src_vocab_size} and "
+            f"{config.tokenizer.tgt_vocab_size})."
         )
     return config
+
+
+def check_data_sources(data: DataConfig) -> None:
+    """One kind of training data; languages that name the direction; given sets that name both."""
+    src, tgt = data.src_lang, data.tgt_lang
+    if src == tgt:
+        raise NmtError(
+            f"Config keys 'data.src_lang' and 'data.tgt_lang' are both {src!r}: "
+            "they name the direction and the prepared files, and must differ."
+        )
+    if bool(data.path) == bool(data.train):
+        raise NmtError(
+            "Config: give the training data as 'data.path' (a TSV file or an Anki zip) or as 'data.train' "
+            f"(line-aligned files, {{{src}: FILE, {tgt}: FILE}}), " + ("not both." if data.path else "one of them.")
+        )
+    if data.columns:
+        if not data.path:
+            raise NmtError("Config key 'data.columns' names the columns of a TSV file, but 'data.path' is not set.")
+        for lang in data.columns:
+            if lang not in (src, tgt):
+                raise NmtError(
+                    f"Config key 'data.columns': {lang!r} is neither data.src_lang ({src!r}) nor data.tgt_lang "
+                    f"({tgt!r}). Allowed values: {src}, {tgt}."
+                )
+        if sorted(data.columns) != sorted([src, tgt]):
+            raise NmtError(
+                f"Config key 'data.columns': got {data.columns}, expected both languages once, e.g. [{src}, {tgt}] "
+                f"or [{tgt}, {src}] (a third TSV column is read as attribution)."
+            )
+    for key in ("train", "dev", "test"):
+        files: dict = getattr(data, key)
+        if not files:
+            continue
+        if set(files) != {src, tgt}:
+            raise NmtError(
+                f"Config key 'data.{key}': got languages {sorted(files)}, expected exactly {src} (source) and "
+                f"{tgt} (target), e.g. {{{src}: {key}.{src}, {tgt}: {key}.{tgt}}}."
+            )
+        if not isinstance(files[src], str):
+            raise NmtError(f"Config key 'data.{key}.{src}': the source side is one file, got a list.")
+        if key == "train" and not isinstance(files[tgt], str):
+            raise NmtError(
+                f"Config key 'data.train.{tgt}': training data has one target file (several references "
+                "are for data.dev and data.test)."
+            )
+        if isinstance(files[tgt], list) and not files[tgt]:
+            raise NmtError(f"Config key 'data.{key}.{tgt}': an empty list of reference files.")
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:

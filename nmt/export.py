@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nmt.checkpoint import translation_weights
 from nmt.config import Config, config_from_dict, save_config
+from nmt.data.languages import language_name
 from nmt.errors import NmtError
 from nmt.fileio import write_text_atomic
 from nmt.loading import PACKAGE_FORMAT, load_checked_checkpoint, load_run_config, load_tokenizers, spm_hashes
@@ -21,20 +22,25 @@ from nmt.prepare import load_report
 
 
 def _model_card(config: Config, payload: dict, parameters: int, report: dict | None, scores: dict | None) -> str:
-    m, progress, data = config.model, payload.get("progress", {}), config.data
+    m, progress, data, tok = config.model, payload.get("progress", {}), config.data, config.tokenizer
+    vocabulary = (
+        f"joint {tok.src_vocab_size} (shared embeddings)" if tok.joint else f"{tok.src_vocab_size}/{tok.tgt_vocab_size}"
+    )
     lines = [
-        f"# {data.src_lang}→{data.tgt_lang} attention-based RNN translation model",
+        f"# {language_name(data.src_lang)} → {language_name(data.tgt_lang)} ({data.src_lang}→{data.tgt_lang}) "
+        "attention-based RNN translation model",
         "",
         f"- **Model**: {parameters:,} parameters; embeddings {m.embed_dim}, BiGRU {m.encoder_hidden} per direction "
         f"× {m.encoder_layers} layer(s), GRU decoder {m.decoder_hidden}, attention `{m.attention}` "
         f"(window `{m.attention_window}`, input feeding {m.input_feeding}); SentencePiece "
-        f"{config.tokenizer.model_type} {config.tokenizer.src_vocab_size}/{config.tokenizer.tgt_vocab_size}.",
+        f"{tok.model_type} {vocabulary}.",
     ]
     if report:
+        given = report.get("given_sets", {})
+        how = f"{' and '.join(given)} given as files;" if given else "split by source sentence into"
         lines.append(
             f"- **Data**: `{report['input_path']}` (sha256 {report['input_sha256'][:16]}…): "
-            f"{report['pairs_kept']:,} pairs "
-            f"kept; split by source sentence into train/dev/test = "
+            f"{report['pairs_kept']:,} pairs kept; {how} train/dev/test = "
             + " / ".join(
                 f"{report['split_pairs'][s]:,} pairs ({report['split_sources'][s]:,} sources)"
                 for s in ("train", "dev", "test")
@@ -68,7 +74,8 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path
     config = load_run_config(run_dir)
     src_tok, tgt_tok = load_tokenizers(config)
     payload = load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)
-    weights = {name: tensor.contiguous() for name, tensor in translation_weights(payload).items()}
+    # one copy per name: safetensors refuses tensors that share memory (tied embeddings)
+    weights = {name: tensor.contiguous().clone() for name, tensor in translation_weights(payload).items()}
     parameters = sum(t.numel() for t in weights.values())
     paths = prepared_paths(config)
     report = load_report(paths) if paths.report.is_file() else None

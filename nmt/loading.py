@@ -49,7 +49,7 @@ def spm_hashes(src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, str]:
 
 
 def new_model(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> Seq2Seq:
-    return Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
+    return Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size, joint_vocabulary=config.tokenizer.joint)
 
 
 def load_run_config(run_dir: Path) -> Config:

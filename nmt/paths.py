@@ -21,7 +21,7 @@ class PreparedPaths:
     {train,dev,test}.{src_lang,tgt_lang}   parallel pairs, one per line
     {train,dev,test}.attribution          the third TSV column (or empty), line-aligned
     {dev,test}.multi.tsv                  source<TAB>ref1[<TAB>ref2...]: every reference
-    spm.{src_lang}.model, spm.{tgt_lang}.model
+    spm.{src_lang}.model, spm.{tgt_lang}.model   (tokenizer.joint: one spm.{src_lang}-{tgt_lang}.model)
     problems.txt                          every malformed line, as path:line: reason
     report.json, report.txt               counts, split sizes, length statistics
     manifest.json                         fingerprint of inputs + config, for reuse
@@ -30,6 +30,7 @@ class PreparedPaths:
     root: Path
     src_lang: str
     tgt_lang: str
+    joint: bool = False  # one SentencePiece model for both sides
 
     def _lang(self, side: str) -> str:
         return self.src_lang if side == "src" else self.tgt_lang
@@ -44,6 +45,8 @@ class PreparedPaths:
         return self.root / f"{split}.multi.tsv"
 
     def spm(self, side: str) -> Path:
+        if self.joint:
+            return self.root / f"spm.{self.src_lang}-{self.tgt_lang}.model"
         return self.root / f"spm.{self._lang(side)}.model"
 
     @property
@@ -70,7 +73,7 @@ class PreparedPaths:
 
 
 def prepared_paths(config: Config) -> PreparedPaths:
-    return PreparedPaths(config.prepared_dir, config.data.src_lang, config.data.tgt_lang)
+    return PreparedPaths(config.prepared_dir, config.data.src_lang, config.data.tgt_lang, config.tokenizer.joint)
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ def run_paths(config: Config) -> RunPaths:
 class PackagePaths:
     """A model package (``nmt export``)::
 
-    model.safetensors   config.yaml   spm.<src>.model   spm.<tgt>.model
+    model.safetensors   config.yaml   spm.<src>.model   spm.<tgt>.model  (joint: spm.<src>-<tgt>.model)
     manifest.json       MODEL_CARD.md
     """
 

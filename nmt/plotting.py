@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -12,19 +13,14 @@ import torch
 from matplotlib import font_manager
 
 from nmt.fileio import save_atomic
+from nmt.fonts import installed_fonts, missing_font_warning, missing_scripts
 
 
 def _use_script_fonts() -> None:
-    """Fall back to Noto Sans Devanagari for glyphs DejaVu Sans lacks (Marathi, Hindi...).
-
-    matplotlib's default font has no Devanagari: without this, labels are empty boxes.
-    """
-    try:
-        import fontpkg_noto_sans_devanagari as devanagari
-    except ImportError:  # optional at run time: plots still work, with boxes for Devanagari
-        return
+    """Fall back to the installed Noto fonts (``nmt.fonts``) for glyphs DejaVu Sans lacks
+    (Devanagari, Arabic, Tamil, Telugu, Thai, Khmer): without them, labels are empty boxes."""
     families = list(matplotlib.rcParams["font.family"])
-    for font_file in sorted(Path(devanagari.ROOT, "files").glob("*.ttf")):
+    for font_file in installed_fonts():
         font_manager.fontManager.addfont(str(font_file))
         name = font_manager.FontProperties(fname=str(font_file)).get_name()
         if name not in families:
@@ -49,7 +45,9 @@ def plot_attention(
 
 
 def attention_figure(src_labels: list[str], tgt_labels: list[str], weights: torch.Tensor, title: str = ""):
-    """Heatmap of weights (T, S): target subwords down the side, source subwords along the top."""
+    """Heatmap of weights (T, S): target subwords down the side, source subwords along the top.
+    A script no installed font draws is named in a warning (once per script)."""
+    _warn_missing_scripts([*src_labels, *tgt_labels])
     rows, cols = weights.shape
     fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * cols + 2), max(3.0, 0.4 * rows + 1.5)))
     image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
@@ -63,6 +61,16 @@ def attention_figure(src_labels: list[str], tgt_labels: list[str], weights: torc
     fig.colorbar(image, ax=ax, fraction=0.04)
     fig.tight_layout()
     return fig
+
+
+_warned_scripts: set[str] = set()
+
+
+def _warn_missing_scripts(labels: list[str]) -> None:
+    missing = {s: c for s, c in missing_scripts(labels).items() if s not in _warned_scripts}
+    if missing:
+        _warned_scripts.update(missing)
+        warnings.warn(missing_font_warning(missing), stacklevel=3)
 
 
 def plot_learning_curves(records: list[dict], path: str | Path) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from nmt.data.anki import normalize_text
 from nmt.data.batching import source_tensor
+from nmt.data.pairs import normalize_text
 from nmt.errors import NmtError
 from nmt.fileio import read_lines, split_lines
 from nmt.forced import PrefixedModel, forced_steps, next_tokens, score_pairs

@@ -72,7 +72,9 @@ def test_required_keys(missing):
     raw = copy.deepcopy(MINIMAL)
     section, _, key = missing.rpartition(".")
     del (raw[section] if section else raw)[key]
-    with pytest.raises(NmtError, match=f"'{missing}' is required"):
+    # training data is required in one of two forms (a TSV file or line-aligned files)
+    message = "give the training data as 'data.path'" if missing == "data.path" else f"'{missing}' is required"
+    with pytest.raises(NmtError, match=message):
         config_from_dict(raw)
 
 

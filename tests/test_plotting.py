@@ -2,6 +2,7 @@ import warnings
 
 import torch
 
+from nmt.fonts import missing_scripts
 from nmt.plotting import plot_attention, plot_bleu_by_length, plot_learning_curves
 
 
@@ -27,3 +28,21 @@ def test_learning_curves_and_length_plot(tmp_path):
     rows = [{"bucket": "1-3", "bleu": 30.0}, {"bucket": "4-5", "bleu": 20.0}]
     plot_bleu_by_length({"bahdanau": rows, "none": rows}, tmp_path / "length.png")
     assert (tmp_path / "curves.png").stat().st_size > 1000 and (tmp_path / "length.png").stat().st_size > 1000
+
+
+def test_font_chain_draws_the_scripts_pypi_fonts_cover_and_names_the_others():
+    covered = ["मराठी हिंदी", "தமிழ்", "తెలుగు", "ภาษาไทย", "العربية", "ភាសាខ្មែរ", "English", "Ελληνικά", "русский"]
+    assert missing_scripts(covered) == {}
+    missing = missing_scripts(["日本語", "中文", "বাংলা", "ok"])
+    assert set(missing) == {"CJK", "HIRAGANA", "BENGALI"} or set(missing) == {"CJK", "BENGALI"}
+    assert missing["BENGALI"] in "বাংলা"
+
+
+def test_heatmap_of_a_script_without_a_font_warns_naming_it_once(tmp_path):
+    weights = torch.softmax(torch.randn(2, 2), dim=-1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_attention(["▁বাংলা", "</s>"], ["▁ok", "</s>"], weights, tmp_path / "a.png")
+        plot_attention(["▁বাংলা", "</s>"], ["▁ok", "</s>"], weights, tmp_path / "b.png")
+    named = [w for w in caught if "Bengali" in str(w.message)]
+    assert len(named) == 1 and "empty boxes" in str(named[0].message)

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.config import config_from_dict
-from nmt.data.anki import read_anki
+from nmt.data.tsv import read_tsv
 from nmt.errors import NmtError
 from nmt.fileio import read_lines
 from nmt.paths import prepared_paths
@@ -93,7 +93,7 @@ def test_prepare_refuses_empty_and_binary_files_and_writes_nothing(tmp_path, con
 def test_long_sentences_are_clipped_and_counted(tmp_path):
     path = tmp_path / "long.txt"
     path.write_text("Go.\tजा.\n" + "word " * 5000 + "\tशब्द\n", encoding="utf-8")
-    result = read_anki(path, max_chars=100)
+    result = read_tsv(path, max_chars=100)
     assert result.clipped == 1 and len(result.pairs[1].src) <= 100
 
 
@@ -102,7 +102,7 @@ def test_long_sentences_are_clipped_and_counted(tmp_path):
 def test_reading_random_bytes_never_crashes(tmp_path, data):
     path = tmp_path / "fuzz.txt"
     path.write_bytes(data)
-    result = read_anki(path)
+    result = read_tsv(path)
     body = data.removeprefix(b"\xef\xbb\xbf")
     assert result.lines_read == len(body.split(b"\n")) - (body.endswith(b"\n") or not body)
     assert result.lines_read == len(result.pairs) + len(result.problems) + result.blank_lines

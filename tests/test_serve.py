@@ -39,6 +39,7 @@ def test_health_and_models(client):
     models = client.get("/api/models").json()["models"]
     assert [m["name"] for m in models] == ["first", "second"]
     assert models[0]["attention"] == "bahdanau" and models[0]["parameters"] > 1000 and models[0]["beam_size"] == 3
+    assert models[0]["scripts_without_font"] == []  # English and Devanagari: both drawn
 
 
 def test_translate_returns_sorted_n_best_with_scores_token_logprobs_and_attention(client):
@@ -143,8 +144,11 @@ def test_the_page_and_its_files_are_served_and_nothing_escapes_the_static_folder
     assert page.status_code == 200 and '<script src="/static/app.js">' in page.text
     assert "http" not in page.text.replace("http-equiv", "")  # nothing fetched from elsewhere
     assert client.get("/static/app.js").status_code == 200
-    font = client.get("/fonts/devanagari.ttf")  # Devanagari shaped even without a system font
-    assert font.status_code == 200 and font.content[:4] == b"\x00\x01\x00\x00"
+    for script in ("devanagari", "arabic", "tamil", "telugu", "thai", "khmer"):  # shaped without a system font
+        font = client.get(f"/fonts/{script}.ttf")
+        assert font.status_code == 200 and font.content[:4] == b"\x00\x01\x00\x00", script
+        assert f'url("/fonts/{script}.ttf")' in client.get("/static/style.css").text
+    assert client.get("/fonts/klingon.ttf").status_code == 404
     for path in ("/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/nope.js"):
         assert client.get(path).status_code == 404, path
 

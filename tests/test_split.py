@@ -2,7 +2,7 @@
 
 import pytest
 
-from nmt.data.anki import Pair
+from nmt.data.pairs import Pair
 from nmt.data.split import group_references, split_by_source
 from nmt.errors import NmtError
 

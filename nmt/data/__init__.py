@@ -1,2 +1,2 @@
-"""Parallel data: reading Anki/Tatoeba TSV, the grouped split, multi-reference files, batching,
-and fetching archives."""
+"""Parallel data: where pairs come from (TSV files, line-aligned files, given dev/test sets),
+the grouped split, multi-reference files, batching, and fetching archives."""

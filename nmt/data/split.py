@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from nmt.data.anki import Pair
+from nmt.data.pairs import Pair
 from nmt.errors import NmtError
 
 
@@ -22,12 +22,15 @@ class Splits:
 
 
 def _count(size: float, total: int) -> int:
-    """``size`` < 1 is a fraction of ``total``; otherwise an absolute count."""
+    """``size`` < 1 is a fraction of ``total``; otherwise an absolute count; 0 for a set that was given."""
+    if size == 0:
+        return 0
     return max(1, round(size * total)) if size < 1 else int(size)
 
 
 def split_by_source(pairs: list[Pair], dev_size: float, test_size: float, seed: int) -> Splits:
-    """Shuffle distinct source sentences with ``seed``; the first go to test, then dev."""
+    """Shuffle distinct source sentences with ``seed``; the first go to test, then dev. A size of
+    0 carves nothing (that set is given as files)."""
     sources = sorted({pair.src for pair in pairs})
     n_test, n_dev = _count(test_size, len(sources)), _count(dev_size, len(sources))
     if n_test + n_dev >= len(sources):

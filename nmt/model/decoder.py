@@ -86,6 +86,14 @@ class AttentionDecoder(nn.Module):
             self.output.weight = self.embedding.weight
         self._gate_table = InputGateTable()  # fast path; not part of the state dict
 
+    def share_embedding(self, embedding: nn.Embedding) -> None:
+        """Use the encoder's table (one joint vocabulary): one tensor for source and target
+        embeddings, and for the output layer too when it is tied."""
+        tied = self.output.weight is self.embedding.weight
+        self.embedding = embedding
+        if tied:
+            self.output.weight = embedding.weight
+
     def init_state(self, hidden: torch.Tensor) -> DecoderState:
         return DecoderState(hidden)
 

@@ -18,7 +18,7 @@ class Seq2Seq(nn.Module):
     ``SearchModel`` protocol of ``nmt.search``).
     """
 
-    def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
+    def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
         super().__init__()
         self.config = config
         self.encoder = Encoder(config, src_vocab_size)
@@ -27,6 +27,8 @@ class Seq2Seq(nn.Module):
         bridge_width = config.encoder_hidden * (2 if config.bridge == "both" else 1)
         self.bridge = nn.Linear(bridge_width, config.decoder_hidden)
         self.decoder = build_decoder(config, tgt_vocab_size, self.encoder.output_dim)
+        if joint_vocabulary and src_vocab_size == tgt_vocab_size:  # tokenizer.joint: one table for both sides
+            self.decoder.share_embedding(self.encoder.embedding)
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Memory, DecoderState]:
         """src (B, S), src_lengths (B,) -> encoder memory and the decoder's first state."""

@@ -20,18 +20,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from nmt.errors import NmtError
+from nmt.fonts import missing_scripts, script_font
 from nmt.serve.requests import AlternativesRequest, Limits, RequestError, TranslateRequest, model_name, read_json
 from nmt.translate import Explanation, Translator
 
 STATIC = Path(__file__).resolve().parent / "static"
-
-
-def devanagari_font() -> Path | None:
-    """Noto Sans Devanagari from its PyPI package (a dependency, as for the PNG heatmaps): the
-    page loads it from this server, so Devanagari is shaped even where the system has no font."""
-    import fontpkg_noto_sans_devanagari as package
-
-    return next(iter(sorted(Path(package.ROOT, "files").glob("*.ttf"))), None)
 
 
 class ServedModel:
@@ -44,6 +37,9 @@ class ServedModel:
     def info(self) -> dict:
         config = self.translator.loaded.config
         model = self.translator.model
+        loaded = self.translator.loaded
+        tokenizers = (loaded.src_tok, loaded.tgt_tok)
+        pieces = [tok.processor.id_to_piece(i) for tok in tokenizers for i in range(tok.vocab_size)]
         return {
             "name": self.name,
             "src_lang": config.data.src_lang,
@@ -52,6 +48,8 @@ class ServedModel:
             "input_feeding": config.model.input_feeding,
             "parameters": sum(p.numel() for p in model.parameters()),
             "beam_size": config.decode.beam_size,
+            # scripts in the vocabularies that no served font draws (the browser may have one)
+            "scripts_without_font": sorted(script.title() for script in missing_scripts(pieces)),
         }
 
     def check_prefix(self, prefix: str | list[str]) -> None:
@@ -84,7 +82,9 @@ async def page(request: Request) -> FileResponse:
 
 
 async def font(request: Request) -> Response:
-    path = devanagari_font()
+    """/fonts/<script>.ttf: a Noto font from its PyPI package (as for the PNG heatmaps), so the
+    page shapes Devanagari, Arabic, Tamil... even where the system has no font for them."""
+    path = script_font(request.path_params["script"])
     return FileResponse(path, media_type="font/ttf") if path else Response(status_code=404)
 
 
@@ -138,7 +138,7 @@ def build_app(models: dict[str, Translator], limits: Limits | None = None) -> St
 
     routes = [
         Route("/", page),
-        Route("/fonts/devanagari.ttf", font),
+        Route("/fonts/{script:str}.ttf", font),
         Route("/api/health", health),
         Route("/api/models", list_models),
         Route("/api/translate", translate, methods=["POST"]),

@@ -31,7 +31,9 @@ async function start() {
   state.models = models;
   $("model-list").textContent = models.map(
     (m) => `${m.name}: ${m.src_lang}→${m.tgt_lang}, ${m.attention}${m.input_feeding ? " + input feeding" : ""}, ` +
-      `${(m.parameters / 1e6).toFixed(2)} M parameters`).join(" · ");
+      `${(m.parameters / 1e6).toFixed(2)} M parameters` +
+      (m.scripts_without_font.length ? ` (no served font for ${m.scripts_without_font.join(", ")}: ` +
+        "labels may show boxes unless this browser has one)" : "")).join(" · ");
   if (models.length) $("beam").value = models[0].beam_size;
   const results = $("results");
   for (const model of models) {

@@ -1,12 +1,13 @@
 import unicodedata
 
-from nmt.data.anki import drop_duplicates, normalize_text, read_anki
+from nmt.data.pairs import drop_duplicates, normalize_text
+from nmt.data.tsv import read_tsv
 
 
 def read_bytes_file(tmp_path, data: bytes):
     path = tmp_path / "in.txt"
     path.write_bytes(data)
-    return read_anki(path)
+    return read_tsv(path)
 
 
 def test_bom_crlf_and_blank_lines(tmp_path):

@@ -1,0 +1,82 @@
+"""Reading tab-separated sentence pairs: Anki/Tatoeba files and any TSV.
+
+Accepted: ``a<TAB>b`` or ``a<TAB>b<TAB>attribution``, where ``data.columns`` says which of a
+and b is the source language (default: the source first); UTF-8 with or without a byte-order
+mark; LF or CRLF line endings; blank lines (ignored). A first line that names the columns
+("Eng<TAB>Mar<TAB>Oth") is a header, not a pair: detected, or declared with ``data.header``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from nmt.data.languages import looks_like_header
+from nmt.data.pairs import Pair, Problem, ReadResult, add_pair, decode_line, normalize_text, raw_lines
+from nmt.errors import NmtError
+
+Header = Literal["auto", True, False]
+
+
+def parse_line(raw: bytes, line_no: int, path: str, source_first: bool = True) -> Pair | Problem | None:
+    """Parse one line (without its line ending). ``None`` for a blank line."""
+    text = decode_line(raw, line_no, path)
+    if isinstance(text, Problem):
+        return text
+    if not text.strip():
+        return None
+    columns = text.split("\t")
+    if len(columns) < 2:
+        return Problem(path, line_no, "one column (expected source<TAB>target[<TAB>attribution])")
+    if len(columns) > 3:
+        return Problem(path, line_no, f"{len(columns)} columns (expected 2 or 3)")
+    first, second = normalize_text(columns[0]), normalize_text(columns[1])
+    src, tgt = (first, second) if source_first else (second, first)
+    attribution = normalize_text(columns[2]) if len(columns) == 3 else ""
+    if not src:
+        return Problem(path, line_no, "empty source side")
+    if not tgt:
+        return Problem(path, line_no, "empty target side")
+    return Pair(src, tgt, attribution, line_no)
+
+
+def read_tsv(
+    path: str | Path,
+    max_chars: int = 1000,
+    columns: list[str] | None = None,
+    src_lang: str = "",
+    header: Header = "auto",
+) -> ReadResult:
+    """Read every line of a TSV file into pairs ``(src_lang, other)``; malformed lines become
+    ``Problem``s; sentences longer than ``max_chars`` are clipped (and counted).
+
+    ``columns`` names the two language columns in file order (``None``: source first)."""
+    path = Path(path)
+    if not path.is_file():
+        raise NmtError(f"Data file not found: {path}")
+    source_first = not columns or columns[0] == src_lang
+    lines = raw_lines(path.read_bytes())
+    result = ReadResult()
+    start = 0
+    if lines and _is_header(lines[0], header, columns or []):
+        result.header = lines[0].decode("utf-8", errors="replace")
+        result.lines_read, start = 1, 1
+    for index in range(start, len(lines)):
+        line_no = index + 1
+        result.lines_read += 1
+        parsed = parse_line(lines[index], line_no, str(path), source_first)
+        if parsed is None:
+            result.blank_lines += 1
+        elif isinstance(parsed, Problem):
+            result.problems.append(parsed)
+        else:
+            add_pair(result, parsed.src, parsed.tgt, parsed.attribution, line_no, max_chars)
+    return result
+
+
+def _is_header(first_line: bytes, header: Header, declared: list[str]) -> bool:
+    if header is not True and header is not False:  # auto
+        text = decode_line(first_line, 1, "")
+        cells = text.split("\t") if isinstance(text, str) else []
+        return len(cells) in (2, 3) and looks_like_header(cells, declared)
+    return header
