@@ -15,7 +15,7 @@ from pathlib import Path
 from nmt.config import Config
 from nmt.data.pairs import Pair, ReadResult, drop_duplicates
 from nmt.data.references import write_references
-from nmt.data.sources import Corpus, describe, input_files, read_corpus
+from nmt.data.sources import Corpus, describe, input_files, language_files, read_corpus
 from nmt.data.split import Splits, group_references, split_by_source
 from nmt.errors import NmtError
 from nmt.fileio import sha256_file, write_lines_atomic, write_text_atomic
@@ -134,7 +134,7 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
     corpus = read_corpus(config.data, paths.root / "source")
     _check_problems(corpus.train, corpus.train_path, config.data.on_malformed, log, TSV if config.data.path else LINES)
     for split, given in corpus.given.items():
-        source_file = Path(getattr(config.data, split)[config.data.src_lang])
+        source_file, _ = language_files(getattr(config.data, split), config.data)
         _check_problems(given.read, source_file, config.data.on_malformed, log, LINES)
     pairs = corpus.train.pairs[: config.data.max_pairs] if config.data.max_pairs else corpus.train.pairs
     kept, duplicates = drop_duplicates(pairs)
@@ -268,9 +268,8 @@ def _report(
     train_sources = {p.src for p in splits.train}
     given_sets = {}
     for split in corpus.given:
-        files = getattr(data, split)
-        targets = files[data.tgt_lang] if isinstance(files[data.tgt_lang], list) else [files[data.tgt_lang]]
-        given_sets[split] = " + ".join([files[data.src_lang], *targets])
+        source_file, target_files = language_files(getattr(data, split), data)
+        given_sets[split] = " + ".join(map(str, [source_file, *target_files]))
     every_text = [text for p in splits.train for text in (p.src, p.tgt)]
     return PrepareReport(
         input_path=str(corpus.train_path) if data.path else describe(data),

@@ -26,7 +26,7 @@ class Corpus:
     train_path: Path = Path()  # what was read for training (a zip's unpacked TSV)
 
 
-def _files(files: dict, data: DataConfig) -> tuple[Path, list[Path]]:
+def language_files(files: dict, data: DataConfig) -> tuple[Path, list[Path]]:
     """(source file, target file(s)) of a ``{lang: file}`` mapping."""
     targets = files[data.tgt_lang]
     return Path(files[data.src_lang]), [Path(t) for t in ([targets] if isinstance(targets, str) else targets)]
@@ -38,7 +38,7 @@ def input_files(data: DataConfig) -> list[Path]:
     for key in ("train", *GIVEN_SPLITS):
         files = getattr(data, key)
         if files:
-            src, tgts = _files(files, data)
+            src, tgts = language_files(files, data)
             named += [(f"data.{key}.{data.src_lang}", src), *((f"data.{key}.{data.tgt_lang}", t) for t in tgts)]
     for key, path in named:
         if not path.is_file():
@@ -50,7 +50,7 @@ def describe(data: DataConfig) -> str:
     """The training data in a few words, for reports."""
     if data.path:
         return data.path
-    src, (tgt,) = _files(data.train, data)
+    src, (tgt,) = language_files(data.train, data)
     return f"{src} + {tgt}"
 
 
@@ -64,12 +64,12 @@ def read_corpus(data: DataConfig, unpack_dir: Path) -> Corpus:
             path = unpack(path, unpack_dir)
         train = read_tsv(path, data.max_chars, data.tsv_columns, data.src_lang, data.header)
     else:
-        path, targets = _files(data.train, data)
+        path, targets = language_files(data.train, data)
         train = read_aligned("data.train", path, targets, data.max_chars).read
     given = {}
     for split in GIVEN_SPLITS:
         files = getattr(data, split)
         if files:
-            src, targets = _files(files, data)
+            src, targets = language_files(files, data)
             given[split] = read_aligned(f"data.{split}", src, targets, data.max_chars)
     return Corpus(train, given, path)

@@ -9,13 +9,11 @@ mark; LF or CRLF line endings; blank lines (ignored). A first line that names th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
+from nmt.config import HeaderMode as Header
 from nmt.data.languages import looks_like_header
 from nmt.data.pairs import Pair, Problem, ReadResult, add_pair, decode_line, normalize_text, raw_lines
 from nmt.errors import NmtError
-
-Header = Literal["auto", True, False]
 
 
 def parse_line(raw: bytes, line_no: int, path: str, source_first: bool = True) -> Pair | Problem | None:

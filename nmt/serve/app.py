@@ -33,13 +33,14 @@ class ServedModel:
     def __init__(self, name: str, translator: Translator):
         self.name, self.translator = name, translator
         self.lock = threading.Lock()
+        # scripts in the vocabularies that no served font draws (the browser may have one)
+        tokenizers = (translator.loaded.src_tok, translator.loaded.tgt_tok)
+        pieces = [tok.processor.id_to_piece(i) for tok in tokenizers for i in range(tok.vocab_size)]
+        self.scripts_without_font = sorted(script.title() for script in missing_scripts(pieces))
 
     def info(self) -> dict:
         config = self.translator.loaded.config
         model = self.translator.model
-        loaded = self.translator.loaded
-        tokenizers = (loaded.src_tok, loaded.tgt_tok)
-        pieces = [tok.processor.id_to_piece(i) for tok in tokenizers for i in range(tok.vocab_size)]
         return {
             "name": self.name,
             "src_lang": config.data.src_lang,
@@ -48,8 +49,7 @@ class ServedModel:
             "input_feeding": config.model.input_feeding,
             "parameters": sum(p.numel() for p in model.parameters()),
             "beam_size": config.decode.beam_size,
-            # scripts in the vocabularies that no served font draws (the browser may have one)
-            "scripts_without_font": sorted(script.title() for script in missing_scripts(pieces)),
+            "scripts_without_font": self.scripts_without_font,
         }
 
     def check_prefix(self, prefix: str | list[str]) -> None:
