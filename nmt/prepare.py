@@ -141,8 +141,7 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
     splits, references = _split(config, kept, corpus)
 
     paths.root.mkdir(parents=True, exist_ok=True)
-    problems = [*corpus.train.problems, *(p for given in corpus.given.values() for p in given.read.problems)]
-    write_lines_atomic(paths.problems, (str(p) for p in problems))
+    write_lines_atomic(paths.problems, (str(p) for p in corpus.problems))
     _write_splits(paths, splits, references)
     src_tok, tgt_tok = _train_tokenizers(config, paths, splits)
     report = _report(config, input_sha256, corpus, kept, duplicates, splits, src_tok, tgt_tok)
@@ -260,7 +259,7 @@ def _report(
     tgt_tok: Tokenizer,
 ) -> PrepareReport:
     result, data = corpus.train, config.data
-    problems = [*result.problems, *(p for given in corpus.given.values() for p in given.read.problems)]
+    problems = corpus.problems
     by_reason: dict[str, int] = {}
     for problem in problems:
         key = problem.reason.split(" at byte")[0]

@@ -32,7 +32,7 @@ def read_aligned(key: str, src_path: Path, tgt_paths: list[Path], max_chars: int
     """Read a source file and its target file(s), line-aligned. ``key`` is the config key they
     came from (``data.train``), named in errors. A line that is blank on every side is skipped
     as blank; a blank source, or blank on every target, is a problem of that line."""
-    src_lines = _read_lines(src_path, f"{key}")
+    src_lines = _read_lines(src_path, key)
     tgt_lines = [_read_lines(path, key) for path in tgt_paths]
     for path, lines in zip(tgt_paths, tgt_lines):
         if len(lines) != len(src_lines):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from nmt.config import DataConfig
 from nmt.data.aligned import ReferenceRows, read_aligned
-from nmt.data.pairs import ReadResult
+from nmt.data.pairs import Problem, ReadResult
 from nmt.data.tsv import read_tsv
 from nmt.errors import NmtError
 
@@ -24,6 +24,11 @@ class Corpus:
     train: ReadResult  # the training pairs (dev and test are carved out of them unless given)
     given: dict[str, ReferenceRows] = field(default_factory=dict)  # "dev" / "test" as given, row by row
     train_path: Path = Path()  # what was read for training (a zip's unpacked TSV)
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every malformed line read, training data first."""
+        return [*self.train.problems, *(p for given in self.given.values() for p in given.read.problems)]
 
 
 def language_files(files: dict, data: DataConfig) -> tuple[Path, list[Path]]:
