@@ -87,6 +87,7 @@ class ModelConfig:
         False  # the output layer shares the target embeddings (through a projection if widths differ)
     )
     dropout: float = 0.2
+    encoder_output_dropout: float = 0.0  # dropout on the encoder's outputs h_j, the attention's memory (training only)
     # How the encoder's BiGRU is run (same weights, same outputs): packed sequences, or one padded
     # call per direction with each sentence reversed within its length (docs/benchmarks.md).
     rnn_input: RnnInput = "packed"
@@ -183,6 +184,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "model.gumbel_temperature": _POSITIVE,
     "model.output_dim": _POSITIVE,
     "model.dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "model.encoder_output_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.epochs": _POSITIVE,
     "train.batch_size": _POSITIVE,
     "train.batch_tokens": _NON_NEGATIVE,

@@ -85,6 +85,18 @@ def test_budget_stops_within_one_step_keeps_the_best_and_resumes_to_the_same_wei
     assert all("partial" not in r for r in MetricsFile(run.metrics).read())  # the partial record was replaced
 
 
+def test_the_summary_counts_a_partial_epoch_in_the_training_time(tmp_path, monkeypatch):
+    trainer = make_trainer(tmp_path, ticking_steps(monkeypatch), max_minutes=5)
+    trainer.progress.epoch, trainer.progress.best_epoch, trainer.progress.best_bleu = 6, 7, 36.9
+    trainer.progress.train_seconds = 256.0  # six whole epochs
+    for epoch, seconds, partial in ((6, 256.0, {}), (7, 289.0, {"partial": True})):
+        trainer.metrics.append({"epoch": epoch, "train_seconds": seconds, "dev_bleu": 36.9, **partial})
+    trainer.log_summary()
+    assert "best dev BLEU 36.90 at epoch 7 (after 289s of training); 289s of training." in (
+        trainer.run_dir.train_log.read_text(encoding="utf-8")
+    )
+
+
 def test_cli_minutes_stops_cleanly_and_resume_goes_on(tmp_path, config_file):
     result = runner.invoke(app, ["train", "--config", str(config_file), "--minutes", "0.0001"])
     assert result.exit_code == 0, result.output

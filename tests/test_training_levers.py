@@ -1,5 +1,5 @@
-"""Training levers do what they say and nothing else: word dropout, subword sampling, weight averaging,
-label smoothing."""
+"""Training levers do what they say and nothing else: word dropout, dropout on the encoder's outputs,
+subword sampling, weight averaging, label smoothing."""
 
 import pytest
 import torch
@@ -34,6 +34,28 @@ def test_word_dropout_rate_is_the_configured_one_and_touches_only_real_input_tok
         assert abs(rate - 0.1) < 0.01, rate  # ~7,800 real tokens per side: the rate is within 1 point
     assert torch.equal(dropped.tgt_out, batch.tgt_out) and torch.equal(dropped.src_lengths, batch.src_lengths)
     assert word_dropout(batch, 0.0) is batch  # off: the same batch, no random numbers drawn
+
+
+@pytest.mark.parametrize("rnn_input", ["packed", "padded"])
+def test_encoder_output_dropout_drops_real_positions_at_its_rate_in_training_only(rnn_input):
+    from nmt.model.encoder import Encoder
+
+    from .helpers import model_config
+
+    torch.manual_seed(0)
+    encoder = Encoder(model_config(32, encoder_output_dropout=0.25, rnn_input=rnn_input), 50)
+    batch = random_batch()
+    real = (batch.src != PAD_ID).unsqueeze(-1).expand(-1, -1, 64)  # (B, S, 2H)
+    encoder.eval()
+    clean, clean_final = encoder(batch.src, batch.src_lengths)
+    encoder.train()  # the embedding dropout is 0: only the output dropout draws
+    dropped, dropped_final = encoder(batch.src, batch.src_lengths)
+    zeroed = (dropped == 0) & real
+    assert abs(zeroed[real].float().mean().item() - 0.25) < 0.01  # ~500 k real values
+    kept = real & ~zeroed
+    assert torch.allclose(dropped[kept], clean[kept] / 0.75, atol=1e-6)  # survivors scaled by 1 / (1 - p)
+    assert torch.all(dropped[~real] == 0)  # padding stays zero
+    assert torch.equal(dropped_final, clean_final)  # the bridge's state is not dropped
 
 
 def spm_model(tmp_path, model_type="unigram"):

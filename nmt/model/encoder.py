@@ -22,12 +22,16 @@ from nmt.tokenizer import PAD_ID
 
 
 class Encoder(nn.Module):
-    """Embeddings -> dropout -> BiGRU. Outputs h_j = [→h_j; ←h_j] for every source position."""
+    """Embeddings -> dropout -> BiGRU -> dropout (``model.encoder_output_dropout``). Outputs
+    h_j = [→h_j; ←h_j] for every source position."""
 
     def __init__(self, config: ModelConfig, vocab_size: int):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, config.embed_dim, padding_idx=PAD_ID)
         self.dropout = Dropout(config.dropout)
+        # On the RNN's outputs: the attention's keys and values (and bridge: both's forward state);
+        # the backward final state goes to the bridge as it is.
+        self.output_dropout = Dropout(config.encoder_output_dropout)
         self.rnn = nn.GRU(
             config.embed_dim,
             config.encoder_hidden,
@@ -44,8 +48,10 @@ class Encoder(nn.Module):
         backward_final (B, H): the backward RNN's state at position 1 of the top layer."""
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
         if self.rnn_input == "padded":
-            return padded_bigru(self.rnn, embedded, src_lengths.to(src.device))
-        packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        packed_out, final = self.rnn(packed)  # final: (layers * 2, B, H)
-        enc_outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.size(1))
-        return enc_outputs, final[-1]
+            enc_outputs, backward_final = padded_bigru(self.rnn, embedded, src_lengths.to(src.device))
+        else:
+            packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
+            packed_out, final = self.rnn(packed)  # final: (layers * 2, B, H)
+            enc_outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.size(1))
+            backward_final = final[-1]
+        return self.output_dropout(enc_outputs), backward_final  # dropout keeps padding at zero

@@ -386,10 +386,13 @@ class Trainer:
             reason = (
                 f"{cfg.max_minutes:g}-minute budget spent after {progress.step} steps; --minutes M --resume goes on"
             )
-        best_at = [r["train_seconds"] for r in self.metrics.read() if r["epoch"] == progress.best_epoch]
-        to_best = f" (after {best_at[0]:.0f}s of training)" if best_at else ""
+        records = self.metrics.read()
+        best_at = [r["train_seconds"] for r in records if r["epoch"] == progress.best_epoch]
+        to_best = f" (after {best_at[-1]:.0f}s of training)" if best_at else ""
+        # the last record also counts a partial epoch the budget cut short; progress counts whole epochs
+        trained = records[-1]["train_seconds"] if records else progress.train_seconds
         self.log(
             f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} "
             f"at epoch {progress.best_epoch}{to_best}; "
-            f"{progress.train_seconds:.0f}s of training. Checkpoints in {self.run_dir.checkpoints}."
+            f"{trained:.0f}s of training. Checkpoints in {self.run_dir.checkpoints}."
         )
