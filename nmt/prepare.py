@@ -15,7 +15,7 @@ from pathlib import Path
 from nmt.config import Config
 from nmt.data.pairs import Pair, ReadResult, drop_duplicates
 from nmt.data.references import write_references
-from nmt.data.sources import Corpus, describe, input_files, language_files, read_corpus
+from nmt.data.sources import Corpus, describe, input_files, read_corpus
 from nmt.data.split import Splits, group_references, split_by_source
 from nmt.errors import NmtError
 from nmt.fileio import sha256_file, write_lines_atomic, write_text_atomic
@@ -69,18 +69,26 @@ class PrepareReport:
             given = f" (given: {self.given_sets[split]})" if split in self.given_sets else ""
             pairs, sources = self.split_pairs[split], self.split_sources[split]
             lines.append(f"  {split:5s}: {pairs:6d} pairs, {sources:6d} distinct sources{given}")
-        for split, count in self.sources_also_in_train.items():
-            if count:
-                lines.append(f"  warning: {count} {split} source sentence(s) also occur in the training data")
         for side, stats in self.length_stats.items():
             lines.append(
                 f"  {side} length in subwords (train): mean {stats['mean']:.1f}, "
                 f"median {stats['median']:.0f}, p95 {stats['p95']:.0f}, max {stats['max']:.0f}"
             )
         lines.append(f"  vocabulary sizes: {self.vocab_sizes}")
-        if self.scripts_without_font:
-            lines.append(f"  warning: {missing_font_warning(self.scripts_without_font)}")
+        lines += [f"  warning: {warning}" for warning in self.warnings()]
         return "\n".join(lines)
+
+    def warnings(self) -> list[str]:
+        """What the user should know about the data: given test sentences seen in training, scripts without a font."""
+        warnings = [
+            f"{count} {split} source sentence(s) of {self.given_sets[split]} also occur in the training data: "
+            "its scores will flatter the model."
+            for split, count in self.sources_also_in_train.items()
+            if count
+        ]
+        if self.scripts_without_font:
+            warnings.append(missing_font_warning(self.scripts_without_font))
+        return warnings
 
 
 def _fingerprint(config: Config, input_sha256: str) -> str:
@@ -133,9 +141,8 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
         return reused
     corpus = read_corpus(config.data, paths.root / "source")
     _check_problems(corpus.train, corpus.train_path, config.data.on_malformed, log, TSV if config.data.path else LINES)
-    for split, given in corpus.given.items():
-        source_file, _ = language_files(getattr(config.data, split), config.data)
-        _check_problems(given.read, source_file, config.data.on_malformed, log, LINES)
+    for given in corpus.given.values():
+        _check_problems(given.read, given.files[0], config.data.on_malformed, log, LINES)
     pairs = corpus.train.pairs[: config.data.max_pairs] if config.data.max_pairs else corpus.train.pairs
     kept, duplicates = drop_duplicates(pairs)
     splits, references = _split(config, kept, corpus)
@@ -145,7 +152,7 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
     _write_splits(paths, splits, references)
     src_tok, tgt_tok = _train_tokenizers(config, paths, splits)
     report = _report(config, input_sha256, corpus, kept, duplicates, splits, src_tok, tgt_tok)
-    for warning in _warnings(report):
+    for warning in report.warnings():
         log(f"warning: {warning}")
     write_text_atomic(paths.report, json.dumps(asdict(report), indent=2, ensure_ascii=False))
     write_text_atomic(paths.report_text, report.summary() + "\n")
@@ -183,18 +190,6 @@ def _split(config: Config, kept: list[Pair], corpus: Corpus) -> tuple[Splits, di
         setattr(splits, split, given.read.pairs)
         references[split] = given.rows
     return splits, {split: references[split] for split in ("dev", "test")}
-
-
-def _warnings(report: PrepareReport) -> list[str]:
-    warnings = [
-        f"{count} {split} source sentence(s) of {report.given_sets[split]} also occur in the training data: "
-        "its scores will flatter the model."
-        for split, count in report.sources_also_in_train.items()
-        if count
-    ]
-    if report.scripts_without_font:
-        warnings.append(missing_font_warning(report.scripts_without_font))
-    return warnings
 
 
 def _reusable_report(config: Config, paths: PreparedPaths, fingerprint: str, force: bool) -> PrepareReport | None:
@@ -265,10 +260,7 @@ def _report(
         key = problem.reason.split(" at byte")[0]
         by_reason[key] = by_reason.get(key, 0) + 1
     train_sources = {p.src for p in splits.train}
-    given_sets = {}
-    for split in corpus.given:
-        source_file, target_files = language_files(getattr(data, split), data)
-        given_sets[split] = " + ".join(map(str, [source_file, *target_files]))
+    given_sets = {split: " + ".join(map(str, given.files)) for split, given in corpus.given.items()}
     every_text = [text for p in splits.train for text in (p.src, p.tgt)]
     return PrepareReport(
         input_path=str(corpus.train_path) if data.path else describe(data),

@@ -20,6 +20,7 @@ class ReferenceRows:
 
     rows: list[tuple[str, list[str]]] = field(default_factory=list)
     read: ReadResult = field(default_factory=ReadResult)  # the pairs (source, one reference) and problems
+    files: list[Path] = field(default_factory=list)  # the source file, then the target file(s)
 
 
 def _read_lines(path: Path, key: str) -> list[str | Problem]:
@@ -40,7 +41,7 @@ def read_aligned(key: str, src_path: Path, tgt_paths: list[Path], max_chars: int
                 f"{key}: the files are not line-aligned: {src_path} has {len(src_lines)} lines, "
                 f"{path} has {len(lines)}. Line i of each file must be the same sentence pair."
             )
-    out = ReferenceRows()
+    out = ReferenceRows(files=[src_path, *tgt_paths])
     out.read.lines_read = len(src_lines)
     for index, src_text in enumerate(src_lines):
         line_no = index + 1
