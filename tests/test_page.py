@@ -91,6 +91,7 @@ def panel_text(driver, index: int = 0) -> str:
 def test_the_page_translates_as_you_type_draws_attention_and_follows_a_chosen_alternative(server, browser):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
 
     browser.get(server + "/")
     wait_for(browser, lambda d: "bahdanau:" in d.find_element(By.ID, "model-list").text)
@@ -119,9 +120,12 @@ def test_the_page_translates_as_you_type_draws_attention_and_follows_a_chosen_al
     )
     assert first.find_elements(By.CSS_SELECTOR, ".heatmap text.lit")
 
-    # Words, not subwords: the same heatmap over fewer or as many cells.
+    # Words, not subwords: the same heatmap over fewer or as many cells. The subword heatmap
+    # already meets that test, so first wait for the page to replace it.
+    subword_heatmap = first.find_element(By.CSS_SELECTOR, ".heatmap svg")
     browser.find_element(By.ID, "words").click()
-    wait_for(browser, lambda d: len(first.find_elements(By.CSS_SELECTOR, ".heatmap svg text.src")) <= len(columns)
+    wait_for(browser, lambda d: staleness_of(subword_heatmap)(d)
+             and len(first.find_elements(By.CSS_SELECTOR, ".heatmap svg text.src")) <= len(columns)
              and first.find_elements(By.CSS_SELECTOR, ".heatmap svg rect.cell"))  # fmt: skip
 
     # Clicking a subword lists alternatives; choosing one re-decodes with the chosen start.
