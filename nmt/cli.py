@@ -206,6 +206,7 @@ def train(
             )
         try:
             progress = Trainer(cfg, ddp.device(requested), ddp).run(resume)
+            ddp.barrier()  # leave together: a rank tearing down while another still runs can abort it (gloo)
         except TrainingInterrupted as exc:
             again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])
             if ddp.is_main:
