@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from nmt.device import DEVICE_NAMES
+from nmt.device import DEVICE_NAMES, PRECISION_NAMES
 from nmt.errors import NmtError
 from nmt.model.attention import ATTENTIONS, LUONG_ATTENTIONS, WINDOWS
 
@@ -25,6 +25,7 @@ from nmt.model.attention import ATTENTIONS, LUONG_ATTENTIONS, WINDOWS
 AttentionName = Literal[tuple(ATTENTIONS)]  # type: ignore[valid-type]
 WindowName = Literal[WINDOWS]  # type: ignore[valid-type]
 DeviceName = Literal[DEVICE_NAMES]  # type: ignore[valid-type]
+PrecisionName = Literal[PRECISION_NAMES]  # type: ignore[valid-type]
 RnnInput = Literal["packed", "padded"]
 HeaderMode = Literal["auto", True, False]
 
@@ -116,7 +117,9 @@ class TrainConfig:
     min_lr: float = 1e-5
     seed: int = 42
     device: DeviceName = "auto"
-    precision: Literal["auto", "float32", "bf16"] = "auto"  # auto: bf16 autocast on a CUDA GPU that has it
+    # auto: bf16 autocast on CUDA GPUs with native bf16, fp16 + loss scaling on older ones, else float32
+    precision: PrecisionName = "auto"
+    deterministic: bool = False  # the same bits on a GPU too, a resume included (costs GPU speed)
     threads: int = 0  # CPU threads for torch (0 = torch's default)
     # torch.compile the decoder's per-step body: none | default | reduce-overhead (+ CUDA graphs on a GPU)
     compile: Literal["none", "default", "reduce-overhead"] = "none"

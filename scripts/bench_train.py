@@ -66,13 +66,16 @@ def measure(
     warmup: int = 5,
 ) -> dict:
     from nmt.data.batching import collate, padding_fraction
+    from nmt.device import make_deterministic, select_precision
     from nmt.loading import load_tokenizers
     from nmt.train.data import batch_lengths, load_train_data
-    from nmt.train.step import autocast_dtype, train_step
+    from nmt.train.step import train_step
 
     device = bc.setup_device(device_name, threads)
     config = bc.load(config_path, overrides)
     cfg = config.train
+    if cfg.deterministic:
+        make_deterministic(device)  # as the Trainer does (each row runs in its own process)
     torch.manual_seed(cfg.seed)
     src_tok, tgt_tok = load_tokenizers(config)
     data = load_train_data(config, src_tok, tgt_tok)
@@ -83,12 +86,13 @@ def measure(
             decoder = model.decoder
             decoder.teacher_forced = lambda tgt_in, state, memory: decoder.step_by_step(tgt_in, state, memory, 1.0)
 
-        amp_dtype = autocast_dtype(cfg.precision, device)
+        precision = select_precision(cfg.precision, device)
+        scaler = torch.amp.GradScaler(device.type) if precision.loss_scaling else None
 
         def run_step(indices):
             batch = collate([data.train[i] for i in indices])
             tokens = batch.num_tgt_tokens
-            train_step(model, batch.to(device), optimizer, cfg, tokens, amp_dtype)
+            train_step(model, batch.to(device), optimizer, cfg, tokens, precision, scaler)
             return tokens
     else:
         model = joeynmt_peer.build(config.model, src_tok.vocab_size, tgt_tok.vocab_size, device)
@@ -123,7 +127,7 @@ def main() -> None:
         "--rows",
         nargs="*",
         default=["default", "equivalent", "fast", "peer"],
-        help="which rows: default equivalent fast peer encoder compile",
+        help="which rows: default equivalent fast peer encoder compile precision batching deterministic",
     )
     parser.add_argument(
         "--repeats", type=int, default=1, help="time every row this many times, interleaved; report the median"
@@ -150,6 +154,15 @@ def main() -> None:
         plan.append(("nmt, encoder padded", args.set + ["model.rnn_input=padded"], dict()))
     if "compile" in args.rows:
         plan.append(("nmt, compiled decoder step", args.set + ["train.compile=default"], dict(warmup=30)))
+    if "precision" in args.rows:
+        plan.append(("nmt, float32", args.set + ["train.precision=float32"], dict()))
+        plan.append(("nmt, precision auto", args.set + ["train.precision=auto"], dict()))
+    if "batching" in args.rows:  # batches by tokens, for a GPU: as many sentences as fit the token cap
+        for tokens in (2000, 4000, 8000):
+            batch = [f"train.batch_tokens={tokens}", "train.batch_size=1024"]
+            plan.append((f"nmt, {tokens} tokens per batch", args.set + batch, dict()))
+    if "deterministic" in args.rows:
+        plan.append(("nmt, deterministic", args.set + ["train.deterministic=true"], dict()))
     jobs = [
         (label, _measure_kw, (label, args.config, overrides, common, options)) for label, overrides, options in plan
     ]
@@ -185,6 +198,8 @@ def main() -> None:
         ("luong-general fast path / step by step", "nmt, luong-general, fast path", "nmt, luong-general, step by step"),
         ("encoder padded / packed", "nmt, encoder padded", "nmt, encoder packed"),
         ("compiled decoder step / eager", "nmt, compiled decoder step", "nmt, config as given"),
+        ("precision auto / float32", "nmt, precision auto", "nmt, float32"),
+        ("deterministic / default", "nmt, deterministic", "nmt, config as given"),
     ]
     for title, top, bottom in ratios:
         if top in runs and bottom in runs:

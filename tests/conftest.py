@@ -1,13 +1,21 @@
-"""Shared fixtures: a small synthetic Anki corpus and a config file pointing at it."""
+"""Shared fixtures: a small synthetic Anki corpus and a config file pointing at it.
+
+The suite runs on the CPU wherever it runs: ``device: auto`` means the CPU here (and in the
+processes the tests start), so that no result depends on the machine's GPU. The GPU tier
+(``pytest -m gpu``, tests/test_gpu.py) names its device outright.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
+
+os.environ.setdefault("NMT_DEVICE", "cpu")  # what device 'auto' means (nmt/device.py)
 
 
 @pytest.fixture

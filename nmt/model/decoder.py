@@ -33,7 +33,7 @@ from torch import nn
 from nmt.config import ModelConfig
 from nmt.model.attention import ATTENTIONS, build_attention
 from nmt.model.dropout import Dropout
-from nmt.model.fast import InputGateTable, gru_step, split_input_gates
+from nmt.model.fast import InputGateTable, gru_step, run_in_float32, split_input_gates
 from nmt.tokenizer import PAD_ID
 
 
@@ -190,7 +190,7 @@ class BahdanauDecoder(AttentionDecoder):
     def step(self, prev_tokens, state, memory):
         embedded = self.dropout(self.embedding(prev_tokens))  # E y_{t-1} (B, E)
         context, weights = self.attend(state.hidden, memory, state.step)  # c_t, queried by s_{t-1}
-        hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)  # s_t
+        hidden = run_in_float32(self.rnn, torch.cat([embedded, context], dim=-1), state.hidden)  # s_t
         features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))  # o_t
         return self.readout(features), DecoderState(hidden, state.step + 1), weights
 
@@ -246,7 +246,7 @@ class LuongDecoder(AttentionDecoder):
     def step(self, prev_tokens, state, memory):
         embedded = self.dropout(self.embedding(prev_tokens))  # E y_{t-1} (B, E)
         rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
-        hidden = torch.gru_cell(rnn_input, state.hidden, *self.gru_weights())  # h_t
+        hidden = run_in_float32(torch.gru_cell, rnn_input, state.hidden, *self.gru_weights())  # h_t
         context, weights = self.attend(hidden, memory, state.step)  # c_t, queried by h_t
         attentional = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
         feed = attentional if self.input_feeding else None
@@ -269,7 +269,7 @@ class LuongDecoder(AttentionDecoder):
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if self.input_feeding:
             return self._teacher_forced_feeding(embedded, state, memory)
-        hiddens, _ = self.rnn(embedded, state.hidden.unsqueeze(0))  # (B, T, hidden)
+        hiddens, _ = run_in_float32(self.rnn, embedded, state.hidden.unsqueeze(0))  # (B, T, hidden)
         steps = torch.arange(tgt_in.size(1), device=tgt_in.device)
         contexts, weights = self.attention(hiddens, memory.keys, memory.enc_outputs, memory.mask, steps)
         attentional = torch.tanh(self.combine(torch.cat([contexts, hiddens], dim=-1)))  # (B, T, output_dim)

@@ -17,7 +17,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.config import ModelConfig
 from nmt.model.dropout import Dropout
-from nmt.model.fast import padded_bigru
+from nmt.model.fast import padded_bigru, run_in_float32
 from nmt.tokenizer import PAD_ID
 
 
@@ -47,11 +47,14 @@ class Encoder(nn.Module):
         """src (B, S), src_lengths (B,) on CPU -> enc_outputs (B, S, 2H) (zeros at padding),
         backward_final (B, H): the backward RNN's state at position 1 of the top layer."""
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
-        if self.rnn_input == "padded":
-            enc_outputs, backward_final = padded_bigru(self.rnn, embedded, src_lengths.to(src.device))
-        else:
-            packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-            packed_out, final = self.rnn(packed)  # final: (layers * 2, B, H)
-            enc_outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.size(1))
-            backward_final = final[-1]
+        enc_outputs, backward_final = run_in_float32(self.recur, embedded, src_lengths)  # float32 under autocast
         return self.output_dropout(enc_outputs), backward_final  # dropout keeps padding at zero
+
+    def recur(self, embedded: torch.Tensor, src_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The BiGRU over embedded (B, S, E) -> (B, S, 2H), ←h_1 (B, H)."""
+        if self.rnn_input == "padded":
+            return padded_bigru(self.rnn, embedded, src_lengths.to(embedded.device))
+        packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed_out, final = self.rnn(packed)  # final: (layers * 2, B, H)
+        enc_outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=embedded.size(1))
+        return enc_outputs, final[-1]

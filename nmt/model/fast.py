@@ -11,6 +11,8 @@ Every piece here has an equivalence test against the plain computation it replac
 * **Padded BiGRU** (``model.rnn_input: padded``): one ``torch.gru`` call per direction over
   the padded batch, each sentence reversed within its length, instead of packed sequences.
 * **Compiled step bodies** (``train.compile``): ``torch.compile`` of the decoder's per-step body.
+
+Under mixed precision the recurrences stay in float32 (``run_in_float32``).
 """
 
 from __future__ import annotations
@@ -20,11 +22,26 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def run_in_float32(function, *args):
+    """``function(*args)`` with autocast off and floating-point tensors in float32, where
+    autocast is on: a recurrent state must not be rounded to 16 bits at every step, and
+    cuDNN's autocast runs an RNN in fp16 whatever dtype was asked for. A plain call otherwise."""
+    device_type = next(a for a in args if isinstance(a, torch.Tensor)).device.type
+    if not torch.is_autocast_enabled(device_type):
+        return function(*args)
+    with torch.autocast(device_type, enabled=False):
+        return function(*(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args))
+
+
 def gru_step(
     input_gates: torch.Tensor, hidden: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor
 ) -> torch.Tensor:
     """input_gates (B, 3H) = W_ih x + b_ih; hidden (B, H) -> next hidden (B, H). Same gate
-    order (r, z, n) and parameters as ``torch.nn.GRUCell``."""
+    order (r, z, n) and parameters as ``torch.nn.GRUCell``. In float32 under autocast."""
+    return run_in_float32(_gru_step, input_gates, hidden, weight_hh, bias_hh)
+
+
+def _gru_step(input_gates, hidden, weight_hh, bias_hh):
     hidden_gates = torch.addmm(bias_hh, hidden, weight_hh.t())  # (B, 3H)
     in_r, in_z, in_n = input_gates.chunk(3, dim=-1)
     hid_r, hid_z, hid_n = hidden_gates.chunk(3, dim=-1)
@@ -81,6 +98,7 @@ def padded_bigru(rnn: nn.GRU, embedded: torch.Tensor, lengths: torch.Tensor) -> 
     reads every sentence reversed within its length, so it too starts at the last real token.
     No packing, and cuDNN may use its persistent kernels, which it never does for packed input."""
     batch, width, _ = embedded.shape
+    flatten_per_direction(rnn)
     reverse = reverse_within_lengths(lengths, width).unsqueeze(-1)  # (B, S, 1)
     mask = (torch.arange(width, device=embedded.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
     initial = embedded.new_zeros(1, batch, rnn.hidden_size)
@@ -94,6 +112,29 @@ def padded_bigru(rnn: nn.GRU, embedded: torch.Tensor, lengths: torch.Tensor) -> 
         backward_out = backward_out.gather(1, reverse.expand_as(backward_out))  # back to source order
         layer_input = torch.cat([forward_out, backward_out], dim=-1) * mask  # (B, S, 2H), zeros at padding
     return layer_input, layer_input[:, 0, rnn.hidden_size :]  # ←h_1 is the backward output at position 1
+
+
+def flatten_per_direction(rnn: nn.GRU) -> None:
+    """On a CUDA GPU, give each direction of each layer of ``rnn`` its own contiguous cuDNN
+    weight buffer, as a one-layer unidirectional GRU has it: ``_gru_direction`` calls cuDNN
+    one direction at a time, and weights in the middle of the module's one bidirectional
+    buffer would be copied (with a warning) on every call. A no-op elsewhere, and once done
+    (``nn.GRU`` flattens its own layout again when moved, so this checks every call, cheaply)."""
+    if not (rnn.weight_ih_l0.is_cuda and torch._use_cudnn_rnn_flatten_weight()):
+        return
+    if rnn.weight_ih_l0_reverse.storage_offset() == 0:  # already one buffer per direction
+        return
+    mode = torch.backends.cudnn.rnn.get_cudnn_mode("GRU")
+    with torch.no_grad():
+        for layer in range(rnn.num_layers):
+            input_size = rnn.input_size if layer == 0 else 2 * rnn.hidden_size
+            for suffix in ("", "_reverse"):
+                weights = [
+                    getattr(rnn, f"{name}_l{layer}{suffix}")
+                    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+                ]
+                # re-points these parameters into a fresh buffer (the tensors and their identity stay)
+                torch._cudnn_rnn_flatten_weight(weights, 4, input_size, mode, rnn.hidden_size, 0, 1, True, False)
 
 
 def _gru_direction(rnn: nn.GRU, inputs: torch.Tensor, initial: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:

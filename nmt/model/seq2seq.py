@@ -8,7 +8,7 @@ from torch import nn
 from nmt.config import ModelConfig
 from nmt.model.decoder import DecoderState, Memory, build_decoder
 from nmt.model.encoder import Encoder
-from nmt.model.fast import compile_step_body
+from nmt.model.fast import compile_step_body, run_in_float32
 
 
 class Seq2Seq(nn.Module):
@@ -39,7 +39,8 @@ class Seq2Seq(nn.Module):
         summary = backward_final  # (B, H) or, from both directions, (B, 2H)
         if self.config.bridge == "both":
             summary = torch.cat([last_forward_state(enc_outputs, mask), backward_final], dim=-1)
-        state = self.decoder.init_state(torch.tanh(self.bridge(summary)))  # hidden (B, decoder_hidden)
+        # the decoder's first state, float32 under autocast like every recurrent state
+        state = self.decoder.init_state(torch.tanh(run_in_float32(self.bridge, summary)))  # (B, decoder_hidden)
         return Memory(enc_outputs, keys, mask), state
 
     def decode_step(

@@ -34,9 +34,8 @@ class Distributed:
         return self.rank == 0
 
     def device(self, requested: torch.device) -> torch.device:
-        """One GPU per process under torchrun; CPU stays CPU."""
+        """One GPU per process under torchrun (``setup`` bound it); CPU stays CPU."""
         if self.enabled and requested.type == "cuda":
-            torch.cuda.set_device(self.local_rank)
             return torch.device("cuda", self.local_rank)
         return requested
 
@@ -44,21 +43,35 @@ class Distributed:
         if self.enabled:
             dist.barrier()
 
-    def global_tokens(self, tokens: int, device: torch.device) -> int:
-        """Target tokens of this step summed over ranks."""
+    def global_tokens(self, tokens: int, device: torch.device) -> int | torch.Tensor:
+        """Target tokens of this step summed over ranks: under DDP a device tensor, which the
+        loss is divided by without reading it back (no host sync)."""
         if not self.enabled:
             return tokens
-        total = torch.tensor([tokens], dtype=torch.long, device=device)
+        total = torch.tensor([float(tokens)], device=device)
         dist.all_reduce(total)
-        return int(total.item())
+        return total[0]
 
     def any(self, flag: bool, device: torch.device) -> bool:
         """True on every rank if it is true on one (a stop signal, say)."""
+        return self.any_of([flag], device)[0]
+
+    def any_of(self, flags: list[bool], device: torch.device) -> list[bool]:
+        """Each flag, true on every rank if it is true on one: one collective (one host sync
+        on a GPU) for all of them."""
         if not self.enabled:
-            return flag
-        value = torch.tensor([int(flag)], device=device)
-        dist.all_reduce(value, op=dist.ReduceOp.MAX)
-        return bool(value.item())
+            return flags
+        values = torch.tensor([int(flag) for flag in flags], device=device)
+        dist.all_reduce(values, op=dist.ReduceOp.MAX)
+        return [bool(value) for value in values.tolist()]
+
+    def gather(self, obj) -> list | None:
+        """Every rank's ``obj``, in rank order, on rank 0 (None elsewhere)."""
+        if not self.enabled:
+            return [obj]
+        gathered = [None] * self.world if self.is_main else None
+        dist.gather_object(obj, gathered, dst=0)
+        return gathered
 
     def broadcast(self, obj):
         """Rank 0's ``obj`` on every rank."""
@@ -81,15 +94,21 @@ class Distributed:
         return indices[self.rank :: self.world] if self.enabled else indices
 
 
-def setup(device_type: str) -> Distributed:
-    """Join the process group torchrun describes in the environment (no-op without it)."""
+def setup(requested: torch.device) -> Distributed:
+    """Join the process group torchrun describes in the environment (no-op without it). On
+    GPUs each rank is bound to its own before the first collective, and NCCL is told which
+    (``device_id``), so no rank's communicator lands on GPU 0 by default."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Distributed()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
-        backend = "nccl" if device_type == "cuda" and torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend=backend)
-    return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+        if requested.type == "cuda":
+            torch.cuda.set_device(local_rank)
+            dist.init_process_group(backend="nccl", device_id=torch.device("cuda", local_rank))
+        else:
+            dist.init_process_group(backend="gloo")
+    return Distributed(dist.get_rank(), dist.get_world_size(), local_rank)
 
 
 def teardown(context: Distributed) -> None:

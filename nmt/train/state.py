@@ -61,18 +61,30 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def rng_state() -> dict:
+def rng_state(device: torch.device) -> dict:
+    """This process's random states: Python's, the CPU generator's and, on a GPU, the
+    generator of the one GPU it trains on (not of every visible GPU: a resume may see fewer)."""
     state = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    elif device.type == "mps":
+        state["mps"] = torch.mps.get_rng_state()
     return state
 
 
-def set_rng_state(state: dict) -> None:
+def set_rng_state(saved: dict | list[dict], device: torch.device, rank: int = 0) -> None:
+    """Restore what ``rng_state`` saved; ``saved`` is one state, or one per rank under DDP
+    (a resume with more ranks than saved gives the extra ones rank 0's)."""
+    state = saved if isinstance(saved, dict) else saved[rank if rank < len(saved) else 0]
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda")
+    if isinstance(cuda, list):  # older checkpoints: one state per visible GPU, by index
+        cuda = cuda[min(device.index or 0, len(cuda) - 1)] if cuda else None
+    if device.type == "cuda" and cuda is not None:
+        torch.cuda.set_rng_state(cuda, device)
+    if device.type == "mps" and "mps" in state:
+        torch.mps.set_rng_state(state["mps"])
 
 
 class TrainingInterrupted(NmtError):

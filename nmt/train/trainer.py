@@ -22,6 +22,7 @@ from tqdm import tqdm
 from nmt.checkpoint import save_training_checkpoint
 from nmt.config import Config, save_config
 from nmt.data.batching import Batch, padding_fraction
+from nmt.device import make_deterministic, select_precision
 from nmt.errors import NmtError
 from nmt.hardware import hardware_description
 from nmt.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
@@ -43,7 +44,7 @@ from nmt.train.metrics import MetricsFile
 from nmt.train.optim import budget_learning_rate, build_optimizer, build_scheduler
 from nmt.train.regularise import word_dropout
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
-from nmt.train.step import StepResult, autocast_dtype, train_step
+from nmt.train.step import StepResult, train_step
 from nmt.train.validate import validate
 
 
@@ -110,6 +111,8 @@ class Trainer:
         self.show_bar = show_bar and ddp.is_main
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
+        if self.cfg.deterministic:
+            make_deterministic(device)  # before the model reaches the GPU: cuBLAS reads its workspace setting then
         seed_everything(self.cfg.seed)  # before the model: its initial weights come from this seed
         self.src_tok, self.tgt_tok = load_tokenizers(config)
         self.data = load_train_data(config, self.src_tok, self.tgt_tok)
@@ -121,7 +124,8 @@ class Trainer:
         self.average = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
         self.average_is_better = False  # at the last validation
         self.progress = Progress()
-        self.amp_dtype = autocast_dtype(self.cfg.precision, device)
+        self.precision = select_precision(self.cfg.precision, device)
+        self.scaler = torch.amp.GradScaler(device.type) if self.precision.loss_scaling else None
         self.stop = StopFlag()
         self.clock = time.monotonic  # what the time budget reads (tests give a fake one)
         self.budget = TimeBudget(self.cfg.max_minutes, clock=self.clock)
@@ -173,7 +177,9 @@ class Trainer:
         if self.average is not None and "ema" in payload:
             self.average.load_state_dict(payload["ema"])
             self.average_is_better = payload.get("translate_with") == "ema"
-        set_rng_state(payload["rng"])
+        if self.scaler is not None and "scaler" in payload:
+            self.scaler.load_state_dict(payload["scaler"])
+        set_rng_state(payload["rng"], self.device, self.ddp.rank)
         if self.ddp.is_main:
             self.metrics.trim(self.progress.epoch)
         self.log(
@@ -196,8 +202,12 @@ class Trainer:
         self.save(best=improved)
         self.record(epoch, stats, metrics, improved, monitor)
 
+    def budget_spent(self) -> bool:
+        """The budget (train.max_minutes) is spent, on this rank."""
+        return bool(self.cfg.max_minutes) and self.budget.exhausted()
+
     def time_is_up(self) -> bool:
-        """The budget (train.max_minutes) is spent, on any rank."""
+        """The budget is spent, on any rank."""
         return bool(self.cfg.max_minutes) and self.ddp.any(self.budget.exhausted(), self.device)
 
     def train_epoch(self, epoch: int) -> EpochStats:
@@ -232,7 +242,9 @@ class Trainer:
                 self.check_nonfinite(meter, epoch)
             if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
                 bar.set_postfix(**meter.postfix())
-            if self.ddp.any(bool(self.stop), device):
+            # one collective for both flags under DDP: a single host sync per step
+            stopped, out_of_time = self.ddp.any_of([bool(self.stop), self.budget_spent()], device)
+            if stopped:
                 meter.save_into(progress)
                 self.save()
                 raise TrainingInterrupted(
@@ -241,7 +253,7 @@ class Trainer:
             if self.cfg.checkpoint_every and progress.step % self.cfg.checkpoint_every == 0 and number < len(batches):
                 meter.save_into(progress)
                 self.save()
-            if number < len(batches) and self.time_is_up():
+            if number < len(batches) and out_of_time:
                 self.out_of_time = True
                 break
         bar.close()
@@ -263,7 +275,7 @@ class Trainer:
         if self.cfg.lr_schedule == "budget":
             self.follow_budget(epoch, number)
         try:
-            result = train_step(self.trained, batch, self.optimizer, self.cfg, normalizer, self.amp_dtype)
+            result = train_step(self.trained, batch, self.optimizer, self.cfg, normalizer, self.precision, self.scaler)
         except torch.cuda.OutOfMemoryError:
             raise NmtError(
                 f"CUDA ran out of memory at epoch {epoch}, batch {number} ({sentences} sentences, {tokens} target "
@@ -303,7 +315,8 @@ class Trainer:
         return {**chosen, "raw_dev_bleu": metrics["dev_bleu"], "ema_dev_bleu": averaged["dev_bleu"]}
 
     def save(self, best: bool = False) -> None:
-        """Checkpoint everything resuming needs (rank 0 only)."""
+        """Checkpoint everything resuming needs (rank 0 writes; every rank's random state goes in)."""
+        rng = self.ddp.gather(rng_state(self.device))  # on every rank: a collective
         if not self.ddp.is_main:
             return
         self.progress.elapsed_seconds = self.budget.spent()
@@ -313,10 +326,12 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "progress": asdict(self.progress),
-            "rng": rng_state(),
+            "rng": rng if self.ddp.enabled else rng[0],
             "config": self.config.to_dict(),
             "spm_sha256": spm_hashes(self.src_tok, self.tgt_tok),
         }
+        if self.scaler is not None:
+            payload["scaler"] = self.scaler.state_dict()
         if self.average is not None:
             payload["ema"] = self.average.state_dict()
             payload["translate_with"] = "ema" if self.average_is_better else "model"
@@ -365,7 +380,8 @@ class Trainer:
         cfg, data, ddp = self.cfg, self.data, self.ddp
         self.log(
             f"Model: {count_parameters(self.model):,} parameters; {len(data.train):,} training pairs "
-            f"({data.skipped_long} longer than {cfg.max_len} subwords skipped); device {self.device}."
+            f"({data.skipped_long} longer than {cfg.max_len} subwords skipped); device {self.device}, "
+            f"{self.precision.describe()}{', deterministic' if cfg.deterministic else ''}."
         )
         first_batches = epoch_batches(data.train, cfg, 1, ddp.world)
         padding = padding_fraction(first_batches, batch_lengths(data.train))
