@@ -72,10 +72,9 @@ class PrefixedModel:
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
         """Memory, and the state after reading <bos> and the prefix but its last token."""
         memory, state = self.model.encode(src, src_lengths)
-        prev = torch.full((src.size(0),), BOS_ID, dtype=torch.long, device=src.device)
-        for token in self.prefix[:-1]:
-            _, state, _ = self.model.decode_step(prev, state, memory)
-            prev = torch.full_like(prev, token)
+        for token in [BOS_ID, *self.prefix[:-1]]:  # search's first step feeds the prefix's last token
+            fed = torch.full((src.size(0),), token, dtype=torch.long, device=src.device)
+            _, state, _ = self.model.decode_step(fed, state, memory)
         self.started = False
         return memory, state
 

@@ -5,7 +5,7 @@ import torch
 
 from nmt.config import DecodeConfig
 from nmt.data.batching import source_tensor
-from nmt.forced import forced_log_probs, score_pairs
+from nmt.forced import PrefixedModel, forced_log_probs, score_pairs
 from nmt.search import beam_search, greedy_search
 
 from .helpers import random_sources, small_model
@@ -39,3 +39,21 @@ def test_score_pairs_keeps_the_order_batches_by_length_and_sums_log_probs():
         assert alone.tokens == target and alone.token_logprobs == pytest.approx(expected, abs=1e-5)
         assert alone.score == pytest.approx(sum(expected), abs=1e-5) and alone.score < 0
     assert [h.score for h in one_batch] == pytest.approx([h.score for h in small_batches], abs=1e-5)
+
+
+@pytest.mark.parametrize("prefix", [[5], [5, 6, 7]])
+@pytest.mark.parametrize("overrides", [{}, {"attention": "luong-concat", "input_feeding": True}])
+def test_search_after_a_prefix_continues_from_the_whole_prefix(overrides, prefix):
+    """A continuation scores what forced decoding of prefix + continuation gives (the prefix's
+    every token read, <bos> first: an earlier version skipped the one before the last)."""
+    model = small_model(seed=3, **overrides).eval()
+    src, lengths = random_sources(2, seed=1)
+    for found in (
+        greedy_search(PrefixedModel(model, prefix), src, lengths, max_len=4),
+        beam_search(PrefixedModel(model, prefix), src, lengths, 2, max_len=4),
+    ):
+        continuations = [hypotheses[0].tokens for hypotheses in found]
+        forced = forced_log_probs(model, src, lengths, [prefix + tokens for tokens in continuations])
+        for hypotheses, log_probs in zip(found, forced):
+            n = len(hypotheses[0].token_logprobs)
+            assert log_probs[len(prefix) : len(prefix) + n] == pytest.approx(hypotheses[0].token_logprobs, abs=1e-5)
