@@ -242,11 +242,14 @@ def translate(
         Path | None,
         typer.Option(
             "--plot-attention",
-            help="Attention heatmaps: a folder (one PNG per sentence, the first --plot-count), "
+            help="Attention heatmaps: a folder (one file per sentence, the first --plot-count, in --plot-format), "
             "or with --text a file ending in .png, .svg or .pdf.",
         ),
     ] = None,
     plot_count: Annotated[int, typer.Option("--plot-count", min=1, help="How many sentences to plot.")] = 5,
+    plot_format: Annotated[
+        str, typer.Option("--plot-format", help="png, svg or pdf: the heatmaps' format in a --plot-attention folder.")
+    ] = "png",
     n_best: Annotated[
         int | None,
         typer.Option(
@@ -280,7 +283,7 @@ def translate(
         ]
     _write_lines(written, output)
     if plot_attention is not None:
-        _plot_attention(translator, lines, plot_attention, plot_count, beam_size)
+        _plot_attention(translator, lines, plot_attention, plot_count, beam_size, plot_format)
 
 
 def _write_lines(lines: list[str], output: Path | None) -> None:
@@ -326,12 +329,18 @@ def score(
                f"perplexity {math.exp(-total / max(1, sum(counts))):.2f}", err=True)  # fmt: skip
 
 
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+PLOT_SUFFIXES_BY_NAME = ("png", "svg", "pdf")
+PLOT_SUFFIXES = tuple(f".{name}" for name in PLOT_SUFFIXES_BY_NAME)
 
 
-def _plot_attention(translator, lines: list[str], target: Path, count: int, beam_size: int | None) -> None:
+def _plot_attention(
+    translator, lines: list[str], target: Path, count: int, beam_size: int | None, image_format: str = "png"
+) -> None:
     """Heatmaps of the first ``count`` non-empty lines: into a folder, or one file for one sentence."""
     from nmt.plotting import plot_attention
+
+    if image_format not in PLOT_SUFFIXES_BY_NAME:
+        raise NmtError(f"--plot-format: got {image_format!r}, expected one of {', '.join(PLOT_SUFFIXES_BY_NAME)}.")
 
     if translator.loaded.config.model.attention == "none":
         typer.echo("model.attention is 'none': the model has no attention weights to plot.", err=True)
@@ -344,7 +353,7 @@ def _plot_attention(translator, lines: list[str], target: Path, count: int, beam
     numbered = [(number, line) for number, line in enumerate(lines, 1) if line.strip()][:count]
     heatmaps = translator.heatmaps([line for _, line in numbered], beam_size)
     for (number, _), heatmap in zip(numbered, heatmaps):
-        path = target if single_file else target / f"attention_{number:04d}.png"
+        path = target if single_file else target / f"attention_{number:04d}.{image_format}"
         plot_attention(
             heatmap.src_labels,
             heatmap.tgt_labels,
@@ -489,21 +498,33 @@ def export(
 def plot(
     run_dir: RunDirArgument,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="PNG to write (default: RUN_DIR/learning_curves.png).")
+        Path | None, typer.Option("--output", "-o", help="Learning curves file (default: RUN_DIR/learning_curves.png).")
     ] = None,
+    image_format: Annotated[
+        str, typer.Option("--format", help="png, svg or pdf: the files' format when --output is not given.")
+    ] = "png",
 ) -> None:
-    """Draw the learning curves (train/dev loss, dev BLEU/chrF by epoch) from RUN_DIR/metrics.jsonl.
+    """Draw the learning curves (train/dev loss, dev BLEU/chrF by epoch) from RUN_DIR/metrics.jsonl,
+    and the attention timeline (the first probe sentence's attention at successive validations)
+    from RUN_DIR/timeline.jsonl when training recorded one (train.probes).
 
     Works while training runs: it plots the epochs validated so far.
     """
     from nmt.paths import RunPaths
+    from nmt.plotting import plot_timeline
+    from nmt.train.timeline import read_timeline
 
-    drawn = _learning_curves(run_dir, output)
+    if image_format not in PLOT_SUFFIXES_BY_NAME:
+        raise NmtError(f"--format: got {image_format!r}, expected one of {', '.join(PLOT_SUFFIXES_BY_NAME)}.")
+    run = RunPaths(run_dir)
+    drawn = _learning_curves(run_dir, output or run.learning_curves.with_suffix(f".{image_format}"))
     if drawn is None:
-        raise NmtError(
-            f"No validation in {RunPaths(run_dir).metrics} yet: it is written after the first epoch of `nmt train`."
-        )
+        raise NmtError(f"No validation in {run.metrics} yet: it is written after the first epoch of `nmt train`.")
     typer.echo(f"Wrote {drawn[0]} ({drawn[1]} epochs)")
+    records = read_timeline(run.timeline) if run.timeline.is_file() else []
+    if records and records[0]["probes"]:
+        path = run.timeline_plot.with_suffix(f".{image_format}")
+        typer.echo(f"Wrote {path} ({plot_timeline(records, path)} validations of the first probe sentence)")
 
 
 def _learning_curves(run_dir: Path, output: Path | None = None) -> tuple[Path, int] | None:

@@ -128,6 +128,7 @@ class TrainConfig:
     keep_checkpoints: int = 3  # step checkpoints kept besides last and best
     max_nonfinite: int = 10  # stop after this many steps in a row with a non-finite loss or gradient
     tensorboard: bool = False  # also log scalars and attention heatmaps to <run_dir>/tensorboard
+    probes: int = 3  # the first N dev sentences' attention at every validation, in <run_dir>/timeline.jsonl (0 = off)
 
 
 @dataclass
@@ -210,6 +211,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.checkpoint_every": _NON_NEGATIVE,
     "train.keep_checkpoints": _POSITIVE,
     "train.max_nonfinite": _POSITIVE,
+    "train.probes": _NON_NEGATIVE,
     "decode.beam_size": _POSITIVE,
     "decode.length_penalty": _NON_NEGATIVE,
     "decode.coverage_penalty": _NON_NEGATIVE,

@@ -91,6 +91,9 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path
         save_config(packaged, staging.config)
         for tokenizer in (src_tok, tgt_tok):
             shutil.copyfile(tokenizer.path, staging.root / tokenizer.path.name)
+        timeline = run_paths(config).timeline  # the probes' attention over training, for the page
+        if timeline.is_file():
+            shutil.copyfile(timeline, staging.root / timeline.name)
         source = run_paths(config).checkpoint(checkpoint)
         manifest = {"format": PACKAGE_FORMAT, "spm_sha256": spm_hashes(src_tok, tgt_tok), "exported_from": str(source)}
         write_text_atomic(staging.manifest, json.dumps(manifest, indent=2))

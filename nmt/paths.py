@@ -85,6 +85,7 @@ class RunPaths:
     checkpoints/step-<N>.pt     step checkpoints; last.pt and best.pt link to two of them
     checkpoints/averaged.pt     written by `nmt average`
     train.log  metrics.jsonl  learning_curves.png  tensorboard/
+    timeline.jsonl  timeline.png  the probe sentences' attention at every validation
     eval/<set>.hyp  eval/<set>.report.json
     """
 
@@ -126,6 +127,14 @@ class RunPaths:
         return self.root / "learning_curves.png"
 
     @property
+    def timeline(self) -> Path:
+        return self.root / "timeline.jsonl"
+
+    @property
+    def timeline_plot(self) -> Path:
+        return self.root / "timeline.png"
+
+    @property
     def tensorboard(self) -> Path:
         return self.root / "tensorboard"
 
@@ -149,7 +158,7 @@ class PackagePaths:
     """A model package (``nmt export``)::
 
     model.safetensors   config.yaml   spm.<src>.model   spm.<tgt>.model  (joint: spm.<src>-<tgt>.model)
-    manifest.json       MODEL_CARD.md
+    manifest.json       MODEL_CARD.md       timeline.jsonl (when the run recorded one)
     """
 
     root: Path

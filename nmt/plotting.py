@@ -38,10 +38,7 @@ def plot_attention(
     src_labels: list[str], tgt_labels: list[str], weights: torch.Tensor, path: str | Path, title: str = ""
 ) -> None:
     """Heatmap of weights (T, S) to a file (.png, .svg, .pdf)."""
-    fig = attention_figure(src_labels, tgt_labels, weights, title)
-    suffix = Path(path).suffix.lstrip(".") or "png"
-    save_atomic(path, lambda tmp: fig.savefig(tmp, format=suffix, dpi=120))
-    plt.close(fig)
+    _save(attention_figure(src_labels, tgt_labels, weights, title), path, dpi=120)
 
 
 def attention_figure(src_labels: list[str], tgt_labels: list[str], weights: torch.Tensor, title: str = ""):
@@ -73,6 +70,39 @@ def _warn_missing_scripts(labels: list[str]) -> None:
         warnings.warn(missing_font_warning(missing), stacklevel=3)
 
 
+def _save(fig, path: str | Path, dpi: int = 110) -> None:
+    """Write ``fig`` atomically in the format the path's suffix names (.png, .svg, .pdf)."""
+    suffix = Path(path).suffix.lstrip(".").lower() or "png"
+    save_atomic(path, lambda tmp: fig.savefig(tmp, format=suffix, dpi=dpi))
+    plt.close(fig)
+
+
+TIMELINE_PANELS = 8  # at most this many validations in the strip (evenly spaced, the last always)
+
+
+def plot_timeline(records: list[dict], path: str | Path, probe: int = 0) -> int:
+    """Probe ``probe``'s attention at successive validations (timeline.jsonl records), one
+    heatmap per validation left to right: alignment forming. Returns how many are drawn."""
+    if len(records) > TIMELINE_PANELS:
+        step = (len(records) - 1) / (TIMELINE_PANELS - 1)
+        records = [records[round(i * step)] for i in range(TIMELINE_PANELS)]
+    first = records[0]["probes"][probe]
+    _warn_missing_scripts(first["source_tokens"] + [t for r in records for t in r["probes"][probe]["tokens"]])
+    cols = len(first["source_tokens"])
+    fig, axes = plt.subplots(1, len(records), figsize=(max(3.0, 0.3 * cols + 1.2) * len(records), 4.2), squeeze=False)
+    for ax, record in zip(axes[0], records):
+        shown = record["probes"][probe]
+        weights = torch.tensor(shown["attention"]) if shown["attention"] else torch.zeros(1, cols)
+        ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_xticks(range(cols), labels=shown["source_tokens"], rotation=70, fontsize=7)
+        ax.set_yticks(range(len(shown["tokens"])), labels=shown["tokens"], fontsize=7)
+        ax.set_title(f"epoch {record['epoch']}\nBLEU {record['dev_bleu']:.1f}", fontsize=8)
+    fig.suptitle("".join(first["source_tokens"][:-1]).replace("▁", " ").strip(), fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+    return len(records)
+
+
 def plot_learning_curves(records: list[dict], path: str | Path) -> None:
     """Train/dev loss and dev BLEU/chrF by epoch, from metrics.jsonl records."""
     epochs = [r["epoch"] for r in records]
@@ -87,8 +117,7 @@ def plot_learning_curves(records: list[dict], path: str | Path) -> None:
     right.set_xlabel("epoch")
     right.legend()
     fig.tight_layout()
-    save_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_bleu_by_length(rows_by_variant: dict[str, list[dict]], path: str | Path, baseline: str = "none") -> None:

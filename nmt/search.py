@@ -16,6 +16,7 @@ from typing import Protocol
 import torch
 from tqdm import tqdm
 
+from nmt.beam_trace import BeamTrace, kept_column_ids
 from nmt.config import DecodeConfig
 from nmt.data.batching import sorted_batches, source_tensor
 from nmt.errors import NmtError
@@ -290,6 +291,16 @@ class _Beams:
         return results
 
 
+def _candidates(logits: torch.Tensor, log_z: torch.Tensor, scores: torch.Tensor, count: int):
+    """The ``count`` best continuations of each sentence's live beams (scores (A, beams)):
+    their scores, tokens, origin rows and token log-probabilities, each (A, count)."""
+    n_active, width = scores.shape
+    top_scores, top_ids = best_candidates(logits, scores.view(-1) - log_z, width, count)
+    top_tokens = top_ids % logits.size(-1)
+    origins = torch.arange(n_active, device=logits.device).unsqueeze(1) * width + top_ids // logits.size(-1)
+    return top_scores, top_tokens, origins, logits[origins, top_tokens] - log_z[origins]
+
+
 def _best_unended(top_scores: torch.Tensor, is_eos: torch.Tensor, k: int, columns) -> tuple[torch.Tensor, list]:
     """The K best candidates of each sentence that do not end: their scores (A, K) and each
     tensor of ``columns`` (A, C) gathered at them."""
@@ -309,6 +320,7 @@ def beam_search(
     n_best: int = 1,
     with_attention: bool = False,
     no_repeat_span: int = 0,
+    trace: BeamTrace | None = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: all sentences x beams step as one batch; the ``n_best`` best
     hypotheses of each sentence, best first.
@@ -319,7 +331,8 @@ def beam_search(
     leaves the batch, when its best candidate of the step ends with <eos> and it has
     ``n_best`` ended hypotheses (the rule of OpenNMT and JoeyNMT for one), or it has
     ``beam_size`` of them. Sentences still open at ``max_len`` add their live beams to the
-    candidates. ``no_repeat_span`` > 0: see ``block_repeats``.
+    candidates. ``no_repeat_span`` > 0: see ``block_repeats``. ``trace``: records the search
+    tree of a batch of one sentence (``nmt.beam_trace``).
     """
     k, device = beam_size, src.device
     memory, state = model.encode(src, src_lengths)  # one row per sentence until the first step is taken
@@ -327,22 +340,22 @@ def beam_search(
     prev = torch.full((src.size(0),), BOS_ID, dtype=torch.long, device=device)
     for step in range(1, max_len + 1):
         logits, state, weights = model.decode_step(prev, state, memory)  # (A*beams, V)
-        n_active, width = beams.scores.shape
-        vocab = logits.size(-1)
+        width = beams.scores.size(1)
         log_z = torch.logsumexp(logits, dim=-1)  # (A*beams,) of the model's own distribution, before any guard
         if no_repeat_span:
             block_repeats(logits, beams.tokens, no_repeat_span)
-        top_scores, top_ids = best_candidates(logits, beams.scores.view(-1) - log_z, width, 2 * k)  # (A, 2K)
-        top_tokens = top_ids % vocab
-        origins = torch.arange(n_active, device=device).unsqueeze(1) * width + top_ids // vocab  # (A, 2K) old rows
-        token_logprobs = logits[origins, top_tokens] - log_z[origins]  # (A, 2K)
+        top_scores, top_tokens, origins, token_logprobs = _candidates(logits, log_z, beams.scores, 2 * k)
         is_eos = top_tokens == EOS_ID
         # Set aside hypotheses that end here (only among each sentence's first K candidates).
         ending = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])
         beams.set_aside(ending, top_scores, origins, token_logprobs, weights, step)
         # Continue with the best K candidates that did not end, in the sentences that are not done.
-        keep_scores, kept = _best_unended(top_scores, is_eos, k, (top_tokens, origins, token_logprobs))
-        still_open = beams.keep_open(keep_scores, kept, is_eos[:, 0].tolist(), k, n_best)
+        columns = (top_tokens, origins, token_logprobs, kept_column_ids(top_scores))
+        keep_scores, kept = _best_unended(top_scores, is_eos, k, columns)
+        still_open = beams.keep_open(keep_scores, kept[:3], is_eos[:, 0].tolist(), k, n_best)
+        if trace is not None:
+            candidates = (top_scores, top_tokens, origins, token_logprobs, ending, weights)
+            trace.expand(step, *candidates, kept[3] if still_open is not None else None, src_lengths)
         if still_open is None:
             break
         keep_scores, kept, dropped = still_open
@@ -353,7 +366,10 @@ def beam_search(
         beams.advance(keep_scores, keep_origins, keep_tokens, keep_logprobs, weights)
         prev = keep_tokens
     beams.end_live_beams()
-    return beams.best(n_best, src_lengths)
+    found = beams.best(n_best, src_lengths)
+    if trace is not None:
+        trace.finish(found[0], ended_at_limit=bool(beams.active))
+    return found
 
 
 def search_sentences(
@@ -384,7 +400,7 @@ def search_sentences(
     for batch in batches:
         rows = [todo[i] for i in batch]
         src, src_lengths = source_tensor([sentences[r] for r in rows])
-        found = _search_batch(model, src.to(device), src_lengths, decode, beam_size, n_best, with_attention)
+        found = search_batch(model, src.to(device), src_lengths, decode, beam_size, n_best, with_attention)
         for row, hypotheses in zip(rows, found):
             results[row] = hypotheses
         bar.update(len(rows))
@@ -393,14 +409,25 @@ def search_sentences(
     return [found if found is not None else [Hypothesis([], [], 0.0)] for found in results]  # empty in, empty out
 
 
-def _search_batch(model, src, src_lengths, decode: DecodeConfig, beam_size: int, n_best: int, with_attention: bool):
+def search_batch(
+    model,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    decode: DecodeConfig,
+    beam_size: int,
+    n_best: int = 1,
+    with_attention: bool = False,
+    trace: BeamTrace | None = None,
+) -> list[list[Hypothesis]]:
+    """One batch with ``decode``'s settings: greedy for beam 1 (unless a ``trace`` is asked
+    for, which beam search records), beam search otherwise."""
     max_len = max_output_length(src_lengths, decode.max_len_ratio, decode.max_len_offset)
     ranking = Ranking(decode.length_penalty, decode.length_form, decode.coverage_penalty)
     span = decode.no_repeat_span
     try:
-        if beam_size == 1:
+        if beam_size == 1 and trace is None:
             return greedy_search(model, src, src_lengths, max_len, ranking, with_attention, span)
-        return beam_search(model, src, src_lengths, beam_size, max_len, ranking, n_best, with_attention, span)
+        return beam_search(model, src, src_lengths, beam_size, max_len, ranking, n_best, with_attention, span, trace)
     except torch.cuda.OutOfMemoryError:
         raise NmtError(
             f"CUDA ran out of memory translating {src.size(0)} sentences of up to {src.size(1)} subwords with beam "

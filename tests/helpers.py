@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import Config, DecodeConfig, ModelConfig, check_model_combination
+from nmt.config import Config, DecodeConfig, ModelConfig, TrainConfig, check_model_combination
 from nmt.data.batching import source_tensor
 from nmt.loading import LoadedModel
 from nmt.model.seq2seq import Seq2Seq
@@ -129,3 +129,29 @@ def random_translator(root: Path, **decode) -> Translator:
     config = Config(model=model_config(dropout=0.2), decode=DecodeConfig(**decoding))
     model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).eval()
     return Translator(LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu")))
+
+
+COPY_WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+
+
+def copy_translator(root: Path, steps: int = 500, seed: int = 0, **overrides) -> Translator:
+    """A Translator over a tiny model trained to copy sentences of NATO words (one
+    SentencePiece word model for both sides): it can only get a word right by attending to
+    it, so it follows whatever attention it is given — the crafted model of the lab's tests."""
+    from nmt.data.batching import Example, collate
+    from nmt.train.step import train_step
+
+    rng = random.Random(seed)
+    sentences = [" ".join(rng.choice(COPY_WORDS) for _ in range(rng.randint(3, 6))) for _ in range(3000)]
+    train_sentencepiece(sentences, root / "words.model", 300, "word", 1.0)
+    tok = Tokenizer(root / "words.model")
+    ids = tok.encode(sentences)
+    torch.manual_seed(seed)
+    config = Config(model=model_config(32, **overrides), decode=DecodeConfig(beam_size=3))
+    model = Seq2Seq(config.model, tok.vocab_size, tok.vocab_size)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+    examples = [Example(x, list(x)) for x in ids]
+    for _ in range(steps):
+        batch = collate(rng.sample(examples, 64))
+        train_step(model, batch, optimizer, TrainConfig(clip_grad_norm=1.0), batch.num_tgt_tokens)
+    return Translator(LoadedModel(config, model.eval(), tok, tok, torch.device("cpu")))

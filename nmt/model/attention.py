@@ -108,14 +108,37 @@ class Attention(nn.Module):
         """scores (B, T, S), mask broadcastable to it -> weights (B, T, S)."""
         return masked_softmax(scores, mask.expand_as(scores))
 
-    def forward(self, query, keys, values, mask, steps):
+    def windowed_scores(self, query, keys, mask, steps) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the normalisation reads: scores (B, T, S), with a local-p window's Gaussian
+        prior added, and the mask (B, T or 1, S) of the positions it may weight."""
         scores = self.score(query, keys)  # (B, T, S)
-        full_mask = mask.unsqueeze(1)  # (B, 1, S)
-        if self.window is not None:
-            scores, full_mask = self.window(scores, query, mask, steps)
+        if self.window is None:
+            return scores, mask.unsqueeze(1)  # (B, 1, S)
+        return self.window(scores, query, mask, steps)
+
+    def forward(self, query, keys, values, mask, steps):
+        scores, full_mask = self.windowed_scores(query, keys, mask, steps)
         weights = self.normalize(scores, full_mask)  # (B, T, S)
         context = torch.bmm(weights, values)  # (B, T, enc_dim)
         return context, weights
+
+    @torch.no_grad()
+    def explain(self, query, keys, values, mask, steps) -> dict[str, torch.Tensor]:
+        """``forward``'s intermediate values for the same inputs (the attention lab shows
+        them): ``energies`` (B, T, S) as the score function gives them, ``scores`` what the
+        normalisation reads (-inf where masked or outside a window), ``weights``, ``context``
+        and, with a local window, its ``centres`` (B, T)."""
+        scores, full_mask = self.windowed_scores(query, keys, mask, steps)
+        weights = self.normalize(scores, full_mask)
+        parts = {
+            "energies": self.score(query, keys),
+            "scores": scores.masked_fill(~full_mask.expand_as(scores), float("-inf")),
+            "weights": weights,
+            "context": torch.bmm(weights, values),
+        }
+        if self.window is not None:
+            parts["centres"] = self.window.centres(query, mask.sum(dim=1), steps).expand(query.shape[:2])
+        return parts
 
 
 class AdditiveAttention(Attention):
@@ -191,23 +214,53 @@ class FixedSummary(Attention):
         context = keys.unsqueeze(1).expand(batch, steps_n, keys.size(-1))  # (B, T, enc_dim)
         return context, values.new_zeros(batch, steps_n, values.size(1))
 
+    @torch.no_grad()
+    def explain(self, query, keys, values, mask, steps) -> dict[str, torch.Tensor]:
+        context, weights = self.forward(query, keys, values, mask, steps)
+        return {"weights": weights, "context": context}
+
 
 @dataclass(frozen=True)
 class AttentionKind:
-    """One entry of the registry: how to build the mechanism, and which decoder order uses it."""
+    """One entry of the registry: how to build the mechanism, which decoder order uses it,
+    and its equations as the attention lab shows them (q: the query, h_j: encoder states)."""
 
     build: Callable[[ModelConfig, int, int, Window | None], Attention]  # (config, query_dim, enc_dim, window)
     order: Literal["bahdanau", "luong"]  # bahdanau: s_{t-1} queries before the GRU; luong: h_t after it
+    formula: tuple[str, ...] = ()
 
 
 # The registry: config.model.attention's allowed values are its keys, in this order.
+SOFT = ("a_j = exp(e_j) / Σ_k exp(e_k)", "c = Σ_j a_j h_j")
+ADDITIVE = "e_j = vᵀ tanh(W q + U h_j)"
 ATTENTIONS: dict[str, AttentionKind] = {
-    "bahdanau": AttentionKind(lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "bahdanau"),
-    "luong-dot": AttentionKind(lambda c, q, e, w: DotAttention(w), "luong"),  # config checks q == e
-    "luong-general": AttentionKind(lambda c, q, e, w: GeneralAttention(q, e, w), "luong"),
-    "luong-concat": AttentionKind(lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "luong"),
-    "hard": AttentionKind(lambda c, q, e, w: HardAttention(q, e, c.attention_dim, w, c.gumbel_temperature), "bahdanau"),
-    "none": AttentionKind(lambda c, q, e, w: FixedSummary(), "bahdanau"),
+    "bahdanau": AttentionKind(
+        lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "bahdanau", (ADDITIVE, *SOFT)
+    ),
+    "luong-dot": AttentionKind(lambda c, q, e, w: DotAttention(w), "luong", ("e_j = q · h_j", *SOFT)),  # q == e wide
+    "luong-general": AttentionKind(
+        lambda c, q, e, w: GeneralAttention(q, e, w), "luong", ("e_j = q · (W_a h_j)", *SOFT)
+    ),
+    "luong-concat": AttentionKind(
+        lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "luong", (ADDITIVE, *SOFT)
+    ),
+    "hard": AttentionKind(
+        lambda c, q, e, w: HardAttention(q, e, c.attention_dim, w, c.gumbel_temperature),
+        "bahdanau",
+        (ADDITIVE, "a = one-hot(argmax_j e_j)  (a Gumbel-softmax sample in training)", "c = h_argmax"),
+    ),
+    "none": AttentionKind(
+        lambda c, q, e, w: FixedSummary(), "bahdanau", ("c = [→h_S; ←h_1]  (the same summary at every step)",)
+    ),
+}
+# A window's equations, shown after the score's (D: model.window_width).
+WINDOW_FORMULAS = {
+    "global": (),
+    "local-m": ("p_t = t;  a_j = 0 outside [p_t − D, p_t + D]",),
+    "local-p": (
+        "p_t = S · sigmoid(v_pᵀ tanh(W_p q))",
+        "e_j ← e_j − (j − p_t)² / (2σ²),  σ = D / 2;  a_j = 0 outside [p_t − D, p_t + D]",
+    ),
 }
 LUONG_ATTENTIONS = tuple(name for name, kind in ATTENTIONS.items() if kind.order == "luong")
 

@@ -21,10 +21,22 @@ from starlette.staticfiles import StaticFiles
 
 from nmt.errors import NmtError
 from nmt.fonts import missing_scripts, script_font
-from nmt.serve.requests import AlternativesRequest, Limits, RequestError, TranslateRequest, model_name, read_json
+from nmt.lab import Lab, LabInputError
+from nmt.paths import run_paths
+from nmt.serve.requests import (
+    AlternativesRequest,
+    LabRequest,
+    Limits,
+    RequestError,
+    TranslateRequest,
+    model_name,
+    read_json,
+)
+from nmt.train.timeline import read_timeline
 from nmt.translate import Explanation, Translator
 
 STATIC = Path(__file__).resolve().parent / "static"
+LAB_VIEWS = ("tree", "playback", "edit", "saliency")
 
 
 class ServedModel:
@@ -32,6 +44,7 @@ class ServedModel:
 
     def __init__(self, name: str, translator: Translator):
         self.name, self.translator = name, translator
+        self.lab = Lab(translator)
         self.lock = threading.Lock()
         # scripts in the vocabularies that no served font draws (the browser may have one)
         tokenizers = (translator.loaded.src_tok, translator.loaded.tgt_tok)
@@ -50,6 +63,8 @@ class ServedModel:
             "parameters": sum(p.numel() for p in model.parameters()),
             "beam_size": config.decode.beam_size,
             "scripts_without_font": self.scripts_without_font,
+            "attention_window": config.model.attention_window,
+            "has_timeline": run_paths(config).timeline.is_file(),
         }
 
     def check_prefix(self, prefix: str | list[str]) -> None:
@@ -67,6 +82,30 @@ class ServedModel:
         self.check_prefix(request.prefix)
         with self.lock:
             return self.translator.alternatives(request.text, request.prefix, request.k)
+
+    def lab_view(self, view: str, request: LabRequest) -> dict:
+        """One of the attention lab's views (``nmt.lab``) as JSON; a request that does not fit
+        the sentence or the model is a 422 naming the field."""
+        lab = self.lab
+        calls = {
+            "tree": lambda: lab.tree(request.text, request.beam_size),
+            "playback": lambda: lab.playback(request.text, request.tokens, request.top_k),
+            "edit": lambda: lab.edit(request.text, request.step, list(request.weights), request.tokens),
+            "saliency": lambda: lab.saliency(request.text, request.position, request.tokens),
+        }
+        try:
+            with self.lock:
+                return calls[view]().to_json()
+        except LabInputError as error:
+            raise RequestError(422, error.field, str(error)) from None
+
+    def timeline(self) -> list[dict]:
+        path = run_paths(self.translator.loaded.config).timeline
+        if not path.is_file():
+            raise RequestError(
+                404, "model", f"{self.name} has no attention timeline: training records one with train.probes > 0"
+            )
+        return read_timeline(path)
 
 
 def explanation_json(explanation: Explanation) -> dict:
@@ -100,49 +139,71 @@ async def server_error(request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"error": f"the server failed on this request ({type(error).__name__})"}, 500)
 
 
-def build_app(models: dict[str, Translator], limits: Limits | None = None) -> Starlette:
-    """The page at /, its files at /static, the API at /api/*."""
-    served = {name: ServedModel(name, translator) for name, translator in models.items()}
-    limits = limits or Limits()
+class Api:
+    """The JSON API's handlers over the served models."""
 
-    def pick(name: str | None) -> ServedModel:
+    def __init__(self, models: dict[str, Translator], limits: Limits):
+        self.served = {name: ServedModel(name, translator) for name, translator in models.items()}
+        self.limits = limits
+
+    def pick(self, name: str | None) -> ServedModel:
         if name is None:
-            return next(iter(served.values()))
-        if name not in served:
-            raise RequestError(404, "model", f"no model named {name!r}; this server has: {', '.join(served)}")
-        return served[name]
+            return next(iter(self.served.values()))
+        if name not in self.served:
+            raise RequestError(404, "model", f"no model named {name!r}; this server has: {', '.join(self.served)}")
+        return self.served[name]
 
-    async def list_models(request: Request) -> JSONResponse:
-        return JSONResponse({"models": [m.info() for m in served.values()]})
+    async def list_models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"models": [m.info() for m in self.served.values()]})
 
-    async def translate(request: Request) -> JSONResponse:
-        data = await read_json(request, limits)
-        model = pick(model_name(data))
-        parsed = TranslateRequest.parse(data, limits, model.translator.decode.beam_size)
+    async def translate(self, request: Request) -> JSONResponse:
+        data = await read_json(request, self.limits)
+        model = self.pick(model_name(data))
+        parsed = TranslateRequest.parse(data, self.limits, model.translator.decode.beam_size)
         results = [explanation_json(e) for e in await run_in_threadpool(model.explain, parsed)]
         body = {"results": results} if parsed.batch else results[0]
         return JSONResponse({**body, "model": model.name})
 
-    async def alternatives(request: Request) -> JSONResponse:
-        data = await read_json(request, limits)
-        model = pick(model_name(data))
-        parsed = AlternativesRequest.parse(data, limits)
+    async def alternatives(self, request: Request) -> JSONResponse:
+        data = await read_json(request, self.limits)
+        model = self.pick(model_name(data))
+        parsed = AlternativesRequest.parse(data, self.limits)
         found = await run_in_threadpool(model.alternatives, parsed)
-        return JSONResponse(
-            {
-                "alternatives": [{"token": t, "logprob": p} for t, p in found],
-                "prefix": parsed.prefix,
-                "model": model.name,
-            }
-        )
+        alternatives = [{"token": t, "logprob": p} for t, p in found]
+        return JSONResponse({"alternatives": alternatives, "prefix": parsed.prefix, "model": model.name})
 
+    async def lab(self, request: Request) -> JSONResponse:
+        """POST /api/lab/<view>: the attention lab's tree, playback, edit and saliency."""
+        view = request.path_params["view"]
+        if view not in LAB_VIEWS:
+            raise RequestError(404, "view", f"no lab view {view!r}; there are: {', '.join(LAB_VIEWS)}")
+        data = await read_json(request, self.limits)
+        model = self.pick(model_name(data))
+        if view == "tree":
+            parsed = LabRequest.tree(data, self.limits, model.translator.decode.beam_size)
+        else:
+            parsed = getattr(LabRequest, view)(data, self.limits)
+        result = await run_in_threadpool(model.lab_view, view, parsed)
+        return JSONResponse({**result, "model": model.name})
+
+    async def timeline(self, request: Request) -> JSONResponse:
+        """GET /api/timeline?model=NAME: the probe sentences' attention at every validation."""
+        model = self.pick(request.query_params.get("model"))
+        return JSONResponse({"entries": await run_in_threadpool(model.timeline), "model": model.name})
+
+
+def build_app(models: dict[str, Translator], limits: Limits | None = None) -> Starlette:
+    """The page at /, its files at /static, the API at /api/*."""
+    api = Api(models, limits or Limits())
     routes = [
         Route("/", page),
         Route("/fonts/{script:str}.ttf", font),
         Route("/api/health", health),
-        Route("/api/models", list_models),
-        Route("/api/translate", translate, methods=["POST"]),
-        Route("/api/alternatives", alternatives, methods=["POST"]),
+        Route("/api/models", api.list_models),
+        Route("/api/translate", api.translate, methods=["POST"]),
+        Route("/api/alternatives", api.alternatives, methods=["POST"]),
+        Route("/api/lab/{view:str}", api.lab, methods=["POST"]),
+        Route("/api/timeline", api.timeline),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers = {RequestError: request_error, Exception: server_error}

@@ -123,3 +123,61 @@ class AlternativesRequest:
             prefix_of(data, limits),
             integer(data, "k", 5, 1, limits.max_alternatives),
         )
+
+
+def tokens_of(data: dict, limits: Limits) -> list[str] | None:
+    """``tokens``: the target subwords of the translation to look at ("<eos>" last if it
+    ended), as the API returns them; absent: the best translation."""
+    tokens = data.get("tokens")
+    if tokens is None:
+        return None
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        raise RequestError(422, "tokens", "tokens must be a list of strings (target subwords)")
+    if len(tokens) > limits.max_chars:
+        raise RequestError(413, "tokens", f"{len(tokens)} subwords; the limit is {limits.max_chars}")
+    return tokens
+
+
+def weights_of(data: dict, limits: Limits) -> list[float]:
+    weights = data.get("weights")
+    if not isinstance(weights, list) or not weights:
+        raise RequestError(422, "weights", "weights must be a non-empty list of numbers, one per source subword")
+    if len(weights) > limits.max_chars:
+        raise RequestError(413, "weights", f"{len(weights)} weights; the limit is {limits.max_chars}")
+    if not all(isinstance(w, int | float) and not isinstance(w, bool) for w in weights):
+        raise RequestError(422, "weights", "weights must be numbers")
+    return [float(w) for w in weights]
+
+
+@dataclass(frozen=True)
+class LabRequest:
+    """What the attention lab's views take (each reads the fields it needs)."""
+
+    text: str
+    tokens: list[str] | None = None
+    beam_size: int = 0
+    top_k: int = 5
+    step: int = 0
+    position: int = 0
+    weights: tuple[float, ...] = ()
+
+    @classmethod
+    def tree(cls, data: dict, limits: Limits, default_beam: int) -> LabRequest:
+        beam = integer(data, "beam_size", min(max(2, default_beam), limits.max_beam), 1, limits.max_beam)
+        return cls(text(data.get("text"), "text", limits), beam_size=beam)
+
+    @classmethod
+    def playback(cls, data: dict, limits: Limits) -> LabRequest:
+        top_k = integer(data, "top_k", 5, 1, limits.max_alternatives)
+        return cls(text(data.get("text"), "text", limits), tokens_of(data, limits), top_k=top_k)
+
+    @classmethod
+    def edit(cls, data: dict, limits: Limits) -> LabRequest:
+        step = integer(data, "step", 0, 0, limits.max_chars)
+        weights = tuple(weights_of(data, limits))
+        return cls(text(data.get("text"), "text", limits), tokens_of(data, limits), step=step, weights=weights)
+
+    @classmethod
+    def saliency(cls, data: dict, limits: Limits) -> LabRequest:
+        position = integer(data, "position", 0, 0, limits.max_chars)
+        return cls(text(data.get("text"), "text", limits), tokens_of(data, limits), position=position)

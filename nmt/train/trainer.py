@@ -45,6 +45,7 @@ from nmt.train.optim import budget_learning_rate, build_optimizer, build_schedul
 from nmt.train.regularise import word_dropout
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.train.step import StepResult, train_step
+from nmt.train.timeline import Timeline, probe_translations
 from nmt.train.validate import validate
 
 
@@ -108,6 +109,7 @@ class Trainer:
         self.run_dir = run_paths(config)
         self.log = RunLog(self.run_dir.train_log, echo=True, enabled=ddp.is_main)
         self.metrics = MetricsFile(self.run_dir.metrics)
+        self.timeline = Timeline(self.run_dir.timeline)
         self.show_bar = show_bar and ddp.is_main
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
@@ -164,6 +166,7 @@ class Trainer:
         if self.ddp.is_main:
             if not resuming:
                 self.metrics.reset()
+                self.timeline.reset()
             save_config(self.config, self.run_dir.config)
         self.ddp.barrier()  # every process has read the checkpoint before rank 0 writes new ones
         self.log_setup()
@@ -182,6 +185,7 @@ class Trainer:
         set_rng_state(payload["rng"], self.device, self.ddp.rank)
         if self.ddp.is_main:
             self.metrics.trim(self.progress.epoch)
+            self.timeline.trim(self.progress.epoch)
         self.log(
             f"Resuming from {self.run_dir.checkpoint('last')}: {self.progress.epoch} epoch(s), "
             f"{self.progress.step} steps done."
@@ -201,6 +205,7 @@ class Trainer:
             improved = self.progress.end_epoch(epoch, metrics["dev_bleu"], self.cfg.patience)
         self.save(best=improved)
         self.record(epoch, stats, metrics, improved, monitor)
+        self.record_probes(epoch, metrics["dev_bleu"])
 
     def budget_spent(self) -> bool:
         """The budget (train.max_minutes) is spent, on this rank."""
@@ -362,6 +367,19 @@ class Trainer:
             f"epoch {epoch:3d}  train loss {stats.loss:.3f}  dev loss {metrics['dev_loss']:.3f}  "
             f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
             f"{stats.tokens_per_second:.0f} tok/s  {stats.seconds:.0f}s" + ("  *best*" if improved else "")
+        )
+
+    def record_probes(self, epoch: int, dev_bleu: float) -> None:
+        """The probe sentences' translation and attention into timeline.jsonl (rank 0), with
+        the weights a checkpoint of this epoch translates with."""
+        sources = [ids for ids in self.data.dev_sources if ids][: self.cfg.probes]
+        if not (sources and self.ddp.is_main):
+            return
+        swap = self.average.swapped_in() if self.average is not None and self.average_is_better else None
+        with swap or contextlib.nullcontext():
+            probes = probe_translations(self.model, sources, self.config, (self.src_tok, self.tgt_tok), self.device)
+        self.timeline.append(
+            {"epoch": epoch, "step": self.progress.step, "dev_bleu": round(dev_bleu, 2), "probes": probes}
         )
 
     def monitor(self):

@@ -1,0 +1,49 @@
+"""``<run_dir>/timeline.jsonl``: the attention forming over a training run.
+
+At every validation the Trainer translates a few probe sentences (``train.probes``: the
+first N distinct dev sources) greedily with the weights just validated and appends one
+record: epoch, step, dev BLEU and, per probe, its source and target subwords, the
+translation and the attention matrix. The page's timeline view scrubs through the records,
+``nmt plot`` draws them as a strip of heatmaps, and an exported package carries the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from nmt.config import Config
+from nmt.search import search_sentences
+from nmt.tokenizer import Tokenizer
+from nmt.train.metrics import MetricsFile
+
+
+def probe_translations(
+    model, sources: list[list[int]], config: Config, tokenizers: tuple[Tokenizer, Tokenizer], device: torch.device
+) -> list[dict]:
+    """Each probe's subwords, greedy translation and attention (rows: target subwords and
+    <eos>; columns: source subwords and <eos>)."""
+    src_tok, tgt_tok = tokenizers
+    found = search_sentences(model, sources, config.decode, device, beam_size=1, with_attention=True)
+    probes = []
+    for ids, hypotheses in zip(sources, found):
+        best = hypotheses[0]
+        attention = best.attention.tolist() if best.attention is not None else []
+        probes.append(
+            {
+                "source_tokens": src_tok.labels(ids),
+                "tokens": tgt_tok.labels(best.tokens, with_eos=best.ended),
+                "translation": " ".join(tgt_tok.decode([best.tokens])[0].split()),
+                "attention": [[round(w, 5) for w in row] for row in attention],
+            }
+        )
+    return probes
+
+
+class Timeline(MetricsFile):
+    """The records, read and written like metrics.jsonl (trimmed on resume, reset on a new run)."""
+
+
+def read_timeline(path: Path) -> list[dict]:
+    return Timeline(path).read()
