@@ -126,7 +126,7 @@ def random_translator(root: Path, **decode) -> Translator:
     src_tok, tgt_tok = Tokenizer(root / "src.model"), Tokenizer(root / "tgt.model")
     torch.manual_seed(0)
     decoding = {"batch_size": 3, "max_len_offset": 3, "max_len_ratio": 1.0, **decode}
-    config = Config(model=model_config(dropout=0.2), decode=DecodeConfig(**decoding))
+    config = Config(run_dir=str(root), model=model_config(dropout=0.2), decode=DecodeConfig(**decoding))
     model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).eval()
     return Translator(LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu")))
 
@@ -147,7 +147,7 @@ def copy_translator(root: Path, steps: int = 500, seed: int = 0, **overrides) ->
     tok = Tokenizer(root / "words.model")
     ids = tok.encode(sentences)
     torch.manual_seed(seed)
-    config = Config(model=model_config(32, **overrides), decode=DecodeConfig(beam_size=3))
+    config = Config(run_dir=str(root), model=model_config(32, **overrides), decode=DecodeConfig(beam_size=3))
     model = Seq2Seq(config.model, tok.vocab_size, tok.vocab_size)
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
     examples = [Example(x, list(x)) for x in ids]

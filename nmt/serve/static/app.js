@@ -43,10 +43,22 @@ async function start() {
     results.appendChild(panel);
   }
   $("source").addEventListener("input", () => { state.prefixes = {}; schedule(); });
-  for (const id of ["beam", "nbest", "words"]) $(id).addEventListener("change", () => schedule(0));
+  for (const id of ["beam", "nbest", "words", "rowscale"]) $(id).addEventListener("change", () => schedule(0));
   $("prefix-clear").addEventListener("click", () => { state.prefixes = {}; schedule(0); });
   status(models.length ? "ready" : "no models loaded", !models.length);
+  window.lab.start(models);
 }
+
+// What the lab asks of the page: continue a translation from a chosen start, translate again.
+window.nmtPage = {
+  setPrefix(name, pieces) {
+    state.prefixes[name] = pieces;
+    schedule(0);
+  },
+  retranslate() {
+    schedule(0);
+  },
+};
 
 function schedule(delay = 300) {
   clearTimeout(state.timer);
@@ -59,6 +71,7 @@ async function translateAll() {
   showPrefixes();
   if (!text.trim()) {
     for (const panel of document.querySelectorAll(".panel")) clearPanel(panel);
+    window.lab.cleared();
     status("ready");
     return;
   }
@@ -72,6 +85,7 @@ async function translateAll() {
       if (request !== state.request) return; // a newer keystroke won
       state.results[model.name] = { ...result, text };
       render(panelOf(model.name), result);
+      if (window.lab) window.lab.sourceChanged(model.name, text, result);
     }));
     if (request === state.request) status(`beam ${beam}, ${nBest}-best`);
   } catch (error) {
@@ -124,7 +138,7 @@ function render(panel, result) {
     item.appendChild(score);
     list.appendChild(item);
   }
-  drawHeatmap(panel, result, best);
+  drawPanelHeatmap(panel, result, best);
 }
 
 // Subwords -> words: a word starts at a piece with the space mark (and <eos> stands alone).
@@ -156,41 +170,15 @@ function heatmapView(result, best, words) {
   return { rows, cols, cells, rowOfToken };
 }
 
-function drawHeatmap(panel, result, best) {
+async function drawPanelHeatmap(panel, result, best) {
   const view = heatmapView(result, best, $("words").checked);
   panel.view = view;
-  const cell = 30, left = 120, top = 80;
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("width", left + cell * view.cols.length + 10);
-  svg.setAttribute("height", top + cell * view.rows.length + 10);
-  const add = (name, attrs, text) => {
-    const el = document.createElementNS(ns, name);
-    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-    if (text !== undefined) el.textContent = text;
-    svg.appendChild(el);
-    return el;
-  };
-  view.cols.forEach((col, c) => {
-    const x = left + c * cell + cell / 2;
-    add("text", { x, y: top - 8, transform: `rotate(-50 ${x} ${top - 8})`, class: "src", "data-col": c }, col.label);
-  });
-  view.rows.forEach((row, r) => {
-    const label = add("text", { x: left - 8, y: top + r * cell + cell / 2 + 4, "text-anchor": "end", class: "tgt" }, row.label);
+  const svg = await drawHeatmap(panel.querySelector(".heatmap"), view.rows.map((r) => r.label),
+    view.cols.map((c) => c.label), view.cells, { rowScaled: $("rowscale").checked });
+  svg.querySelectorAll("text.tgt").forEach((label, r) => {
     label.addEventListener("mouseenter", () => highlightRow(panel, r));
     label.addEventListener("mouseleave", () => highlightRow(panel, null));
-    view.cols.forEach((col, c) => {
-      const weight = view.cells[r][c];
-      const rect = add("rect", {
-        x: left + c * cell, y: top + r * cell, width: cell - 1, height: cell - 1,
-        fill: `rgba(var(--hot), ${weight.toFixed(3)})`, class: "cell", "data-row": r,
-      });
-      const tip = document.createElementNS(ns, "title");
-      tip.textContent = `${row.label} → ${col.label}: ${weight.toFixed(3)}`;
-      rect.appendChild(tip);
-    });
   });
-  panel.querySelector(".heatmap").replaceChildren(svg);
 }
 
 function highlight(panel, tokenIndex) {

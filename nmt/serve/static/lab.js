@@ -1,0 +1,433 @@
+// The attention lab: the sentence typed above taken apart by one model — its beam-search
+// tree, each decoding step with the real numbers, attention edited by hand, attention beside
+// saliency, and attention forming over training. Each view draws from /api/lab/* or
+// /api/timeline and exports its figure (SVG, PNG) and data (JSON).
+"use strict";
+
+const lab = { model: null, text: "", result: null, view: "tree", data: {}, step: 0, timelineAt: 0, probe: 0 };
+const labEl = (id) => document.getElementById(id);
+
+function fmt(x, digits = 3) {
+  return x === null || x === undefined ? "—" : Number(x).toFixed(digits);
+}
+
+function element(tag, attrs = {}, text) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") el.className = v; else el.setAttribute(k, v);
+  }
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+function clean(token) {
+  return token.split("\u2581").join("");
+}
+
+async function labApi(path, body) {
+  const response = await fetch(path, body === undefined ? {} : {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  });
+  const data = await response.json();
+  if (!response.ok) throw new Error(`${data.field ? data.field + ": " : ""}${data.error}`);
+  return data;
+}
+
+function viewHost(view) {
+  return labEl(`lab-${view}`);
+}
+
+function hint(message, isError = false) {
+  labEl("lab-hint").textContent = message;
+  labEl("lab-hint").className = isError ? "lab-hint error" : "lab-hint";
+}
+
+// A bar row over the source subwords: values in [0, 1] as coloured bars with their numbers.
+function barRow(svg, y, labels, values, caption, options = {}) {
+  const width = 46, left = 150, height = 60;
+  add(svg, "text", { x: left - 8, y: y + height / 2, "text-anchor": "end", class: "caption" }, caption);
+  values.forEach((value, j) => {
+    const x = left + j * width;
+    const h = Math.max(1, height * Math.min(1, Math.abs(value) / (options.scale || 1)));
+    const bar = add(svg, "rect", {
+      x: x + 4, y: y + height - h, width: width - 8, height: h, class: options.cls || "bar",
+      fill: options.fill ? options.fill(value) : colour(value / (options.scale || 1)), "data-value": value, "data-col": j,
+    });
+    add(bar, "title", {}, `${labels[j]}: ${fmt(value, 4)}`);
+    add(svg, "text", { x: x + width / 2, y: y + height + 12, "text-anchor": "middle", class: "tick" }, fmt(value, 2));
+  });
+  return left + values.length * width;
+}
+
+function sourceLabels(svg, y, labels, marks = {}) {
+  const width = 46, left = 150;
+  labels.forEach((label, j) => {
+    const x = left + j * width + width / 2;
+    add(svg, "text", { x, y, "text-anchor": "end", transform: `rotate(-40 ${x} ${y})`,
+      class: marks[j] ? `src ${marks[j]}` : "src", "data-col": j }, clean(label) || label);
+  });
+}
+
+// ---- beam tree ----
+
+function treeLayout(nodes) {
+  const children = nodes.map(() => []);
+  nodes.forEach((n) => { if (n.parent !== null) children[n.parent].push(n.id); });
+  children.forEach((list) => list.sort((a, b) => nodes[b].log_prob_sum - nodes[a].log_prob_sum));
+  const y = new Array(nodes.length).fill(0);
+  let leaf = 0;
+  const place = (id) => {
+    if (!children[id].length) { y[id] = leaf++; return y[id]; }
+    const ys = children[id].map(place);
+    y[id] = (ys[0] + ys[ys.length - 1]) / 2;
+    return y[id];
+  };
+  place(0);
+  return { y, leaves: leaf };
+}
+
+async function drawTree(host, data) {
+  const nodes = data.nodes;
+  await fontsFor(nodes.map((n) => n.token));
+  const { y, leaves } = treeLayout(nodes);
+  const steps = Math.max(...nodes.map((n) => n.step));
+  const dx = 120, dy = 26, left = 30, top = 30;
+  const svg = svgElement(left + dx * (steps + 1) + 140, top + dy * Math.max(leaves, 1) + 20);
+  svg.classList.add("tree-figure");
+  const pos = (n) => [left + dx * n.step, top + dy * y[n.id]];
+  for (const n of nodes) {
+    if (n.parent === null) continue;
+    const [x1, y1] = pos(nodes[n.parent]), [x2, y2] = pos(n);
+    add(svg, "path", { d: `M${x1},${y1} C${x1 + dx / 2},${y1} ${x2 - dx / 2},${y2} ${x2},${y2}`, class: `edge ${n.status}` });
+  }
+  for (const n of nodes) {
+    const [x, yy] = pos(n);
+    const group = add(svg, "g", { class: `node ${n.status}${n.rank ? " ranked" : ""}`, "data-id": n.id, tabindex: "0" });
+    add(group, "circle", { cx: x, cy: yy, r: n.rank ? 7 : 5 });
+    add(group, "text", { x: x + 9, y: yy + 4, class: "token" }, (n.rank ? `#${n.rank} ` : "") + (clean(n.token) || n.token));
+    add(group, "title", {}, `${n.token}  log p ${fmt(n.logprob)}  Σ ${fmt(n.log_prob_sum)}  ${n.status}`);
+    group.addEventListener("click", () => showNode(n, nodes, data));
+    group.addEventListener("keydown", (event) => { if (event.key === "Enter") showNode(n, nodes, data); });
+  }
+  const counts = { kept: 0, ended: 0, pruned: 0 };
+  nodes.forEach((n) => { if (n.status in counts) counts[n.status] += 1; });
+  const summary = element("p", { class: "tree-summary" },
+    `${nodes.length} nodes: ${counts.kept} kept, ${counts.ended} ended, ${counts.pruned} pruned; ` +
+    `#1…#${nodes.filter((n) => n.rank).length} are the n-best search returned (beam ${data.beam_size}).`);
+  const scroller = element("div", { class: "scroller" });
+  scroller.appendChild(svg);
+  host.replaceChildren(summary, scroller, element("div", { class: "node-detail" }, "Click a node: its attention row, and decoding continued from it."));
+  return svg;
+}
+
+function pathTo(node, nodes) {
+  const tokens = [];
+  for (let n = node; n.parent !== null; n = nodes[n.parent]) tokens.unshift(n.token);
+  return tokens;
+}
+
+function showNode(node, nodes, data) {
+  const detail = viewHost("tree").querySelector(".node-detail");
+  detail.replaceChildren();
+  const path = pathTo(node, nodes);
+  detail.appendChild(element("p", {}, `${path.map(clean).join(" ") || "<bos>"} — step ${node.step}, ` +
+    `log p ${fmt(node.logprob)}, path ${fmt(node.log_prob_sum)}, ${node.status}` + (node.rank ? `, #${node.rank} (score ${fmt(node.score)})` : "")));
+  if (node.attention.length) {
+    const svg = svgElement(150 + 46 * node.attention.length + 20, 150);
+    sourceLabels(svg, 40, data.source_tokens);
+    barRow(svg, 55, data.source_tokens, node.attention, "attention");
+    detail.appendChild(svg);
+  }
+  const prefix = path.filter((t) => t !== "<eos>");
+  if (prefix.length) {
+    const button = element("button", { type: "button", class: "continue" }, "Continue decoding from here");
+    button.addEventListener("click", () => window.nmtPage.setPrefix(lab.model, prefix));
+    detail.appendChild(button);
+  }
+}
+
+// ---- step-by-step playback ----
+
+function drawPlaybackStep(host, data) {
+  const step = data.steps[lab.step];
+  const n = data.steps.length;
+  const svg = svgElement(150 + 46 * data.source_tokens.length + 40, 240);
+  svg.classList.add("playback-figure");
+  const marks = {};
+  if (step.window) for (let j = step.window[0]; j <= step.window[1]; j++) marks[j] = "in-window";
+  if (step.chosen !== null && step.chosen !== undefined) marks[step.chosen] = "chosen";
+  sourceLabels(svg, 40, data.source_tokens, marks);
+  const finite = (step.energies || []).filter((e) => e !== null && Number.isFinite(e));
+  if (finite.length) {
+    const span = Math.max(...finite.map(Math.abs), 1e-9);
+    barRow(svg, 62, data.source_tokens, step.energies.map((e) => (e === null ? 0 : e)), "scores e_j",
+      { scale: span, cls: "bar energy", fill: (v) => (v >= 0 ? "#2c728e" : "#b3261e") });
+  }
+  barRow(svg, 155, data.source_tokens, step.weights, "weights a_j", { cls: "bar weight" });
+  const details = element("div", { class: "pb-details" });
+  details.appendChild(element("p", { class: "pb-step" }, `step ${lab.step + 1} / ${n}: emits ${step.token} (p = ${fmt(step.probability)})`));
+  const formula = element("ul", { class: "formula" });
+  formula.appendChild(element("li", {}, `q = ${data.query_is}: ${step.query.length} numbers, |q| = ${fmt(norm(step.query))}`));
+  data.formula.forEach((line) => formula.appendChild(element("li", {}, line)));
+  if (step.centre !== null && step.centre !== undefined) {
+    formula.appendChild(element("li", {}, `here p_t = ${fmt(step.centre, 2)}, window [${step.window[0]}, ${step.window[1]}]`));
+  }
+  if (step.chosen !== null && step.chosen !== undefined) formula.appendChild(element("li", {}, `here argmax = ${step.chosen} (${data.source_tokens[step.chosen]})`));
+  formula.appendChild(element("li", { class: "context" }, `c: ${step.context.length} numbers, |c| = ${fmt(norm(step.context))}`));
+  details.appendChild(formula);
+  details.appendChild(sparkline(step.context));
+  const table = element("table", { class: "pb-table" });
+  const head = element("tr");
+  ["source j", "e_j", "softmax input", "a_j"].forEach((h) => head.appendChild(element("th", {}, h)));
+  table.appendChild(head);
+  data.source_tokens.forEach((token, j) => {
+    const row = element("tr", { "data-col": j });
+    row.appendChild(element("td", {}, token));
+    row.appendChild(element("td", {}, fmt(step.energies ? step.energies[j] : null)));
+    row.appendChild(element("td", {}, step.scores ? (step.scores[j] === null ? "masked" : fmt(step.scores[j])) : "—"));
+    row.appendChild(element("td", { class: "weight", "data-weight": step.weights[j] }, fmt(step.weights[j], 4)));
+    table.appendChild(row);
+  });
+  details.appendChild(table);
+  const top = element("ol", { class: "pb-top" });
+  step.top.forEach((t) => top.appendChild(element("li", { class: t.token === step.token ? "taken" : "" }, `${t.token}  ${fmt(t.probability)}`)));
+  details.appendChild(element("p", {}, "most probable next subwords:"));
+  details.appendChild(top);
+  const figure = element("div", { class: "scroller" });
+  figure.appendChild(svg);
+  host.querySelector(".pb-body").replaceChildren(figure, details);
+  host.querySelector(".pb-slider").value = lab.step;
+  return svg;
+}
+
+function norm(values) {
+  return Math.sqrt(values.reduce((s, v) => s + v * v, 0));
+}
+
+function sparkline(values) {
+  const width = Math.min(600, 3 * values.length), height = 40;
+  const svg = svgElement(width, height);
+  svg.classList.add("sparkline");
+  const max = Math.max(...values.map(Math.abs), 1e-9);
+  values.forEach((v, i) => {
+    const h = (Math.abs(v) / max) * (height / 2);
+    add(svg, "rect", { x: (i * width) / values.length, y: v >= 0 ? height / 2 - h : height / 2,
+      width: Math.max(1, width / values.length - 0.5), height: Math.max(0.5, h), fill: v >= 0 ? "#2c728e" : "#b3261e" });
+  });
+  return svg;
+}
+
+function playbackControls(host, data) {
+  const bar = element("div", { class: "pb-controls" });
+  const prev = element("button", { type: "button", class: "pb-prev" }, "◀ previous");
+  const next = element("button", { type: "button", class: "pb-next" }, "next ▶");
+  const slider = element("input", { type: "range", class: "pb-slider", min: 0, max: data.steps.length - 1, value: 0 });
+  const go = (t) => { lab.step = Math.max(0, Math.min(data.steps.length - 1, t)); drawPlaybackStep(host, data); };
+  prev.addEventListener("click", () => go(lab.step - 1));
+  next.addEventListener("click", () => go(lab.step + 1));
+  slider.addEventListener("input", () => go(Number(slider.value)));
+  bar.append(prev, slider, next);
+  host.replaceChildren(bar, element("div", { class: "pb-body" }));
+}
+
+// ---- attention editing ----
+
+function drawEdit(host, data, source) {
+  const body = host.querySelector(".edit-body");
+  const svg = svgElement(150 + 46 * source.length + 40, 240);
+  svg.classList.add("edit-figure");
+  sourceLabels(svg, 40, source);
+  if (data) {
+    barRow(svg, 62, source, data.original_weights, "model's own");
+    barRow(svg, 155, source, data.weights, "edited");
+  }
+  const columns = element("div", { class: "edit-columns" });
+  if (data) {
+    const prefix = data.prefix.map(clean).join(" ");
+    columns.appendChild(element("div", { class: "edit-original" }, `without the edit: ${prefix} ‖ ${data.original.map(clean).join(" ")}`));
+    columns.appendChild(element("div", { class: "edit-edited" }, `with it: ${prefix} ‖ ${data.edited.map(clean).join(" ")}`));
+  }
+  const figure = element("div", { class: "scroller" });
+  figure.appendChild(svg);
+  body.replaceChildren(columns, figure);
+  return svg;
+}
+
+function editControls(host, playback) {
+  const source = playback.source_tokens;
+  const bar = element("div", { class: "edit-controls" });
+  const step = element("input", { type: "number", class: "edit-step", min: 0, max: playback.steps.length - 1, value: Math.min(lab.step, playback.steps.length - 1) });
+  bar.append(element("span", {}, "at step "), step, element("span", {}, " put all attention on: "));
+  const sliders = element("div", { class: "edit-sliders" });
+  const decode = async (weights) => {
+    try {
+      const data = await labApi("/api/lab/edit", { text: lab.text, model: lab.model, step: Number(step.value),
+        weights, tokens: lab.result.translations[0].tokens });
+      lab.data.edit = data;
+      drawEdit(host, data, source);
+    } catch (error) { hint(error.message, true); }
+  };
+  source.forEach((token, j) => {
+    const button = element("button", { type: "button", class: "edit-source", "data-col": j }, clean(token) || token);
+    button.addEventListener("click", () => decode(source.map((_, k) => (k === j ? 1 : 0))));
+    bar.appendChild(button);
+    const label = element("label", {}, clean(token) || token);
+    label.appendChild(element("input", { type: "range", min: 0, max: 100, value: 0, class: "edit-weight", "data-col": j }));
+    sliders.appendChild(label);
+  });
+  const apply = element("button", { type: "button", class: "edit-apply" }, "decode with these weights");
+  apply.addEventListener("click", () => decode([...sliders.querySelectorAll("input")].map((s) => Number(s.value))));
+  host.replaceChildren(bar, element("p", {}, "…or drag weights (normalised to sum 1):"), sliders, apply, element("div", { class: "edit-body" }));
+  drawEdit(host, null, source);
+}
+
+// ---- attention beside saliency ----
+
+function drawSaliency(host, data) {
+  const magnitudes = data.saliency.map(Math.abs);
+  const top = Math.max(...magnitudes, 1e-12);
+  const svg = svgElement(150 + 46 * data.source_tokens.length + 40, 240);
+  svg.classList.add("saliency-figure");
+  sourceLabels(svg, 40, data.source_tokens);
+  barRow(svg, 62, data.source_tokens, data.attention, "attention");
+  barRow(svg, 155, data.source_tokens, magnitudes.map((m) => m / top), "|grad × input|");
+  const body = host.querySelector(".sal-body");
+  const figure = element("div", { class: "scroller" });
+  figure.appendChild(svg);
+  body.replaceChildren(element("p", { class: "sal-rho" },
+    `for ${data.tokens[data.position]}: Spearman rank correlation of attention and |saliency| = ${fmt(data.rank_correlation, 2)}`), figure);
+  return svg;
+}
+
+function saliencyControls(host, tokens) {
+  const bar = element("div", { class: "sal-controls" });
+  bar.appendChild(element("span", {}, "explain target subword: "));
+  tokens.forEach((token, i) => {
+    const button = element("button", { type: "button", class: "sal-target", "data-position": i }, clean(token) || token);
+    button.addEventListener("click", async () => {
+      try {
+        lab.data.saliency = await labApi("/api/lab/saliency", { text: lab.text, model: lab.model, position: i, tokens });
+        drawSaliency(host, lab.data.saliency);
+      } catch (error) { hint(error.message, true); }
+    });
+    bar.appendChild(button);
+  });
+  host.replaceChildren(bar, element("div", { class: "sal-body" }));
+}
+
+// ---- training timeline ----
+
+async function drawTimeline(host) {
+  const entries = lab.data.timeline.entries;
+  const entry = entries[lab.timelineAt];
+  const probe = entry.probes[lab.probe];
+  host.querySelector(".tl-label").textContent =
+    `validation ${lab.timelineAt + 1} / ${entries.length}: epoch ${entry.epoch}, step ${entry.step}, dev BLEU ${fmt(entry.dev_bleu, 2)} — “${probe.translation}”`;
+  const rows = probe.tokens, cols = probe.source_tokens;
+  const cells = probe.attention.length ? probe.attention : rows.map(() => cols.map(() => 0));
+  return drawHeatmap(host.querySelector(".tl-body"), rows, cols, cells, { rowScaled: labEl("rowscale").checked });
+}
+
+async function timelineView(host) {
+  try {
+    lab.data.timeline = await labApi(`/api/timeline?model=${encodeURIComponent(lab.model)}`);
+  } catch (error) {
+    host.replaceChildren(element("p", { class: "tl-missing" }, error.message));
+    return;
+  }
+  const entries = lab.data.timeline.entries;
+  const slider = element("input", { type: "range", id: "timeline-slider", min: 0, max: entries.length - 1, value: entries.length - 1 });
+  const probes = element("select", { class: "tl-probe" });
+  entries[0].probes.forEach((p, i) => probes.appendChild(element("option", { value: i }, p.source_tokens.map(clean).join(" "))));
+  lab.timelineAt = entries.length - 1;
+  slider.addEventListener("input", () => { lab.timelineAt = Number(slider.value); drawTimeline(host); });
+  probes.addEventListener("change", () => { lab.probe = Number(probes.value); drawTimeline(host); });
+  const bar = element("div", { class: "tl-controls" });
+  bar.append(element("span", {}, "probe "), probes, element("span", {}, " validation "), slider);
+  host.replaceChildren(bar, element("p", { class: "tl-label" }), element("div", { class: "tl-body" }));
+  await drawTimeline(host);
+}
+
+// ---- the lab ----
+
+const VIEWS = {
+  async tree(host) {
+    lab.data.tree = await labApi("/api/lab/tree", { text: lab.text, model: lab.model, beam_size: Number(labEl("beam").value) || undefined });
+    await drawTree(host, lab.data.tree);
+  },
+  async playback(host) {
+    lab.data.playback = await labApi("/api/lab/playback", { text: lab.text, model: lab.model, tokens: lab.result.translations[0].tokens });
+    lab.step = Math.min(lab.step, lab.data.playback.steps.length - 1);
+    playbackControls(host, lab.data.playback);
+    drawPlaybackStep(host, lab.data.playback);
+  },
+  async edit(host) {
+    lab.data.playback = lab.data.playback || await labApi("/api/lab/playback", { text: lab.text, model: lab.model, tokens: lab.result.translations[0].tokens });
+    lab.data.edit = null;
+    editControls(host, lab.data.playback);
+  },
+  async saliency(host) {
+    lab.data.saliency = null;
+    saliencyControls(host, lab.result.translations[0].tokens);
+  },
+  timeline: timelineView,
+};
+
+async function refresh() {
+  const host = viewHost(lab.view);
+  const needsText = lab.view !== "timeline";
+  if (needsText && !(lab.text.trim() && lab.result)) {
+    hint("Type a sentence above: the lab takes its translation apart.");
+    host.replaceChildren();
+    return;
+  }
+  hint(needsText ? `“${lab.text.trim()}” in ${lab.model}` : `${lab.model}'s training`);
+  try {
+    await VIEWS[lab.view](host);
+    host.dataset.ready = String(Date.now());
+  } catch (error) {
+    hint(error.message, true);
+  }
+}
+
+function figureOf(view) {
+  return viewHost(view).querySelector(`svg.${{ tree: "tree-figure", playback: "playback-figure", edit: "edit-figure", saliency: "saliency-figure", timeline: "heatmap-figure" }[view]}`);
+}
+
+function startLab(models) {
+  const select = labEl("lab-model");
+  for (const m of models) select.appendChild(element("option", { value: m.name }, m.name));
+  lab.model = models.length ? models[0].name : null;
+  select.addEventListener("change", () => { lab.model = select.value; lab.data = {}; lab.result = null; window.nmtPage.retranslate(); refresh(); });
+  for (const tab of document.querySelectorAll("#lab .tabs button")) {
+    tab.addEventListener("click", () => {
+      lab.view = tab.dataset.view;
+      document.querySelectorAll("#lab .tabs button").forEach((t) => t.classList.toggle("active", t === tab));
+      document.querySelectorAll("#lab .lab-view").forEach((v) => { v.hidden = v.dataset.view !== lab.view; });
+      refresh();
+    });
+  }
+  for (const view of Object.keys(VIEWS)) {
+    viewHost(view).before(exportButtons(`nmt-${view}`, () => figureOf(view), () => lab.data[view === "timeline" ? "timeline" : view]));
+  }
+  document.querySelectorAll("#lab .export").forEach((bar, i) => { bar.dataset.view = Object.keys(VIEWS)[i]; bar.hidden = i !== 0; });
+  document.querySelectorAll("#lab .tabs button").forEach((tab) => tab.addEventListener("click", () => {
+    document.querySelectorAll("#lab .export").forEach((bar) => { bar.hidden = bar.dataset.view !== lab.view; });
+  }));
+}
+
+window.lab = {
+  start: startLab,
+  sourceChanged(name, text, result) {
+    if (name !== lab.model) return;
+    lab.text = text;
+    lab.result = result;
+    lab.data = { timeline: lab.data.timeline };
+    refresh();
+  },
+  cleared() {
+    lab.text = "";
+    lab.result = null;
+    refresh();
+  },
+};

@@ -1,0 +1,194 @@
+"""The attention lab on the page, in a real browser (Debian's chromium, as tests/test_page.py):
+each view against the API's numbers, an edit a copying model must follow, the timeline's
+positions, the main heatmap's legend and keyboard, export to SVG, PNG and JSON, and no
+request to any other host. NMT_SCREENSHOT_DIR=folder saves a screenshot of each view."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+import torch
+
+from nmt.serve.app import build_app
+from nmt.train.timeline import Timeline, probe_translations
+
+from .helpers import copy_translator, random_translator
+from .test_page import CHROMIUM, CHROMEDRIVER, MISSING, free_port, wait_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.skipif(bool(MISSING) and not os.environ.get("NMT_BROWSER_TESTS") == "required", reason=MISSING or "")]  # fmt: skip
+SENTENCE = "alpha bravo golf delta"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    import uvicorn
+
+    root = tmp_path_factory.mktemp("copy")
+    copying = copy_translator(root)
+    # a timeline as training writes it: three validations of two probe sentences
+    timeline = Timeline(root / "timeline.jsonl")
+    sources = copying.encode(["alpha bravo golf", "echo delta hotel charlie"])
+    for epoch in (1, 2, 3):
+        probes = probe_translations(copying.model, sources, copying.loaded.config, (copying.src_tok, copying.tgt_tok), torch.device("cpu"))
+        timeline.append({"epoch": epoch, "step": 10 * epoch, "dev_bleu": 10.0 * epoch, "probes": probes})
+    models = {"copy": copying, "random": random_translator(tmp_path_factory.mktemp("random"), beam_size=4)}
+    port = free_port()
+    config = uvicorn.Config(build_app(models), host="127.0.0.1", port=port, log_level="warning")
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not uv.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert uv.started, "the server did not start"
+    yield f"http://127.0.0.1:{port}"
+    uv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def downloads(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("downloads")
+
+
+@pytest.fixture(scope="module")
+def browser(downloads):
+    if MISSING:
+        pytest.fail(MISSING)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1400,1000", "--no-first-run", "--disable-extensions"):  # fmt: skip
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    yield driver
+    driver.quit()
+
+
+def post(server: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        server + path, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def screenshot(browser, name: str) -> None:
+    folder = os.environ.get("NMT_SCREENSHOT_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        browser.execute_script("document.getElementById('lab').scrollIntoView();")
+        browser.save_screenshot(str(Path(folder) / f"{name}.png"))
+
+
+def open_tab(browser, view: str):
+    from selenium.webdriver.common.by import By
+
+    browser.find_element(By.CSS_SELECTOR, f"#lab .tabs button[data-view='{view}']").click()
+    return browser.find_element(By.ID, f"lab-{view}")
+
+
+def test_every_lab_view_shows_the_models_numbers_and_exports(server, browser, downloads):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(server + "/")
+    wait_for(browser, lambda d: "copy:" in d.find_element(By.ID, "model-list").text)
+    browser.find_element(By.ID, "source").send_keys(SENTENCE)
+
+    # The main heatmap: a legend, and arrow keys read the weights cell by cell (fonts loaded first).
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".panel .heatmap svg rect.cell"))
+    heatmap = browser.find_element(By.CSS_SELECTOR, ".panel .heatmap svg")
+    assert heatmap.find_elements(By.CSS_SELECTOR, "g.legend") and heatmap.get_attribute("data-fonts-ready") == "true"
+    heatmap.click()
+    heatmap.send_keys(Keys.ARROW_RIGHT)
+    wait_for(browser, lambda d: heatmap.get_attribute("data-focus") == "0,1")
+    assert "→" in browser.find_element(By.CSS_SELECTOR, ".panel .readout").text
+
+    # Beam tree: one node drawn per node of the API's tree.
+    tree = post(server, "/api/lab/tree", {"text": SENTENCE, "model": "copy", "beam_size": 3})
+    view = browser.find_element(By.ID, "lab-tree")
+    wait_for(browser, lambda d: len(view.find_elements(By.CSS_SELECTOR, "svg.tree-figure g.node")) == len(tree["nodes"]))
+    ranked = view.find_elements(By.CSS_SELECTOR, "g.node.ranked")
+    assert len(ranked) == sum(1 for n in tree["nodes"] if n["rank"])
+    ranked[0].click()
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, ".node-detail svg rect.bar"))
+    screenshot(browser, "lab-tree")
+
+    # Step by step: stepping changes the shown step, and its numbers are the API's.
+    playback = post(server, "/api/lab/playback", {"text": SENTENCE, "model": "copy"})
+    view = open_tab(browser, "playback")
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, ".pb-step"))
+    assert view.find_element(By.CSS_SELECTOR, ".pb-step").text.startswith(f"step 1 / {len(playback['steps'])}")
+    view.find_element(By.CSS_SELECTOR, ".pb-next").click()
+    wait_for(browser, lambda d: view.find_element(By.CSS_SELECTOR, ".pb-step").text.startswith("step 2 /"))
+    shown = [float(td.get_attribute("data-weight")) for td in view.find_elements(By.CSS_SELECTOR, ".pb-table td.weight")]
+    assert shown == pytest.approx(playback["steps"][1]["weights"], abs=1e-6)
+    assert playback["formula"][0] in view.text
+    screenshot(browser, "lab-playback")
+
+    # Edit: all attention of step 0 on "golf" — the copying model writes "golf" first.
+    view = open_tab(browser, "edit")
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, ".edit-source"))
+    assert view.find_element(By.CSS_SELECTOR, ".edit-step").get_attribute("value") == "1"  # playback's step
+    step = view.find_element(By.CSS_SELECTOR, ".edit-step")
+    step.clear()
+    step.send_keys("0")
+    view.find_element(By.CSS_SELECTOR, ".edit-source[data-col='2']").click()
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, ".edit-edited"))
+    assert view.find_element(By.CSS_SELECTOR, ".edit-edited").text.split("‖")[1].split()[0] == "golf"
+    assert view.find_element(By.CSS_SELECTOR, ".edit-original").text.split("‖")[1].split()[0] == "alpha"
+    screenshot(browser, "lab-edit")
+
+    # Saliency beside attention, for the third target subword.
+    view = open_tab(browser, "saliency")
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, ".sal-target"))
+    view.find_element(By.CSS_SELECTOR, ".sal-target[data-position='2']").click()
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, ".sal-rho"))
+    expected = post(server, "/api/lab/saliency", {"text": SENTENCE, "model": "copy", "position": 2})
+    assert f"{expected['rank_correlation']:.2f}" in view.find_element(By.CSS_SELECTOR, ".sal-rho").text
+    screenshot(browser, "lab-saliency")
+
+    # Timeline: one slider position per validation; moving it shows that validation.
+    view = open_tab(browser, "timeline")
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, "#timeline-slider"))
+    slider = view.find_element(By.ID, "timeline-slider")
+    assert int(slider.get_attribute("max")) + 1 == 3
+    wait_for(browser, lambda d: "epoch 3" in view.find_element(By.CSS_SELECTOR, ".tl-label").text)
+    browser.execute_script("arguments[0].value = 0; arguments[0].dispatchEvent(new Event('input'));", slider)
+    wait_for(browser, lambda d: "epoch 1" in view.find_element(By.CSS_SELECTOR, ".tl-label").text)
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, "svg.heatmap-figure rect.cell"))
+    screenshot(browser, "lab-timeline")
+
+    # Export the timeline view: the SVG parses, the PNG opens, the JSON is the API's data.
+    bar = browser.find_element(By.CSS_SELECTOR, "#lab .export[data-view='timeline']")
+    for kind in ("svg", "png", "json"):
+        bar.find_element(By.CSS_SELECTOR, f"button[data-export='{kind}']").click()
+    wait_for(browser, lambda d: all((downloads / f"nmt-timeline.{k}").is_file() for k in ("svg", "png", "json")))
+    time.sleep(0.5)  # let the last file be closed
+    assert ElementTree.parse(downloads / "nmt-timeline.svg").getroot().tag.endswith("svg")
+    from PIL import Image
+
+    with Image.open(downloads / "nmt-timeline.png") as image:
+        assert image.size[0] > 100 and image.size[1] > 100
+    assert len(json.loads((downloads / "nmt-timeline.json").read_text(encoding="utf-8"))["entries"]) == 3
+
+    # Every request went to this server (downloads are blob: URLs the page made itself).
+    urls = [
+        json.loads(entry["message"])["message"]["params"]["request"]["url"]
+        for entry in browser.get_log("performance")
+        if '"Network.requestWillBeSent"' in entry["message"]
+    ]
+    assert urls and all(url.startswith((server + "/", "data:", "blob:" + server)) for url in urls), urls
