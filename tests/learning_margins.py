@@ -15,8 +15,8 @@ from .test_learning import VARIANTS, train_and_score, variant_config
 if __name__ == "__main__":
     seeds = [int(s) for s in sys.argv[1:]] or [0, 1, 2]
     kernels = os.environ.get("ATEN_CPU_CAPABILITY", "native")
-    for attention, window, feeding, task, steps in VARIANTS:
+    for attention, window, feeding, task, steps, threshold in VARIANTS:
         scores = [train_and_score(variant_config(attention, window, feeding), task, steps, seed) for seed in seeds]
-        label = f"{attention}/{window}{' +feeding' if feeding else ''} ({task}, {steps} steps)"
+        label = f"{attention}/{window}{' +feeding' if feeding else ''} ({task}, {steps} steps, > {threshold})"
         print(f"{kernels:8s} {label:50s} " + " ".join(f"{s:.3f}" for s in scores), flush=True)
     print(f"torch {torch.__version__}")

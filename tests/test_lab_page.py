@@ -36,7 +36,9 @@ def server(tmp_path_factory):
     timeline = Timeline(root / "timeline.jsonl")
     sources = copying.encode(["alpha bravo golf", "echo delta hotel charlie"])
     for epoch in (1, 2, 3):
-        probes = probe_translations(copying.model, sources, copying.loaded.config, (copying.src_tok, copying.tgt_tok), torch.device("cpu"))
+        probes = probe_translations(
+            copying.model, sources, copying.loaded.config, (copying.src_tok, copying.tgt_tok), torch.device("cpu")
+        )
         timeline.append({"epoch": epoch, "step": 10 * epoch, "dev_bleu": 10.0 * epoch, "probes": probes})
     models = {"copy": copying, "random": random_translator(tmp_path_factory.mktemp("random"), beam_size=4)}
     port = free_port()
@@ -120,7 +122,9 @@ def test_every_lab_view_shows_the_models_numbers_and_exports(server, browser, do
     # Beam tree: one node drawn per node of the API's tree.
     tree = post(server, "/api/lab/tree", {"text": SENTENCE, "model": "copy", "beam_size": 3})
     view = browser.find_element(By.ID, "lab-tree")
-    wait_for(browser, lambda d: len(view.find_elements(By.CSS_SELECTOR, "svg.tree-figure g.node")) == len(tree["nodes"]))
+    wait_for(
+        browser, lambda d: len(view.find_elements(By.CSS_SELECTOR, "svg.tree-figure g.node")) == len(tree["nodes"])
+    )
     ranked = view.find_elements(By.CSS_SELECTOR, "g.node.ranked")
     assert len(ranked) == sum(1 for n in tree["nodes"] if n["rank"])
     ranked[0].click()
@@ -134,7 +138,9 @@ def test_every_lab_view_shows_the_models_numbers_and_exports(server, browser, do
     assert view.find_element(By.CSS_SELECTOR, ".pb-step").text.startswith(f"step 1 / {len(playback['steps'])}")
     view.find_element(By.CSS_SELECTOR, ".pb-next").click()
     wait_for(browser, lambda d: view.find_element(By.CSS_SELECTOR, ".pb-step").text.startswith("step 2 /"))
-    shown = [float(td.get_attribute("data-weight")) for td in view.find_elements(By.CSS_SELECTOR, ".pb-table td.weight")]
+    shown = [
+        float(td.get_attribute("data-weight")) for td in view.find_elements(By.CSS_SELECTOR, ".pb-table td.weight")
+    ]
     assert shown == pytest.approx(playback["steps"][1]["weights"], abs=1e-6)
     assert playback["formula"][0] in view.text
     screenshot(browser, "lab-playback")
