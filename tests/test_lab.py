@@ -248,3 +248,12 @@ def test_decode_config_is_respected_by_the_tree(untrained):
     limit = untrained.loaded.config.decode
     longest = max(n["step"] for n in tree.nodes)
     assert longest <= int(4 * limit.max_len_ratio) + limit.max_len_offset + 1
+
+
+def test_probes_are_sentences_long_enough_to_show_an_alignment():
+    from nmt.train.timeline import probe_sources
+
+    dev = [[5], [5, 6], list(range(8)), [], list(range(30)), list(range(10)), list(range(7))]
+    assert probe_sources(dev, 2) == [list(range(8)), list(range(10))]
+    assert probe_sources(dev, 4) == [list(range(8)), list(range(10)), list(range(7)), [5]]  # topped up in order
+    assert probe_sources(dev, 0) == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -16,20 +15,21 @@ from xml.etree import ElementTree
 import pytest
 import torch
 
-from nmt.serve.app import build_app
 from nmt.train.timeline import Timeline, probe_translations
 
 from .helpers import copy_translator, random_translator
-from .test_page import CHROMIUM, CHROMEDRIVER, MISSING, free_port, wait_for
+from .test_page import CHROMEDRIVER, CHROMIUM, MISSING, REQUIRED, running_server, wait_for
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.skipif(bool(MISSING) and not os.environ.get("NMT_BROWSER_TESTS") == "required", reason=MISSING or "")]  # fmt: skip
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(MISSING) and not REQUIRED, reason=MISSING or ""),
+]
 SENTENCE = "alpha bravo golf delta"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    import uvicorn
-
     root = tmp_path_factory.mktemp("copy")
     copying = copy_translator(root)
     # a timeline as training writes it: three validations of two probe sentences
@@ -41,18 +41,8 @@ def server(tmp_path_factory):
         )
         timeline.append({"epoch": epoch, "step": 10 * epoch, "dev_bleu": 10.0 * epoch, "probes": probes})
     models = {"copy": copying, "random": random_translator(tmp_path_factory.mktemp("random"), beam_size=4)}
-    port = free_port()
-    config = uvicorn.Config(build_app(models), host="127.0.0.1", port=port, log_level="warning")
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not uv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert uv.started, "the server did not start"
-    yield f"http://127.0.0.1:{port}"
-    uv.should_exit = True
-    thread.join(timeout=10)
+    with running_server(models) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ alternative — and that the page asked nothing of any other host. With NMT_BROW
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -36,14 +37,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@contextlib.contextmanager
+def running_server(models: dict):
+    """`nmt serve`'s app over ``models`` on a free loopback port, in a thread: its URL."""
     import uvicorn
 
-    models = {
-        "bahdanau": random_translator(tmp_path_factory.mktemp("a"), beam_size=4),
-        "second": random_translator(tmp_path_factory.mktemp("b"), beam_size=4),
-    }
     port = free_port()
     config = uvicorn.Config(build_app(models), host="127.0.0.1", port=port, log_level="warning")
     uv = uvicorn.Server(config)
@@ -53,9 +51,21 @@ def server(tmp_path_factory):
     while not uv.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert uv.started, "the server did not start"
-    yield f"http://127.0.0.1:{port}"
-    uv.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    models = {
+        "bahdanau": random_translator(tmp_path_factory.mktemp("a"), beam_size=4),
+        "second": random_translator(tmp_path_factory.mktemp("b"), beam_size=4),
+    }
+    with running_server(models) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """``<run_dir>/timeline.jsonl``: the attention forming over a training run.
 
 At every validation the Trainer translates a few probe sentences (``train.probes``: the
-first N distinct dev sources) greedily with the weights just validated and appends one
+first N distinct dev sources of 6 to 20 subwords, long enough to show reordering) greedily with the weights just validated and appends one
 record: epoch, step, dev BLEU and, per probe, its source and target subwords, the
 translation and the attention matrix. The page's timeline view scrubs through the records,
 ``nmt plot`` draws them as a strip of heatmaps, and an exported package carries the file.
@@ -17,6 +17,18 @@ from nmt.config import Config
 from nmt.search import search_sentences
 from nmt.tokenizer import Tokenizer
 from nmt.train.metrics import MetricsFile
+
+
+PROBE_LENGTHS = (6, 20)  # subwords: a probe long enough to show an alignment, short enough to read
+
+
+def probe_sources(dev_sources: list[list[int]], count: int) -> list[list[int]]:
+    """The first ``count`` dev sources whose length is within PROBE_LENGTHS (the shortest
+    first-come ones are often one word, "Jump!"), topped up with the others in order."""
+    low, high = PROBE_LENGTHS
+    fitting = [ids for ids in dev_sources if low <= len(ids) <= high]
+    others = [ids for ids in dev_sources if ids and not low <= len(ids) <= high]
+    return (fitting + others)[:count]
 
 
 def probe_translations(

@@ -45,7 +45,7 @@ from nmt.train.optim import budget_learning_rate, build_optimizer, build_schedul
 from nmt.train.regularise import word_dropout
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.train.step import StepResult, train_step
-from nmt.train.timeline import Timeline, probe_translations
+from nmt.train.timeline import Timeline, probe_sources, probe_translations
 from nmt.train.validate import validate
 
 
@@ -372,7 +372,7 @@ class Trainer:
     def record_probes(self, epoch: int, dev_bleu: float) -> None:
         """The probe sentences' translation and attention into timeline.jsonl (rank 0), with
         the weights a checkpoint of this epoch translates with."""
-        sources = [ids for ids in self.data.dev_sources if ids][: self.cfg.probes]
+        sources = probe_sources(self.data.dev_sources, self.cfg.probes)
         if not (sources and self.ddp.is_main):
             return
         swap = self.average.swapped_in() if self.average is not None and self.average_is_better else None

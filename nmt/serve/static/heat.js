@@ -71,8 +71,9 @@ function drawLegend(svg, x, y, width, top, caption) {
 async function drawHeatmap(host, rows, cols, cells, options = {}) {
   await fontsFor([...rows, ...cols]);
   const cell = 28, left = 130, top = 90, legendSpace = 44;
-  const width = left + cell * cols.length + 20, height = top + cell * rows.length + legendSpace;
-  const svg = svgElement(Math.max(width, 360), height);
+  const legendWidth = Math.min(240, cell * Math.max(cols.length, 4));
+  const width = Math.max(left + cell * cols.length + 20, left + legendWidth + 140);
+  const svg = svgElement(width, top + cell * rows.length + legendSpace);
   svg.classList.add("heatmap-figure");
   svg.setAttribute("tabindex", "0");
   svg.setAttribute("role", "grid");
@@ -97,7 +98,7 @@ async function drawHeatmap(host, rows, cols, cells, options = {}) {
       if (options.onCell) rect.addEventListener("click", () => options.onCell(r, c));
     });
   });
-  drawLegend(svg, left, top + cell * rows.length + 10, Math.min(240, cell * Math.max(cols.length, 4)), 1,
+  drawLegend(svg, left, top + cell * rows.length + 10, legendWidth, 1,
     options.rowScaled ? "× row maximum" : "attention weight");
   const focus = add(svg, "rect", { class: "focus", width: cell - 1, height: cell - 1, visibility: "hidden" });
   const readout = document.createElement("div");

@@ -338,7 +338,8 @@ async function timelineView(host) {
   const entries = lab.data.timeline.entries;
   const slider = element("input", { type: "range", id: "timeline-slider", min: 0, max: entries.length - 1, value: entries.length - 1 });
   const probes = element("select", { class: "tl-probe" });
-  entries[0].probes.forEach((p, i) => probes.appendChild(element("option", { value: i }, p.source_tokens.map(clean).join(" "))));
+  const text = (tokens) => tokens.filter((t) => t !== "<eos>").join("").split("\u2581").join(" ").trim();
+  entries[0].probes.forEach((p, i) => probes.appendChild(element("option", { value: i }, text(p.source_tokens))));
   lab.timelineAt = entries.length - 1;
   slider.addEventListener("input", () => { lab.timelineAt = Number(slider.value); drawTimeline(host); });
   probes.addEventListener("change", () => { lab.probe = Number(probes.value); drawTimeline(host); });
