@@ -18,7 +18,6 @@ from nmt.search import search_sentences
 from nmt.tokenizer import Tokenizer
 from nmt.train.metrics import MetricsFile
 
-
 PROBE_LENGTHS = (6, 20)  # subwords: a probe long enough to show an alignment, short enough to read
 
 
