@@ -1,9 +1,10 @@
 """``<run_dir>/timeline.jsonl``: the attention forming over a training run.
 
 At every validation the Trainer translates a few probe sentences (``train.probes``: the
-first N distinct dev sources of 6 to 20 subwords, long enough to show reordering) greedily with the weights just validated and appends one
-record: epoch, step, dev BLEU and, per probe, its source and target subwords, the
-translation and the attention matrix. The page's timeline view scrubs through the records,
+first N distinct dev sources of 6 to 20 subwords, long enough to show reordering) greedily
+with the weights just validated and appends one record: epoch, step, dev BLEU and, per
+probe, its source and target subwords, the translation and the attention matrix. The
+page's timeline view scrubs through the records,
 ``nmt plot`` draws them as a strip of heatmaps, and an exported package carries the file.
 """
 
