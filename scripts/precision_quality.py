@@ -87,7 +87,8 @@ def main() -> None:
     print(f"\n{args.config}, {args.epochs} epochs, seed {args.seed}, {args.device}, torch {torch.__version__}")
     print("| variant | dev BLEU (last epoch) | dev chrF | steps | seconds |\n|---|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['variant']} | {row['dev_bleu']:.2f} | {row['dev_chrf']:.2f} | {row['steps']} | {row['seconds']} |")
+        bleu, chrf = f"{row['dev_bleu']:.2f}", f"{row['dev_chrf']:.2f}"
+        print(f"| {row['variant']} | {bleu} | {chrf} | {row['steps']} | {row['seconds']} |")
     print(json.dumps(rows))
 
 
