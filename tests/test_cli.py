@@ -228,6 +228,7 @@ def test_export_then_translate_and_evaluate_with_only_the_package(tmp_path, anki
         "model.safetensors",
         "spm.en.model",
         "spm.mr.model",
+        "timeline.jsonl",  # the probe sentences' attention over training (train.probes)
     ]
     card = (package / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "BLEU" in card and "nrefs:" in card and "split by source sentence" in card

@@ -1,9 +1,9 @@
 """Integration: tiny models really learn. Every attention variant learns to reverse short
 sequences (local-m, whose window only moves forward, learns to copy them) to > 95 % exact
-match with greedy search (local-p, slower to learn: > 90 %), on CPU, in under a minute each."""
+match with greedy search (local-p, slower to learn: > 90 %), on CPU, in about a minute each
+(no time is asserted: it depends on the CPU's kernels)."""
 
 import random
-import time
 
 import pytest
 import torch
@@ -70,10 +70,8 @@ VARIANTS = [
 @pytest.mark.slow
 @pytest.mark.parametrize("attention, window, input_feeding, task, steps, threshold", VARIANTS)
 def test_variant_learns(attention, window, input_feeding, task, steps, threshold):
-    start = time.perf_counter()
     exact = train_and_score(variant_config(attention, window, input_feeding), task, steps)
     assert exact > threshold, f"{attention}/{window}: exact match {exact:.3f}"
-    assert time.perf_counter() - start < 60
 
 
 def variant_config(attention: str, window: str, input_feeding: bool) -> ModelConfig:

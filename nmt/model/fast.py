@@ -17,6 +17,8 @@ Under mixed precision the recurrences stay in float32 (``run_in_float32``).
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -147,4 +149,10 @@ def _gru_direction(rnn: nn.GRU, inputs: torch.Tensor, initial: torch.Tensor, lay
 def compile_step_body(decoder: nn.Module, mode: str) -> None:
     """``torch.compile`` the decoder's ``loop_step``, the per-step body of its teacher-forced
     loop and of search (shapes dynamic; mode ``reduce-overhead`` adds CUDA graphs)."""
+    if os.environ.get("ATEN_CPU_CAPABILITY") == "default":
+        # ATen held to its scalar kernels ships no vector headers: the CPU code inductor
+        # generates must not use them either (it fails to compile otherwise)
+        import torch._inductor.config as inductor
+
+        inductor.cpp.simdlen = 1
     decoder.loop_step = torch.compile(decoder.loop_step, mode=mode, dynamic=True)
