@@ -175,6 +175,8 @@ function drawPlaybackStep(host, data) {
   if (step.chosen !== null && step.chosen !== undefined) formula.appendChild(element("li", {}, `here argmax = ${step.chosen} (${data.source_tokens[step.chosen]})`));
   formula.appendChild(element("li", { class: "context" }, `c: ${step.context.length} numbers, |c| = ${fmt(norm(step.context))}`));
   details.appendChild(formula);
+  details.appendChild(element("p", { class: "caption" }, "q, then c, value by value:"));
+  details.appendChild(sparkline(step.query));
   details.appendChild(sparkline(step.context));
   const table = element("table", { class: "pb-table" });
   const head = element("tr");
