@@ -212,8 +212,8 @@ class Trainer:
         return bool(self.cfg.max_minutes) and self.budget.exhausted()
 
     def time_is_up(self) -> bool:
-        """The budget is spent, on any rank."""
-        return bool(self.cfg.max_minutes) and self.ddp.any(self.budget.exhausted(), self.device)
+        """The budget is spent, on any rank (no collective without a budget)."""
+        return bool(self.cfg.max_minutes) and self.ddp.any(self.budget_spent(), self.device)
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """One pass over the training data in bucketed, seeded-shuffled batches, starting at
