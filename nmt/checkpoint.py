@@ -80,7 +80,20 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise NmtError(f"Cannot read checkpoint {path}: {exc}") from None
     if not isinstance(payload, dict) or payload.get("format_version") != FORMAT_VERSION:
         raise NmtError(f"{path} is not an nmt checkpoint (format version {FORMAT_VERSION}).")
+    for key in ("model", "ema"):
+        if key in payload:
+            payload[key] = upgrade_weight_names(payload[key])
     return payload
+
+
+# Bahdanau decoders written before the decoders shared one cell class held an nn.GRUCell,
+# whose parameters have no layer suffix: decoder.rnn.weight_ih is now decoder.rnn.weight_ih_l0.
+_CELL_NAME = re.compile(r"^(decoder\.rnn\.(?:weight|bias)_(?:ih|hh))$")
+
+
+def upgrade_weight_names(weights: dict[str, Any]) -> dict[str, Any]:
+    """Weights saved under an older layout, renamed to today's (the values are untouched)."""
+    return {_CELL_NAME.sub(r"\1_l0", name): tensor for name, tensor in weights.items()}
 
 
 # Model settings that do not change the architecture or the weights' meaning (rnn_input: how

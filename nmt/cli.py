@@ -342,8 +342,11 @@ def _plot_attention(
     if image_format not in PLOT_SUFFIXES_BY_NAME:
         raise NmtError(f"--plot-format: got {image_format!r}, expected one of {', '.join(PLOT_SUFFIXES_BY_NAME)}.")
 
-    if translator.loaded.config.model.attention == "none":
-        typer.echo("model.attention is 'none': the model has no attention weights to plot.", err=True)
+    from nmt.model.attention import ATTENTIONS
+
+    attention = translator.loaded.config.model.attention
+    if not ATTENTIONS[attention].has_weights:
+        typer.echo(f"model.attention is {attention!r}: the model has no attention weights to plot.", err=True)
         return
     single_file = target.suffix.lower() in PLOT_SUFFIXES
     if single_file and len(lines) != 1:

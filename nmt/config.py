@@ -13,16 +13,19 @@ import difflib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 
 from nmt.device import DEVICE_NAMES, PRECISION_NAMES
 from nmt.errors import NmtError
-from nmt.model.attention import ATTENTIONS, LUONG_ATTENTIONS, WINDOWS
+from nmt.model.attention import ATTENTIONS, WINDOWS
+from nmt.model.cells import CELLS
 
-# Allowed values come from the attention registry (nmt/model/attention.py), so a new mechanism is one entry there.
-AttentionName = Literal[tuple(ATTENTIONS)]  # type: ignore[valid-type]
+# Allowed values come from the registries, read when a config is validated: a new attention
+# (nmt/model/attention.py) or cell (nmt/model/cells.py) is one entry there, nothing here.
+AttentionName = Annotated[str, ATTENTIONS]
+CellName = Annotated[str, CELLS]
 WindowName = Literal[WINDOWS]  # type: ignore[valid-type]
 DeviceName = Literal[DEVICE_NAMES]  # type: ignore[valid-type]
 PrecisionName = Literal[PRECISION_NAMES]  # type: ignore[valid-type]
@@ -76,6 +79,8 @@ class ModelConfig:
     encoder_hidden: int = 256  # per direction; encoder states are 2x this wide
     encoder_layers: int = 1
     decoder_hidden: int = 256
+    decoder_layers: int = 1  # stacked cells; the top layer's h queries the attention
+    rnn: CellName = "gru"  # the recurrent cell of encoder and decoder: gru | lstm
     attention: AttentionName = "bahdanau"  # luong-* use Luong's decoder order; none = Cho et al.
     attention_window: WindowName = "global"
     window_width: int = 5  # D: local windows cover [p_t - D, p_t + D]
@@ -89,7 +94,7 @@ class ModelConfig:
     )
     dropout: float = 0.2
     encoder_output_dropout: float = 0.0  # dropout on the encoder's outputs h_j, the attention's memory (training only)
-    # How the encoder's BiGRU is run (same weights, same outputs): packed sequences, or one padded
+    # How the encoder's RNN is run (same weights, same outputs): packed sequences, or one padded
     # call per direction with each sentence reversed within its length (docs/benchmarks.md).
     rnn_input: RnnInput = "packed"
 
@@ -183,6 +188,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "model.encoder_hidden": _POSITIVE,
     "model.encoder_layers": _POSITIVE,
     "model.decoder_hidden": _POSITIVE,
+    "model.decoder_layers": _POSITIVE,
     "model.attention_dim": _POSITIVE,
     "model.window_width": (lambda v: v >= 1, "an integer >= 1"),
     "model.gumbel_temperature": _POSITIVE,
@@ -224,10 +230,17 @@ _RANGES: dict[str, tuple[Any, str]] = {
 }
 
 
+def _allowed(tp: Any) -> tuple:
+    """The values a Literal field allows, or the keys of the registry an Annotated name reads."""
+    if typing.get_origin(tp) is Annotated:
+        return tuple(tp.__metadata__[0])
+    return typing.get_args(tp)
+
+
 def _describe_type(tp: Any) -> str:
-    if typing.get_origin(tp) is Literal:
+    if typing.get_origin(tp) in (Literal, Annotated):
         # strings as Python writes them, booleans as YAML does: one of 'auto', true, false
-        return "one of " + ", ".join(repr(a) if isinstance(a, str) else str(a).lower() for a in typing.get_args(tp))
+        return "one of " + ", ".join(repr(a) if isinstance(a, str) else str(a).lower() for a in _allowed(tp))
     if typing.get_origin(tp) is list:
         return "a list of strings"
     if typing.get_origin(tp) is dict:
@@ -238,8 +251,8 @@ def _describe_type(tp: Any) -> str:
 def _coerce(key: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the field type ``tp``; return it (ints widen to floats)."""
     ok = False
-    if typing.get_origin(tp) is Literal:  # by type too: 1 is not true
-        ok = any(value == allowed and type(value) is type(allowed) for allowed in typing.get_args(tp))
+    if typing.get_origin(tp) in (Literal, Annotated):  # by type too: 1 is not true
+        ok = any(value == allowed and type(value) is type(allowed) for allowed in _allowed(tp))
     elif typing.get_origin(tp) is list:
         ok = isinstance(value, list) and all(isinstance(item, str) for item in value)
     elif typing.get_origin(tp) is dict:
@@ -278,7 +291,7 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
         what = f"section '{prefix[:-1]}'" if prefix else "the config file"
         raise NmtError(f"Config {what} must be a mapping of keys to values, got {raw!r}.")
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields = [f.name for f in dataclasses.fields(cls)]
     for key in raw:
         if key not in fields:
@@ -331,22 +344,26 @@ def apply_overrides(raw: dict, overrides: list[str]) -> None:
 
 
 def check_model_combination(model: ModelConfig) -> None:
-    """Refuse settings that each make sense alone but not together."""
-    if model.attention == "none" and model.attention_window != "global":
+    """Refuse settings that each make sense alone but not together (what an attention can do
+    is on its registry entry)."""
+    kind = ATTENTIONS[model.attention]
+    if not kind.takes_window and model.attention_window != "global":
         raise NmtError(
-            f"model.attention_window={model.attention_window!r} restricts attention, but model.attention is 'none' "
-            "(no attention). Use attention_window: global, or choose an attention."
+            f"model.attention_window={model.attention_window!r} restricts attention, but model.attention "
+            f"{model.attention!r} cannot be windowed. Use attention_window: global, or another attention: "
+            f"{', '.join(name for name, k in ATTENTIONS.items() if k.takes_window)}."
         )
-    if model.input_feeding and model.attention not in LUONG_ATTENTIONS:
+    luong = [name for name, k in ATTENTIONS.items() if k.order == "luong"]
+    if model.input_feeding and kind.order != "luong":
         raise NmtError(
-            "model.input_feeding=true is Luong et al.'s and works with model.attention in "
-            f"{', '.join(LUONG_ATTENTIONS)}; "
+            f"model.input_feeding=true is Luong et al.'s and works with model.attention in {', '.join(luong)}; "
             f"got {model.attention!r} (its decoder already feeds the context c_t into each step)."
         )
-    if model.attention == "luong-dot" and model.decoder_hidden != 2 * model.encoder_hidden:
+    if kind.needs_equal_widths and model.decoder_hidden != 2 * model.encoder_hidden:
         raise NmtError(
-            "model.attention='luong-dot' compares decoder and encoder states directly, so model.decoder_hidden "
-            f"({model.decoder_hidden}) must equal 2 x model.encoder_hidden ({2 * model.encoder_hidden})."
+            f"model.attention={model.attention!r} compares decoder and encoder states directly, so "
+            f"model.decoder_hidden ({model.decoder_hidden}) must equal 2 x model.encoder_hidden "
+            f"({2 * model.encoder_hidden})."
         )
 
 

@@ -16,7 +16,7 @@ fp16       fp16 autocast with a GradScaler (dynamic loss scaling), wherever aske
 =========  ==================================================================================
 
 Under autocast only the attention, the output layers and the loss's inputs run in the lower
-precision: the recurrences (the encoder's cuDNN GRU and the decoder's step) are kept in
+precision: the recurrences (the encoder's cuDNN RNN and the decoder's step) are kept in
 float32 (``nmt.model.fast.float32_recurrence``), since cuDNN's autocast casts an RNN to fp16
 whatever dtype was asked for, and a recurrent state rounded at every step drifts.
 """

@@ -30,8 +30,9 @@ def _model_card(config: Config, payload: dict, parameters: int, report: dict | N
         f"# {language_name(data.src_lang)} → {language_name(data.tgt_lang)} ({data.src_lang}→{data.tgt_lang}) "
         "attention-based RNN translation model",
         "",
-        f"- **Model**: {parameters:,} parameters; embeddings {m.embed_dim}, BiGRU {m.encoder_hidden} per direction "
-        f"× {m.encoder_layers} layer(s), GRU decoder {m.decoder_hidden}, attention `{m.attention}` "
+        f"- **Model**: {parameters:,} parameters; embeddings {m.embed_dim}, bidirectional {m.rnn.upper()} "
+        f"{m.encoder_hidden} per direction × {m.encoder_layers} layer(s), {m.rnn.upper()} decoder {m.decoder_hidden} "
+        f"× {m.decoder_layers} layer(s), attention `{m.attention}` "
         f"(window `{m.attention_window}`, input feeding {m.input_feeding}); SentencePiece "
         f"{tok.model_type} {vocabulary}.",
     ]

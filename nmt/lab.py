@@ -27,7 +27,7 @@ from nmt.beam_trace import BeamTrace
 from nmt.data.batching import source_tensor
 from nmt.errors import NmtError
 from nmt.forced import PrefixedModel
-from nmt.model.attention import ATTENTIONS, WINDOW_FORMULAS, HardAttention
+from nmt.model.attention import ATTENTIONS, WINDOW_FORMULAS
 from nmt.model.seq2seq import Seq2Seq
 from nmt.search import Hypothesis, search_batch
 from nmt.tokenizer import BOS_ID, EOS_ID
@@ -44,7 +44,7 @@ class LabInputError(NmtError):
 
 QUERY_NAMES = {
     "bahdanau": "s_{t-1}, the decoder state before the step",
-    "luong": "h_t, the decoder state after the GRU",
+    "luong": "h_t, the decoder state after the recurrence",
 }
 
 
@@ -273,7 +273,7 @@ class Lab:
             centre, half = parts["centres"][0, 0].item(), self.config.model.window_width
             step.centre = centre
             step.window = (max(0, round(centre - half)), min(length - 1, round(centre + half)))
-        if isinstance(self.translator.model.decoder.attention, HardAttention):  # one position, chosen
+        if ATTENTIONS[self.config.model.attention].one_position:  # hard attention: the position chosen
             step.chosen = int(row("weights").argmax())
         return step
 

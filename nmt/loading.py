@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import yaml
 
-from nmt.checkpoint import check_compatible, load_checkpoint, translation_weights
+from nmt.checkpoint import check_compatible, load_checkpoint, translation_weights, upgrade_weight_names
 from nmt.config import Config, config_from_dict
 from nmt.errors import NmtError
 from nmt.model.ensemble import Ensemble
@@ -115,7 +115,7 @@ def _load_package(model_dir: Path) -> tuple[Config, Seq2Seq, Tokenizer, Tokenize
         if tokenizer.sha256 != manifest["spm_sha256"][side]:
             raise NmtError(f"{tokenizer.path} does not match the SentencePiece model the weights were trained with.")
     model = new_model(config, src_tok, tgt_tok)
-    model.load_state_dict(load_file(str(package.weights)))
+    model.load_state_dict(upgrade_weight_names(load_file(str(package.weights))))
     return config, model, src_tok, tgt_tok
 
 

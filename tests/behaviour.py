@@ -86,10 +86,22 @@ def epoch_losses(trainer) -> list[list[float]]:
     return [[r["train_loss"], r["dev_loss"]] for r in trainer.metrics.read()]
 
 
+def recorded_name(model: torch.nn.Module, name: str) -> str:
+    """A parameter's name as the reference records it: recorded when the Bahdanau decoder's
+    cell was an ``nn.GRUCell``, whose parameters carry no layer suffix (old checkpoints are
+    renamed the same way on load: ``nmt.checkpoint.upgrade_weight_names``)."""
+    from nmt.model.decoder import BahdanauDecoder
+
+    if isinstance(model.decoder, BahdanauDecoder) and name.startswith("decoder.rnn.") and name.endswith("_l0"):
+        return name.removesuffix("_l0")
+    return name
+
+
 def fingerprint(model: torch.nn.Module) -> dict[str, list[float]]:
     """Each tensor's projections onto ``PROBES`` fixed standard-normal directions."""
     prints = {}
     for name, tensor in sorted(model.state_dict().items()):
+        name = recorded_name(model, name)
         values = tensor.detach().double().cpu().numpy().ravel()
         seed = int.from_bytes(name.encode(), "little") % (2**63)
         directions = np.random.Generator(np.random.PCG64(seed)).standard_normal((PROBES, values.size))

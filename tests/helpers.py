@@ -104,6 +104,17 @@ VARIANT_CONFIGS = [
 ]
 
 
+# Every variant with an LSTM as well, and stacked decoders (and encoders) of both cells.
+CELL_VARIANT_CONFIGS = [
+    *VARIANT_CONFIGS,
+    *(dict(overrides, rnn="lstm") for overrides in VARIANT_CONFIGS),
+    dict(attention="bahdanau", decoder_layers=2),
+    dict(attention="luong-concat", decoder_layers=3, rnn="lstm"),
+    dict(attention="luong-general", input_feeding=True, decoder_layers=2, encoder_layers=2, rnn="lstm"),
+    dict(attention="bahdanau", attention_window="local-p", window_width=2, decoder_layers=2, rnn="lstm"),
+]
+
+
 def variant_id(overrides: dict) -> str:
     return "-".join(str(v) for v in overrides.values())
 

@@ -1,44 +1,100 @@
-"""The fast path gives the plain model's answers: GRU gate math, the input-gate table, the
-padded BiGRU, the teacher-forced loops and compiled step bodies."""
+"""The fast path gives the plain model's answers, for every cell: the cells' gate kernels and
+stacked steps, the input-gate table, the padded encoder, the teacher-forced loops and compiled
+step bodies."""
 
 import shutil
 
 import pytest
 import torch
-from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.data.batching import Example, collate
+from nmt.model.cells import CELLS, build_cell
 from nmt.model.encoder import Encoder
-from nmt.model.fast import gru_step, reverse_within_lengths, split_input_gates
+from nmt.model.fast import reverse_within_lengths
 from nmt.model.seq2seq import Seq2Seq
 from nmt.search import beam_search
 from nmt.tokenizer import PAD_ID
 
-from .helpers import VARIANT_CONFIGS, best_tokens, model_config, random_sources, small_model, variant_id
+from .helpers import (
+    CELL_VARIANT_CONFIGS,
+    best_tokens,
+    model_config,
+    random_sources,
+    small_model,
+    variant_id,
+)
 
 
-def test_gru_step_on_split_input_equals_gru_cell():
-    torch.manual_seed(0)
-    cell = nn.GRUCell(7 + 5, 6)
-    embedded, other, hidden = torch.randn(4, 3, 7), torch.randn(4, 5), torch.randn(4, 6)
-    embed_gates, other_weight = split_input_gates(embedded, cell.weight_ih, cell.bias_ih)
-    assert embed_gates.shape == (4, 3, 18)
-    for t in range(3):
-        ours = gru_step(embed_gates[:, t] + other @ other_weight.T, hidden, cell.weight_hh, cell.bias_hh)
-        assert torch.allclose(ours, cell(torch.cat([embedded[:, t], other], -1), hidden), atol=1e-6)
+def random_cells(cell, batch: int, seed: int):
+    """A random state for ``cell``'s stack (float64): h, or (h, c), per layer."""
+    generator = torch.Generator().manual_seed(seed)
 
+    def part():
+        return torch.randn(batch, cell.hidden_size, generator=generator, dtype=torch.float64, requires_grad=True)
 
-def test_gru_step_gradients_equal_gru_cell():
-    torch.manual_seed(1)
-    cell = nn.GRUCell(5, 4).double()
-    inputs, hidden = torch.randn(3, 5, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    ours = gru_step(
-        torch.nn.functional.linear(inputs, cell.weight_ih, cell.bias_ih), hidden, cell.weight_hh, cell.bias_hh
+    return tuple(
+        part() if cell.state_parts == 1 else tuple(part() for _ in range(cell.state_parts))
+        for _ in range(cell.num_layers)
     )
-    (grad_ours,) = torch.autograd.grad(ours.pow(2).sum(), hidden)
-    (grad_ref,) = torch.autograd.grad(cell(inputs, hidden).pow(2).sum(), hidden)
-    assert torch.allclose(grad_ours, grad_ref, atol=1e-12)
+
+
+def flat(cells) -> list[torch.Tensor]:
+    return [t for layer in cells for t in ((layer,) if isinstance(layer, torch.Tensor) else layer)]
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_fast_step_on_split_input_equals_the_reference_step_outputs_and_gradients(name, layers):
+    """The kernel on precomputed input gates (embedding half split off) against torch's own
+    cell on the whole input, in float64: every state part of every layer, and the gradients
+    of the inputs, the state and every weight."""
+    torch.manual_seed(0)
+    cell = build_cell(name, 7 + 5, 6, layers, dropout=0.0).double()
+    embedded = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
+    rest = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    cells = random_cells(cell, 4, seed=1)
+    input_gates, rest_weight = cell.split_input(embedded)
+    assert input_gates.shape == (4, cell.gates * 6)
+    fast = cell.fast_step(input_gates + rest @ rest_weight.T, cells)
+    plain = cell.reference_step(torch.cat([embedded, rest], -1), cells)
+    assert len(fast) == len(plain) == layers
+    for ours, reference in zip(flat(fast), flat(plain)):
+        assert torch.allclose(ours, reference, atol=1e-12)
+    inputs = [embedded, rest, *flat(cells), *cell.parameters()]
+    loss_fast = sum(t.sin().sum() for t in flat(fast))
+    loss_plain = sum(t.sin().sum() for t in flat(plain))
+    for ours, reference in zip(torch.autograd.grad(loss_fast, inputs), torch.autograd.grad(loss_plain, inputs)):
+        assert torch.allclose(ours, reference, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_the_whole_sequence_call_equals_one_step_at_a_time(name):
+    torch.manual_seed(0)
+    cell = build_cell(name, 5, 4, 2, dropout=0.0).double()
+    inputs = torch.randn(3, 6, 5, dtype=torch.float64)
+    cells = random_cells(cell, 3, seed=2)
+    outputs, final = cell.sequence(inputs, cells)
+    stepped = cells
+    for t in range(6):
+        stepped = cell.reference_step(inputs[:, t], stepped)
+        assert torch.allclose(outputs[:, t], cell.output(stepped[-1]), atol=1e-12)
+    for ours, reference in zip(flat(final), flat(stepped)):
+        assert torch.allclose(ours, reference, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_initial_state_has_the_cells_type_from_the_bridge(name):
+    cell = build_cell(name, 5, 4, 3, dropout=0.0)
+    bridged = torch.randn(2, 3 * cell.state_parts * 4) * 5
+    cells = cell.initial_state(bridged)
+    assert len(cells) == 3
+    for layer in cells:
+        parts = (layer,) if isinstance(layer, torch.Tensor) else layer
+        assert len(parts) == cell.state_parts and all(p.shape == (2, 4) for p in parts)
+        assert parts[0].abs().max() <= 1  # h through tanh
+    if cell.state_parts == 2:  # an LSTM's memory cell is not squashed
+        assert max(layer[1].abs().max() for layer in cells) > 1
 
 
 def plain_decode(decoder, tgt_in, state, memory):
@@ -54,7 +110,7 @@ def plain_decode(decoder, tgt_in, state, memory):
 TWO_SENTENCES = [Example([5, 6, 7, 8, 9], [9, 10, 11, 12]), Example([5], [11, 12, 13, 14, 15, 16])]
 
 
-@pytest.mark.parametrize("overrides", VARIANT_CONFIGS, ids=variant_id)
+@pytest.mark.parametrize("overrides", CELL_VARIANT_CONFIGS, ids=variant_id)
 def test_fast_teacher_forced_paths_equal_the_plain_step(overrides):
     model = small_model(**overrides).eval()
     batch = collate(TWO_SENTENCES)
@@ -70,7 +126,7 @@ def test_fast_teacher_forced_paths_equal_the_plain_step(overrides):
         assert torch.all(fast_attn.masked_select(~real.unsqueeze(1).expand_as(fast_attn)) == 0)
 
 
-@pytest.mark.parametrize("overrides", VARIANT_CONFIGS, ids=variant_id)
+@pytest.mark.parametrize("overrides", CELL_VARIANT_CONFIGS, ids=variant_id)
 def test_search_step_with_the_gate_table_equals_the_plain_step_in_float64(overrides):
     model = small_model(seed=1, **overrides).double().eval()
     src, lengths = random_sources(4, seed=2)
@@ -82,12 +138,24 @@ def test_search_step_with_the_gate_table_equals_the_plain_step_in_float64(overri
             plain, plain_state, plain_weights = model.decoder.step(prev, plain_state, memory)
             fast, fast_state, fast_weights = model.decoder.fast_step(prev, fast_state, memory)
             assert torch.allclose(plain, fast, atol=1e-12) and torch.allclose(plain_weights, fast_weights, atol=1e-12)
-            assert torch.allclose(plain_state.hidden, fast_state.hidden, atol=1e-12)
+            for ours, reference in zip(flat(fast_state.cells), flat(plain_state.cells)):
+                assert torch.allclose(ours, reference, atol=1e-12)
             prev = plain.argmax(-1)
 
 
-def test_plain_and_fast_gradients_agree():
-    model = small_model(seed=3, attention="luong-concat", input_feeding=True).double()
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(attention="luong-concat", input_feeding=True),
+        dict(attention="luong-concat", input_feeding=True, rnn="lstm", decoder_layers=2),
+        dict(attention="bahdanau", rnn="lstm"),
+        dict(attention="luong-general", rnn="lstm", decoder_layers=2),
+        dict(attention="bahdanau", decoder_layers=2),
+    ],
+    ids=variant_id,
+)
+def test_plain_and_fast_gradients_agree(overrides):
+    model = small_model(seed=3, **overrides).double()
     batch = collate(TWO_SENTENCES)
     grads = []
     for decode in (plain_decode, lambda d, *a: d.teacher_forced(*a)):
@@ -107,9 +175,10 @@ def test_reverse_within_lengths_reverses_real_positions_only():
 
 
 @pytest.mark.parametrize("layers", [1, 2])
-def test_padded_encoder_equals_packed(layers):
+@pytest.mark.parametrize("rnn", sorted(CELLS))
+def test_padded_encoder_equals_packed(layers, rnn):
     torch.manual_seed(layers)
-    encoder = Encoder(model_config(8, encoder_hidden=6, encoder_layers=layers), 30).double()
+    encoder = Encoder(model_config(8, encoder_hidden=6, encoder_layers=layers, rnn=rnn), 30).double()
     src, lengths = random_sources(7, vocab=30, seed=layers)
     outputs, grads = {}, {}
     for mode in ("packed", "padded"):
@@ -167,7 +236,9 @@ def test_token_gate_table_equals_the_matmul_and_follows_weight_changes(overrides
 @pytest.mark.skipif(
     not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile on the CPU needs a C++ compiler"
 )
-@pytest.mark.parametrize("overrides", [{}, {"attention": "luong-concat", "input_feeding": True}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"attention": "luong-concat", "input_feeding": True, "rnn": "lstm", "decoder_layers": 2}]
+)
 def test_compiled_decoder_steps_equal_eager(overrides):
     """train.compile: the compiled loop body and search step give the eager results."""
     torch.manual_seed(0)

@@ -29,14 +29,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-if TYPE_CHECKING:
-    from nmt.config import ModelConfig
+
+class AttentionSettings(Protocol):
+    """What a builder reads from ``model`` in the config (nmt.config.ModelConfig has these;
+    this module does not import the config, which imports the registry below)."""
+
+    attention_dim: int
+    gumbel_temperature: float
+
 
 WINDOWS = ("global", "local-m", "local-p")
 
@@ -223,11 +229,18 @@ class FixedSummary(Attention):
 @dataclass(frozen=True)
 class AttentionKind:
     """One entry of the registry: how to build the mechanism, which decoder order uses it,
-    and its equations as the attention lab shows them (q: the query, h_j: encoder states)."""
+    what it can do (the config's checks, the plots and the lab read these, never a name), and
+    its equations as the attention lab shows them (q: the query, h_j: encoder states)."""
 
-    build: Callable[[ModelConfig, int, int, Window | None], Attention]  # (config, query_dim, enc_dim, window)
-    order: Literal["bahdanau", "luong"]  # bahdanau: s_{t-1} queries before the GRU; luong: h_t after it
+    build: Callable[
+        [AttentionSettings, int, int, Window | None], Attention
+    ]  # (model config, query_dim, enc_dim, window)
+    order: Literal["bahdanau", "luong"]  # bahdanau: s_{t-1} queries before the recurrence; luong: h_t after it
     formula: tuple[str, ...] = ()
+    has_weights: bool = True  # gives a distribution over source positions (False: nothing to plot)
+    takes_window: bool = True  # can be restricted to a local window (model.attention_window)
+    needs_equal_widths: bool = False  # compares the query with h_j directly: decoder_hidden = 2 x encoder_hidden
+    one_position: bool = False  # attends to exactly one source position per step (hard attention)
 
 
 # The registry: config.model.attention's allowed values are its keys, in this order.
@@ -237,7 +250,9 @@ ATTENTIONS: dict[str, AttentionKind] = {
     "bahdanau": AttentionKind(
         lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "bahdanau", (ADDITIVE, *SOFT)
     ),
-    "luong-dot": AttentionKind(lambda c, q, e, w: DotAttention(w), "luong", ("e_j = q · h_j", *SOFT)),  # q == e wide
+    "luong-dot": AttentionKind(
+        lambda c, q, e, w: DotAttention(w), "luong", ("e_j = q · h_j", *SOFT), needs_equal_widths=True
+    ),
     "luong-general": AttentionKind(
         lambda c, q, e, w: GeneralAttention(q, e, w), "luong", ("e_j = q · (W_a h_j)", *SOFT)
     ),
@@ -248,9 +263,14 @@ ATTENTIONS: dict[str, AttentionKind] = {
         lambda c, q, e, w: HardAttention(q, e, c.attention_dim, w, c.gumbel_temperature),
         "bahdanau",
         (ADDITIVE, "a = one-hot(argmax_j e_j)  (a Gumbel-softmax sample in training)", "c = h_argmax"),
+        one_position=True,
     ),
     "none": AttentionKind(
-        lambda c, q, e, w: FixedSummary(), "bahdanau", ("c = [→h_S; ←h_1]  (the same summary at every step)",)
+        lambda c, q, e, w: FixedSummary(),
+        "bahdanau",
+        ("c = [→h_S; ←h_1]  (the same summary at every step)",),
+        has_weights=False,
+        takes_window=False,
     ),
 }
 # A window's equations, shown after the score's (D: model.window_width).
@@ -262,12 +282,11 @@ WINDOW_FORMULAS = {
         "e_j ← e_j − (j − p_t)² / (2σ²),  σ = D / 2;  a_j = 0 outside [p_t − D, p_t + D]",
     ),
 }
-LUONG_ATTENTIONS = tuple(name for name, kind in ATTENTIONS.items() if kind.order == "luong")
 
 
-def build_attention(config: ModelConfig, query_dim: int, enc_dim: int) -> Attention:
-    """The mechanism ``config.attention`` names, restricted to ``config.attention_window``
-    (the config was validated on load, so both names are known)."""
+def build_attention(config, query_dim: int, enc_dim: int) -> Attention:
+    """The mechanism ``config.attention`` names (``config``: the model section), restricted to
+    ``config.attention_window`` (the config was validated on load, so both names are known)."""
     window = None
     if config.attention_window != "global":
         window = Window(config.attention_window, config.window_width, query_dim)

@@ -1,30 +1,34 @@
-"""GRU decoders with attention, in the two orders of the papers.
+"""Attention decoders in the two orders of the papers, written once for any recurrent cell.
 
 ``BahdanauDecoder`` (Bahdanau et al., 2015; also hard attention and Cho et al.'s
 fixed-summary baseline): the previous state queries the attention, the context enters
 the recurrence::
 
-    c_t = attend(s_{t-1});  s_t = GRU([E y_{t-1}; c_t], s_{t-1});  o_t = tanh(L_o[s_t; c_t; E y_{t-1}])
+    c_t = attend(s_{t-1});  s_t = RNN([E y_{t-1}; c_t], s_{t-1});  o_t = tanh(L_o[s_t; c_t; E y_{t-1}])
 
 ``LuongDecoder`` (Luong et al., 2015): the recurrence runs first, the new state queries
 the attention, and the attentional vector feeds the output (and, with input feeding, the
 next step's input)::
 
-    h_t = GRU([E y_{t-1}; h̃_{t-1}], h_{t-1});  c_t = attend(h_t);  h̃_t = tanh(W_c[c_t; h_t])
+    h_t = RNN([E y_{t-1}; h̃_{t-1}], h_{t-1});  c_t = attend(h_t);  h̃_t = tanh(W_c[c_t; h_t])
 
-Both end in p(y_t) = softmax(W_o dropout(o_t)). ``step`` is exactly these equations, one
-target position at a time: the plain model.
+Both end in p(y_t) = softmax(W_o dropout(o_t)). RNN is the cell ``model.rnn`` names (a GRU,
+or an LSTM whose state is (h, c): ``nmt/model/cells.py``), ``model.decoder_layers`` of it
+stacked; s_t and h_t are its top layer's h, the state the attention reads. ``step`` is exactly
+these equations, one target position at a time: the plain model.
 
-Training and search run a **fast path** with the same outputs (tested against ``step``):
-the embedding half of the GRU's input gates is precomputed (for all steps in training, as a
-per-vocabulary table in search: ``nmt/model/fast.py``), the output layer runs once after the
-loop, and without input feeding the Luong recurrence, which then does not depend on
-attention, runs as one GRU call with attention for all steps as batched matrix products.
+Training and search run **one fast path** with the same outputs (tested against ``step``):
+``loop_step`` is each order's step body on precomputed input gates — the embedding half of
+the cell's input projection, for all steps in training and from a per-vocabulary table in
+search (``nmt/model/fast.py``) — and ``AttentionDecoder`` runs it in the teacher-forced loop
+and in search alike, with the output layer once after the loop. Without input feeding the
+Luong recurrence does not depend on attention: it runs as one whole-sequence call, with
+attention for all steps as batched matrix products.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -33,7 +37,8 @@ from torch import nn
 from nmt.config import ModelConfig
 from nmt.model.attention import ATTENTIONS, build_attention
 from nmt.model.dropout import Dropout
-from nmt.model.fast import InputGateTable, gru_step, run_in_float32, split_input_gates
+from nmt.model.cells import Cells, build_cell, select_rows
+from nmt.model.fast import InputGateTable
 from nmt.tokenizer import PAD_ID
 
 
@@ -52,24 +57,35 @@ class Memory:
 
 @dataclass
 class DecoderState:
-    hidden: torch.Tensor  # (B, decoder_hidden): s_{t-1} / h_{t-1}
+    cells: Cells  # the cell stack's state after step t-1, bottom layer first: h, or (h, c) per layer
     step: int = 0  # index t of the next step (local windows need it)
     feed: torch.Tensor | None = None  # (B, output_dim): h̃_{t-1}, with input feeding
 
+    @property
+    def hidden(self) -> torch.Tensor:
+        """s_{t-1} / h_{t-1} (B, decoder_hidden): the top layer's h."""
+        top = self.cells[-1]
+        return top if isinstance(top, torch.Tensor) else top[0]
+
     def select(self, index: torch.Tensor) -> DecoderState:
         feed = None if self.feed is None else self.feed.index_select(0, index)
-        return DecoderState(self.hidden.index_select(0, index), self.step, feed)
+        return DecoderState(select_rows(self.cells, index), self.step, feed)
+
+
+StepOutput = tuple[torch.Tensor, ...]  # what one step hands to ``features``: Bahdanau (s_t, c_t), Luong (h̃_t,)
 
 
 class AttentionDecoder(nn.Module):
-    """What both orders share: embeddings, attention, the output layer, the decoding loops.
+    """What both orders share: embeddings, the cell stack, attention, the output layer, and
+    the fast path's loops (teacher-forced training and search run the same ``loop_step``).
 
-    Subclasses give the plain ``step`` (the paper's equations) and, for the fast path,
-    ``gru_weights``, ``loop_step`` (the step body on precomputed input gates), ``recur`` and
-    ``teacher_forced``.
+    Subclasses give the plain ``step`` (the paper's equations), the fast ``loop_step`` and
+    ``features`` (the output features o_t from what the steps returned).
     """
 
-    def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int):
+    input_feeding = False  # Luong's h̃_{t-1} fed into the next step (LuongDecoder sets it)
+
+    def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int, rnn_input: int):
         super().__init__()
         attention = build_attention(config, config.decoder_hidden, enc_dim)  # first: initialisation order
         self.vocab_size = vocab_size
@@ -84,6 +100,8 @@ class AttentionDecoder(nn.Module):
             self.project = nn.Linear(config.output_dim, output_width, bias=False)
         if config.tie_embeddings:
             self.output.weight = self.embedding.weight
+        # the recurrence; its input starts with E y_{t-1} (rnn_input wide in all)
+        self.rnn = build_cell(config.rnn, rnn_input, config.decoder_hidden, config.decoder_layers, config.dropout)
         self._gate_table = InputGateTable()  # fast path; not part of the state dict
 
     def share_embedding(self, embedding: nn.Embedding) -> None:
@@ -94,8 +112,9 @@ class AttentionDecoder(nn.Module):
         if tied:
             self.output.weight = embedding.weight
 
-    def init_state(self, hidden: torch.Tensor) -> DecoderState:
-        return DecoderState(hidden)
+    def init_state(self, bridged: torch.Tensor) -> DecoderState:
+        """The first state from the bridge's output (B, layers · state parts · decoder_hidden)."""
+        return DecoderState(self.rnn.initial_state(bridged))
 
     def attend(self, query: torch.Tensor, memory: Memory, step: int):
         """One step's attention: query (B, Dq) -> context (B, enc_dim), weights (B, S)."""
@@ -136,41 +155,51 @@ class AttentionDecoder(nn.Module):
                     prev = torch.where(use_gold, prev, logits.argmax(-1))
         return torch.stack(step_logits, 1), torch.stack(attn, 1)
 
-    # ---- fast path: the same outputs as ``step`` (tests/test_fast_path.py) ----
+    # ---- the fast path: the same outputs as ``step`` (tests/test_fast_path.py) ----
 
-    def gru_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The recurrence's (weight_ih, weight_hh, bias_ih, bias_hh); its input starts with E y_{t-1}."""
+    def loop_step(self, input_gates, rest_weight, cells: Cells, feed, memory: Memory, t: int):
+        """One step on precomputed gates: input_gates (B, gates·H) = W_ie E y_{t-1} + b_ih, W_ir
+        the weights of the rest of the cell's input, the stack's state, h̃_{t-1} (or None) ->
+        (new stack state, the step's outputs for ``features``, attention weights (B, S)).
+        The body of the teacher-forced loop and of search alike (``train.compile`` compiles it)."""
         raise NotImplementedError
 
-    def recur(
-        self,
-        embedded: torch.Tensor,
-        token_gates: torch.Tensor,
-        other_weight: torch.Tensor,
-        state: DecoderState,
-        memory: Memory,
-    ):
-        """One step on precomputed gates: embedded y_{t-1} (B, E), its input gates W_ie E y_{t-1} + b_ih
-        (B, 3H) and W_io, the weights of the rest of the GRU input -> (new state, output features
-        (B, output_dim), weights (B, S)). Runs ``loop_step``, the body the teacher-forced loops share."""
+    def features(self, outputs: StepOutput, embedded: torch.Tensor) -> torch.Tensor:
+        """o_t (..., output_dim) from ``loop_step``'s outputs and E y_{t-1} (..., E), for one
+        step or stacked over all steps."""
         raise NotImplementedError
 
     def teacher_forced(self, tgt_in, state: DecoderState, memory: Memory):
-        """Gold previous tokens at every step: (B, T) -> logits (B, T, V), attention (B, T, S)."""
-        raise NotImplementedError
+        """Gold previous tokens at every step: (B, T) -> logits (B, T, V), attention (B, T, S).
+        The embedding part of the cell's input and the output layer need no recurrence: both
+        run once over all steps, outside the loop."""
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        input_gates, rest_weight = self.rnn.split_input(embedded)  # (B, T, gates·H)
+        cells, feed = state.cells, state.feed
+        outputs, attn = [], []
+        # unbind once: indexing [:, t] in the loop would zero-fill a (B, T, gates·H) gradient every step
+        for t, step_gates in enumerate(input_gates.unbind(1)):
+            cells, output, weights = self.loop_step(step_gates, rest_weight, cells, feed, memory, t)
+            feed = output[0] if self.input_feeding else None
+            outputs.append(output)
+            attn.append(weights)
+        stacked = tuple(torch.stack(parts, 1) for parts in zip(*outputs))  # each (B, T, ...)
+        return self.readout(self.features(stacked, embedded)), torch.stack(attn, 1)
 
     def fast_step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
         """``step`` on the fast path (what search runs): the input gates of y_{t-1} come from a
         per-vocabulary table in inference."""
         embedded = self.dropout(self.embedding(prev_tokens))
-        state, features, weights = self.recur(embedded, *self.token_gates(prev_tokens, embedded), state, memory)
-        return self.readout(features), state, weights
+        input_gates, rest_weight = self.token_gates(prev_tokens, embedded)
+        cells, output, weights = self.loop_step(input_gates, rest_weight, state.cells, state.feed, memory, state.step)
+        feed = output[0] if self.input_feeding else None
+        return self.readout(self.features(output, embedded)), DecoderState(cells, state.step + 1, feed), weights
 
     def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(W_ie E y + b_ih (B, 3H), W_io): a matmul in training, a table lookup in inference."""
-        weight_ih, _, bias_ih, _ = self.gru_weights()
+        """(W_ie E y + b_ih (B, gates·H), W_ir): a matmul in training, a table lookup in inference."""
         if self.training or torch.is_grad_enabled():
-            return split_input_gates(embedded, weight_ih, bias_ih)
+            return self.rnn.split_input(embedded)
+        weight_ih, _, bias_ih, _ = self.rnn.layer_weights(0)
         return self._gate_table.lookup(prev_tokens, self.embedding.weight, weight_ih, bias_ih)
 
     def train(self, mode: bool = True) -> AttentionDecoder:
@@ -180,118 +209,80 @@ class AttentionDecoder(nn.Module):
 
 
 class BahdanauDecoder(AttentionDecoder):
-    """c_t = attend(s_{t-1});  s_t = GRU([E y_{t-1}; c_t], s_{t-1});  o_t = tanh(L_o[s_t; c_t; E y_{t-1}])"""
+    """c_t = attend(s_{t-1});  s_t = RNN([E y_{t-1}; c_t], s_{t-1});  o_t = tanh(L_o[s_t; c_t; E y_{t-1}])"""
 
     def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int):
-        super().__init__(config, vocab_size, enc_dim)
-        self.rnn = nn.GRUCell(config.embed_dim + enc_dim, config.decoder_hidden)
+        super().__init__(config, vocab_size, enc_dim, rnn_input=config.embed_dim + enc_dim)
         self.pre_output = nn.Linear(config.decoder_hidden + enc_dim + config.embed_dim, config.output_dim)  # L_o
 
     def step(self, prev_tokens, state, memory):
         embedded = self.dropout(self.embedding(prev_tokens))  # E y_{t-1} (B, E)
         context, weights = self.attend(state.hidden, memory, state.step)  # c_t, queried by s_{t-1}
-        hidden = run_in_float32(self.rnn, torch.cat([embedded, context], dim=-1), state.hidden)  # s_t
+        cells = self.rnn.reference_step(torch.cat([embedded, context], dim=-1), state.cells)
+        hidden = self.rnn.output(cells[-1])  # s_t
         features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))  # o_t
-        return self.readout(features), DecoderState(hidden, state.step + 1), weights
+        return self.readout(features), DecoderState(cells, state.step + 1), weights
 
-    def gru_weights(self):
-        return self.rnn.weight_ih, self.rnn.weight_hh, self.rnn.bias_ih, self.rnn.bias_hh
+    def loop_step(self, input_gates, rest_weight, cells, feed, memory, t):
+        """Attention queried by s_{t-1}, then the cells on [E y_{t-1}; c_t]."""
+        context, weights = self.attend(self.rnn.output(cells[-1]), memory, t)
+        cells = self.rnn.fast_step(input_gates + F.linear(context, rest_weight), cells)
+        return cells, (self.rnn.output(cells[-1]), context), weights
 
-    def recur(self, embedded, token_gates, other_weight, state, memory):
-        hidden, context, weights = self.loop_step(token_gates, state.hidden, other_weight, memory, state.step)
-        features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))
-        return DecoderState(hidden, state.step + 1), features, weights
-
-    def loop_step(self, step_gates, hidden, context_weight, memory: Memory, t: int):
-        """One step's body: attention, then the GRU on [E y_{t-1}; c_t]."""
-        context, weights = self.attend(hidden, memory, t)
-        gates = step_gates + F.linear(context, context_weight)
-        return gru_step(gates, hidden, self.rnn.weight_hh, self.rnn.bias_hh), context, weights
-
-    def teacher_forced(self, tgt_in, state, memory):
-        """The recurrence needs attention each step, but the embedding part of the GRU input
-        and the output layer do not: both run once over all steps, outside the loop."""
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
-        embed_gates, context_weight = split_input_gates(embedded, self.rnn.weight_ih, self.rnn.bias_ih)  # (B, T, 3H)
-        hidden = state.hidden
-        hiddens, contexts, attn = [], [], []
-        # unbind once: indexing [:, t] in the loop would zero-fill a (B, T, 3H) gradient every step
-        for t, step_gates in enumerate(embed_gates.unbind(1)):
-            hidden, context, weights = self.loop_step(step_gates, hidden, context_weight, memory, t)
-            hiddens.append(hidden)
-            contexts.append(context)
-            attn.append(weights)
-        features = torch.tanh(
-            self.pre_output(torch.cat([torch.stack(hiddens, 1), torch.stack(contexts, 1), embedded], -1))
-        )
-        return self.readout(features), torch.stack(attn, 1)
+    def features(self, outputs, embedded):
+        hidden, context = outputs
+        return torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))
 
 
 class LuongDecoder(AttentionDecoder):
-    """h_t = GRU([E y_{t-1}; h̃_{t-1}], h_{t-1});  c_t = attend(h_t);  h̃_t = tanh(W_c[c_t; h_t])
+    """h_t = RNN([E y_{t-1}; h̃_{t-1}], h_{t-1});  c_t = attend(h_t);  h̃_t = tanh(W_c[c_t; h_t])
     (h̃_{t-1} only with input feeding)."""
 
     def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int):
-        super().__init__(config, vocab_size, enc_dim)
+        rnn_input = config.embed_dim + (config.output_dim if config.input_feeding else 0)
+        super().__init__(config, vocab_size, enc_dim, rnn_input)
         self.input_feeding = config.input_feeding
         self.output_dim = config.output_dim
-        rnn_input = config.embed_dim + (config.output_dim if config.input_feeding else 0)
-        self.rnn = nn.GRU(rnn_input, config.decoder_hidden, batch_first=True)  # one call over all steps (fast path)
         self.combine = nn.Linear(enc_dim + config.decoder_hidden, config.output_dim, bias=False)  # W_c
 
-    def init_state(self, hidden):
-        feed = hidden.new_zeros(hidden.size(0), self.output_dim) if self.input_feeding else None
-        return DecoderState(hidden, 0, feed)
+    def init_state(self, bridged):
+        state = super().init_state(bridged)
+        state.feed = bridged.new_zeros(bridged.size(0), self.output_dim) if self.input_feeding else None
+        return state
 
     def step(self, prev_tokens, state, memory):
         embedded = self.dropout(self.embedding(prev_tokens))  # E y_{t-1} (B, E)
         rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
-        hidden = run_in_float32(torch.gru_cell, rnn_input, state.hidden, *self.gru_weights())  # h_t
+        cells = self.rnn.reference_step(rnn_input, state.cells)
+        hidden = self.rnn.output(cells[-1])  # h_t
         context, weights = self.attend(hidden, memory, state.step)  # c_t, queried by h_t
         attentional = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
         feed = attentional if self.input_feeding else None
-        return self.readout(attentional), DecoderState(hidden, state.step + 1, feed), weights
+        return self.readout(attentional), DecoderState(cells, state.step + 1, feed), weights
 
-    def gru_weights(self):
-        return self.rnn.weight_ih_l0, self.rnn.weight_hh_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0
+    def loop_step(self, input_gates, rest_weight, cells, feed, memory, t):
+        """The cells on [E y_{t-1}; h̃_{t-1}] (without input feeding ``feed`` is None: on
+        E y_{t-1} alone), attention queried by h_t, h̃_t."""
+        gates = input_gates if feed is None else input_gates + F.linear(feed, rest_weight)
+        cells = self.rnn.fast_step(gates, cells)
+        hidden = self.rnn.output(cells[-1])
+        context, weights = self.attend(hidden, memory, t)
+        return cells, (torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))),), weights  # h̃_t
 
-    def recur(self, embedded, token_gates, other_weight, state, memory):
-        hidden, attentional, weights = self.loop_step(
-            token_gates, state.hidden, state.feed, other_weight, memory, state.step
-        )
-        feed = attentional if self.input_feeding else None
-        return replace(state, hidden=hidden, step=state.step + 1, feed=feed), attentional, weights
+    def features(self, outputs, embedded):
+        return outputs[0]  # h̃_t
 
     def teacher_forced(self, tgt_in, state, memory):
-        """Without input feeding, all target positions at once (one GRU call, attention as
-        batched matmuls). With it, a loop in which only the fed-back part of the GRU input is
-        computed per step."""
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        """Without input feeding the recurrence does not depend on attention: all target
+        positions at once (one whole-sequence call, attention as batched matmuls)."""
         if self.input_feeding:
-            return self._teacher_forced_feeding(embedded, state, memory)
-        hiddens, _ = run_in_float32(self.rnn, embedded, state.hidden.unsqueeze(0))  # (B, T, hidden)
+            return super().teacher_forced(tgt_in, state, memory)
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        hiddens, _ = self.rnn.sequence(embedded, state.cells)  # (B, T, hidden)
         steps = torch.arange(tgt_in.size(1), device=tgt_in.device)
         contexts, weights = self.attention(hiddens, memory.keys, memory.enc_outputs, memory.mask, steps)
         attentional = torch.tanh(self.combine(torch.cat([contexts, hiddens], dim=-1)))  # (B, T, output_dim)
         return self.readout(attentional), weights
-
-    def loop_step(self, step_gates, hidden, feed, feed_weight, memory: Memory, t: int):
-        """One step's body: the GRU on [E y_{t-1}; h̃_{t-1}] (without input feeding, ``feed`` is
-        None: on E y_{t-1} alone), attention, h̃_t."""
-        gates = step_gates if feed is None else step_gates + F.linear(feed, feed_weight)
-        hidden = gru_step(gates, hidden, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)
-        context, weights = self.attend(hidden, memory, t)
-        return hidden, torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))), weights  # h̃_t
-
-    def _teacher_forced_feeding(self, embedded, state, memory):
-        embed_gates, feed_weight = split_input_gates(embedded, self.rnn.weight_ih_l0, self.rnn.bias_ih_l0)
-        hidden, feed = state.hidden, state.feed
-        attentionals, attn = [], []
-        for t, step_gates in enumerate(embed_gates.unbind(1)):  # unbind: see BahdanauDecoder
-            hidden, feed, weights = self.loop_step(step_gates, hidden, feed, feed_weight, memory, t)
-            attentionals.append(feed)
-            attn.append(weights)
-        return self.readout(torch.stack(attentionals, 1)), torch.stack(attn, 1)
 
 
 DECODERS = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}

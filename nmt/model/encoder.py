@@ -1,10 +1,11 @@
-"""Bidirectional GRU encoder (Bahdanau et al., 2015, section 3.2).
+"""Bidirectional recurrent encoder (Bahdanau et al., 2015, section 3.2), of any cell
+(``model.rnn``: GRU or LSTM, ``nmt/model/cells.py``).
 
 Two ways to run the same weights, with the same outputs (``model.rnn_input``):
 
-* ``packed``: ``pack_padded_sequence`` -> one bidirectional ``nn.GRU`` call -> unpack. Each
-  direction sees only the real tokens of every sentence.
-* ``padded``: ``fast.padded_bigru``, one call per direction over the padded batch. Which is
+* ``packed``: ``pack_padded_sequence`` -> one bidirectional call of the cell's module -> unpack.
+  Each direction sees only the real tokens of every sentence.
+* ``padded``: ``fast.padded_birnn``, one call per direction over the padded batch. Which is
   faster depends on the device (docs/benchmarks.md); on a CPU a training step is as fast
   either way, so ``packed``, the default, stays.
 """
@@ -17,12 +18,13 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.config import ModelConfig
 from nmt.model.dropout import Dropout
-from nmt.model.fast import padded_bigru, run_in_float32
+from nmt.model.cells import build_cell
+from nmt.model.fast import padded_birnn, run_in_float32
 from nmt.tokenizer import PAD_ID
 
 
 class Encoder(nn.Module):
-    """Embeddings -> dropout -> BiGRU -> dropout (``model.encoder_output_dropout``). Outputs
+    """Embeddings -> dropout -> bidirectional RNN -> dropout (``model.encoder_output_dropout``). Outputs
     h_j = [→h_j; ←h_j] for every source position."""
 
     def __init__(self, config: ModelConfig, vocab_size: int):
@@ -32,16 +34,16 @@ class Encoder(nn.Module):
         # On the RNN's outputs: the attention's keys and values (and bridge: both's forward state);
         # the backward final state goes to the bridge as it is.
         self.output_dropout = Dropout(config.encoder_output_dropout)
-        self.rnn = nn.GRU(
+        self.rnn = build_cell(
+            config.rnn,
             config.embed_dim,
             config.encoder_hidden,
-            num_layers=config.encoder_layers,
-            batch_first=True,
+            config.encoder_layers,
+            config.dropout,
             bidirectional=True,
-            dropout=config.dropout if config.encoder_layers > 1 else 0.0,
         )
         self.output_dim = 2 * config.encoder_hidden
-        self.rnn_input = config.rnn_input  # packed | padded: how the BiGRU is run, not what it computes
+        self.rnn_input = config.rnn_input  # packed | padded: how the RNN is run, not what it computes
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S), src_lengths (B,) on CPU -> enc_outputs (B, S, 2H) (zeros at padding),
@@ -51,10 +53,10 @@ class Encoder(nn.Module):
         return self.output_dropout(enc_outputs), backward_final  # dropout keeps padding at zero
 
     def recur(self, embedded: torch.Tensor, src_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The BiGRU over embedded (B, S, E) -> (B, S, 2H), ←h_1 (B, H)."""
+        """The bidirectional RNN over embedded (B, S, E) -> (B, S, 2H), ←h_1 (B, H)."""
         if self.rnn_input == "padded":
-            return padded_bigru(self.rnn, embedded, src_lengths.to(embedded.device))
+            return padded_birnn(self.rnn, embedded, src_lengths.to(embedded.device))
         packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        packed_out, final = self.rnn(packed)  # final: (layers * 2, B, H)
+        packed_out, final = self.rnn(packed)  # final: h_n (layers * 2, B, H), with an LSTM's c_n
         enc_outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=embedded.size(1))
-        return enc_outputs, final[-1]
+        return enc_outputs, self.rnn.final_output(final)[-1]

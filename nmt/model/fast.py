@@ -3,13 +3,14 @@
 Every piece here has an equivalence test against the plain computation it replaces
 (``tests/test_fast_path.py``); docs/benchmarks.md has what each one buys.
 
-* **Precomputed input gates.** A GRU's input is [E y_{t-1}; other_t]; the embedding half of
-  its input gates, W_ie E y_{t-1} + b_ih, does not depend on the recurrence. Teacher-forced
-  loops compute it for all steps in one matrix product (``split_input_gates``); search looks
-  it up in a per-vocabulary table (``InputGateTable``). Each step then adds only W_io other_t
-  and runs the gate math (``gru_step``).
-* **Padded BiGRU** (``model.rnn_input: padded``): one ``torch.gru`` call per direction over
-  the padded batch, each sentence reversed within its length, instead of packed sequences.
+* **Precomputed input gates.** A decoder cell's input is [E y_{t-1}; other_t]; the embedding
+  half of its input gates, W_ie E y_{t-1} + b_ih, does not depend on the recurrence.
+  Teacher-forced loops compute it for all steps in one matrix product (``split_input_gates``);
+  search looks it up in a per-vocabulary table (``InputGateTable``). Each step then adds only
+  W_io other_t and runs the cell's gate math (``RecurrentCell.layer_step``, nmt/model/cells.py).
+* **Padded bidirectional encoder** (``model.rnn_input: padded``): one cuDNN call per
+  direction over the padded batch, each sentence reversed within its length, instead of
+  packed sequences.
 * **Compiled step bodies** (``train.compile``): ``torch.compile`` of the decoder's per-step body.
 
 Under mixed precision the recurrences stay in float32 (``run_in_float32``).
@@ -35,28 +36,10 @@ def run_in_float32(function, *args):
         return function(*(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args))
 
 
-def gru_step(
-    input_gates: torch.Tensor, hidden: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor
-) -> torch.Tensor:
-    """input_gates (B, 3H) = W_ih x + b_ih; hidden (B, H) -> next hidden (B, H). Same gate
-    order (r, z, n) and parameters as ``torch.nn.GRUCell``. In float32 under autocast."""
-    return run_in_float32(_gru_step, input_gates, hidden, weight_hh, bias_hh)
-
-
-def _gru_step(input_gates, hidden, weight_hh, bias_hh):
-    hidden_gates = torch.addmm(bias_hh, hidden, weight_hh.t())  # (B, 3H)
-    in_r, in_z, in_n = input_gates.chunk(3, dim=-1)
-    hid_r, hid_z, hid_n = hidden_gates.chunk(3, dim=-1)
-    reset = (in_r + hid_r).sigmoid_()  # in place on fresh sums: fewer tensors written per step
-    update = (in_z + hid_z).sigmoid_()
-    candidate = torch.addcmul(in_n, reset, hid_n).tanh_()
-    return torch.lerp(candidate, hidden, update)  # (1 - z) * n + z * h
-
-
 def split_input_gates(
     embedded: torch.Tensor, weight_ih: torch.Tensor, bias_ih: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GRU input = [embedded; other]: returns (W_ie · embedded + b_ih for every step (B, T, 3H),
+    """Cell input = [embedded; other]: returns (W_ie · embedded + b_ih for every step (B, T, gates·H),
     W_io, the weights to apply to ``other`` inside the loop)."""
     embed_dim = embedded.size(-1)
     return F.linear(embedded, weight_ih[:, :embed_dim], bias_ih), weight_ih[:, embed_dim:]
@@ -70,14 +53,14 @@ class InputGateTable:
 
     def __init__(self):
         self._identity: tuple | None = None
-        self._table: torch.Tensor | None = None  # (V, 3H)
+        self._table: torch.Tensor | None = None  # (V, gates·H)
         self._other_weight: torch.Tensor | None = None  # W_io
 
     def clear(self) -> None:
         self._identity = self._table = self._other_weight = None
 
     def lookup(self, tokens: torch.Tensor, embedding: torch.Tensor, weight_ih: torch.Tensor, bias_ih: torch.Tensor):
-        """tokens (B,) -> (their input gates (B, 3H), W_io)."""
+        """tokens (B,) -> (their input gates (B, gates·H), W_io)."""
         weights = (embedding, weight_ih, bias_ih)
         identity = tuple((w.data_ptr(), w.device, w.dtype, w._version) for w in weights)
         if self._identity != identity:
@@ -94,39 +77,39 @@ def reverse_within_lengths(lengths: torch.Tensor, width: int) -> torch.Tensor:
     return torch.where(positions <= last, last - positions, positions)  # (B, S)
 
 
-def padded_bigru(rnn: nn.GRU, embedded: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``rnn`` (bidirectional, batch first) over padded (B, S, E) without packing -> outputs
-    (B, S, 2H) with zeros at padding, and ←h_1 (B, H) of the top layer. The backward direction
-    reads every sentence reversed within its length, so it too starts at the last real token.
-    No packing, and cuDNN may use its persistent kernels, which it never does for packed input."""
-    batch, width, _ = embedded.shape
+def padded_birnn(rnn, embedded: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rnn`` (a bidirectional, batch-first ``RecurrentCell``) over padded (B, S, E) without
+    packing -> outputs (B, S, 2H) with zeros at padding, and ←h_1 (B, H) of the top layer. The
+    backward direction reads every sentence reversed within its length, so it too starts at the
+    last real token. No packing, and cuDNN may use its persistent kernels, which it never does
+    for packed input."""
+    width = embedded.size(1)
     flatten_per_direction(rnn)
     reverse = reverse_within_lengths(lengths, width).unsqueeze(-1)  # (B, S, 1)
     mask = (torch.arange(width, device=embedded.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
-    initial = embedded.new_zeros(1, batch, rnn.hidden_size)
     layer_input = embedded
     for layer in range(rnn.num_layers):
-        if layer > 0:  # nn.GRU's dropout between layers
+        if layer > 0:  # the module's dropout between layers
             layer_input = F.dropout(layer_input, rnn.dropout, rnn.training)
-        forward_out = _gru_direction(rnn, layer_input, initial, layer, "")  # (B, S, H)
+        forward_out = rnn.run_direction(layer_input, layer, "")  # (B, S, H)
         reversed_input = layer_input.gather(1, reverse.expand_as(layer_input))
-        backward_out = _gru_direction(rnn, reversed_input, initial, layer, "_reverse")
+        backward_out = rnn.run_direction(reversed_input, layer, "_reverse")
         backward_out = backward_out.gather(1, reverse.expand_as(backward_out))  # back to source order
         layer_input = torch.cat([forward_out, backward_out], dim=-1) * mask  # (B, S, 2H), zeros at padding
     return layer_input, layer_input[:, 0, rnn.hidden_size :]  # ←h_1 is the backward output at position 1
 
 
-def flatten_per_direction(rnn: nn.GRU) -> None:
+def flatten_per_direction(rnn: nn.RNNBase) -> None:
     """On a CUDA GPU, give each direction of each layer of ``rnn`` its own contiguous cuDNN
-    weight buffer, as a one-layer unidirectional GRU has it: ``_gru_direction`` calls cuDNN
+    weight buffer, as a one-layer unidirectional module has it: ``padded_birnn`` calls cuDNN
     one direction at a time, and weights in the middle of the module's one bidirectional
     buffer would be copied (with a warning) on every call. A no-op elsewhere, and once done
-    (``nn.GRU`` flattens its own layout again when moved, so this checks every call, cheaply)."""
+    (the module flattens its own layout again when moved, so this checks every call, cheaply)."""
     if not (rnn.weight_ih_l0.is_cuda and torch._use_cudnn_rnn_flatten_weight()):
         return
     if rnn.weight_ih_l0_reverse.storage_offset() == 0:  # already one buffer per direction
         return
-    mode = torch.backends.cudnn.rnn.get_cudnn_mode("GRU")
+    mode = torch.backends.cudnn.rnn.get_cudnn_mode(rnn.mode)
     with torch.no_grad():
         for layer in range(rnn.num_layers):
             input_size = rnn.input_size if layer == 0 else 2 * rnn.hidden_size
@@ -137,13 +120,6 @@ def flatten_per_direction(rnn: nn.GRU) -> None:
                 ]
                 # re-points these parameters into a fresh buffer (the tensors and their identity stay)
                 torch._cudnn_rnn_flatten_weight(weights, 4, input_size, mode, rnn.hidden_size, 0, 1, True, False)
-
-
-def _gru_direction(rnn: nn.GRU, inputs: torch.Tensor, initial: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
-    """One direction of one layer of ``rnn`` over (B, S, in) -> outputs (B, S, H)."""
-    weights = [getattr(rnn, f"{name}_l{layer}{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-    outputs, _ = torch.gru(inputs, initial, weights, True, 1, 0.0, rnn.training, False, True)
-    return outputs
 
 
 def compile_step_body(decoder: nn.Module, mode: str) -> None:

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
+from nmt.model.cells import CELLS
 from nmt.model.decoder import DecoderState, Memory, build_decoder
 from nmt.model.encoder import Encoder
 from nmt.model.fast import compile_step_body, run_in_float32
@@ -23,9 +24,13 @@ class Seq2Seq(nn.Module):
         self.config = config
         self.encoder = Encoder(config, src_vocab_size)
         # Bridge (Bahdanau et al., A.2.2): s_0 = tanh(W_s ←h_1); with bridge "both",
-        # s_0 = tanh(W_s [→h_S; ←h_1]): each direction's summary of the whole sentence.
+        # s_0 = tanh(W_s [→h_S; ←h_1]): each direction's summary of the whole sentence. One
+        # projection gives every decoder layer its state, an LSTM's memory cell c_0 included
+        # (``RecurrentCell.initial_state``), as Sutskever et al. and Luong et al. start the
+        # decoder from the encoder's final (h, c): here through W_s, the encoder being bidirectional.
         bridge_width = config.encoder_hidden * (2 if config.bridge == "both" else 1)
-        self.bridge = nn.Linear(bridge_width, config.decoder_hidden)
+        state_width = config.decoder_hidden * config.decoder_layers * CELLS[config.rnn].state_parts
+        self.bridge = nn.Linear(bridge_width, state_width)
         self.decoder = build_decoder(config, tgt_vocab_size, self.encoder.output_dim)
         if joint_vocabulary and src_vocab_size == tgt_vocab_size:  # tokenizer.joint: one table for both sides
             self.decoder.share_embedding(self.encoder.embedding)
@@ -40,7 +45,7 @@ class Seq2Seq(nn.Module):
         if self.config.bridge == "both":
             summary = torch.cat([last_forward_state(enc_outputs, mask), backward_final], dim=-1)
         # the decoder's first state, float32 under autocast like every recurrent state
-        state = self.decoder.init_state(torch.tanh(run_in_float32(self.bridge, summary)))  # (B, decoder_hidden)
+        state = self.decoder.init_state(run_in_float32(self.bridge, summary))
         return Memory(enc_outputs, keys, mask), state
 
     def decode_step(

@@ -8,6 +8,7 @@ import torch
 
 from nmt.config import Config
 from nmt.errors import NmtError
+from nmt.model.attention import ATTENTIONS
 from nmt.search import search_sentences
 from nmt.tokenizer import Tokenizer
 from nmt.train.data import TrainData
@@ -52,7 +53,7 @@ class TensorBoardMonitor:
         for tag, key in SCALARS.items():
             if key in record:
                 self.writer.add_scalar(tag, record[key], step)
-        if self.config.model.attention == "none":
+        if not ATTENTIONS[self.config.model.attention].has_weights:
             return
         found = search_sentences(
             self.model, self.sentences, self.config.decode, self.device, beam_size=1, with_attention=True
