@@ -186,7 +186,7 @@ def train(
     from nmt.prepare import prepare as run_prepare
     from nmt.train import distributed
     from nmt.train.state import TrainingInterrupted
-    from nmt.train.trainer import Trainer
+    from nmt.train.trainer import build_trainer
 
     cfg = _load(config, set_)
     if minutes is not None:
@@ -205,7 +205,7 @@ def train(
                 f"Prepared data missing in {cfg.prepared_dir} after rank 0 prepared it: is it on a shared disk?"
             )
         try:
-            progress = Trainer(cfg, ddp.device(requested), ddp).run(resume)
+            progress = build_trainer(cfg, ddp.device(requested), ddp).run(resume)
             ddp.barrier()  # leave together: a rank tearing down while another still runs can abort it (gloo)
         except TrainingInterrupted as exc:
             again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])

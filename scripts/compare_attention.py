@@ -34,7 +34,7 @@ from nmt.plotting import plot_attention, plot_bleu_by_length
 from nmt.prepare import prepare
 from nmt.scoring import score, score_by_length
 from nmt.train.metrics import MetricsFile
-from nmt.train.trainer import Trainer
+from nmt.train.trainer import build_trainer
 from nmt.translate import Translator
 
 # name -> config overrides. Windows use D = 3: Anki sentences are short (about 8 subwords).
@@ -78,7 +78,7 @@ def run_variant(name: str, overrides: list[str], args, device: torch.device) -> 
         return json.loads(result_path.read_text(encoding="utf-8"))
     prepare(config, log=lambda _: None)
     started = time.perf_counter()
-    progress = Trainer(config, device, show_bar=False).run(resume=True)
+    progress = build_trainer(config, device, show_bar=False).run(resume=True)
     wall = time.perf_counter() - started
     records = MetricsFile(run_paths(config).metrics).read()
 

@@ -24,7 +24,7 @@ import torch
 from nmt.config import load_config
 from nmt.device import enable_tf32, select_device
 from nmt.prepare import prepare
-from nmt.train.trainer import Trainer
+from nmt.train.trainer import build_trainer
 
 VARIANTS = ("float32", "mixed, float32 recurrences", "mixed, 16-bit recurrences")
 
@@ -60,7 +60,7 @@ def train_variant(args, variant: str) -> dict:
     enable_tf32(device)
     start = time.perf_counter()
     with sixteen_bit_recurrences() if variant.endswith("16-bit recurrences") else contextlib.nullcontext():
-        trainer = Trainer(config, device)
+        trainer = build_trainer(config, device)
         progress = trainer.run(resume=True)
     last = trainer.metrics.read()[-1]
     return {

@@ -31,7 +31,7 @@ from nmt.paths import prepared_paths, run_paths
 from nmt.prepare import prepare
 from nmt.scoring import repeated_word_share, score
 from nmt.train.metrics import MetricsFile
-from nmt.train.trainer import Trainer
+from nmt.train.trainer import build_trainer
 from nmt.translate import Translator
 
 # name -> (training overrides, decoding overrides)
@@ -166,7 +166,7 @@ def train_run(base: str, overrides: list[str], seed: int, minutes: float, runs: 
                                 f"train.seed={seed}", f"train.max_minutes={minutes}", "train.epochs=1000"])  # fmt: skip
     if not (run_dir / "done").is_file():
         prepare(config, log=lambda _: None)
-        Trainer(config, device, show_bar=False).run(resume=True)
+        build_trainer(config, device, show_bar=False).run(resume=True)
         write_text_atomic(run_dir / "done", "")
     return run_dir
 

@@ -68,12 +68,12 @@ def train_variant(run_dir: Path, overrides: list[str], tweak: Tweak | None = Non
     process); ``tweak`` changes the model just before training. Returns the trainer."""
     from nmt.config import load_config
     from nmt.prepare import prepare
-    from nmt.train.trainer import Trainer
+    from nmt.train.trainer import build_trainer
 
     config = load_config(ROOT / CONFIG, [f"run_dir={run_dir}", *overrides])
     config.data.path = str(ROOT / config.data.path)
     prepare(config, log=lambda _: None)
-    trainer = Trainer(config, torch.device("cpu"), show_bar=False)
+    trainer = build_trainer(config, torch.device("cpu"), show_bar=False)
     trainer.log.echo = False
     if tweak is not None:
         tweak(trainer.model)

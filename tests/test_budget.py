@@ -10,7 +10,7 @@ from nmt.prepare import prepare
 from nmt.train import trainer as trainer_module
 from nmt.train.budget import TimeBudget
 from nmt.train.metrics import MetricsFile
-from nmt.train.trainer import Trainer
+from nmt.train.trainer import Trainer, build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -57,7 +57,7 @@ def make_trainer(tmp_path, ticks: dict, **train) -> Trainer:
     raw = tiny_config(tmp_path, data, train={"epochs": 3, "batch_size": 16, **train}, model={"dropout": 0.2})
     config = config_from_dict(raw)
     prepare(config, log=lambda _: None)
-    trainer = Trainer(config, torch.device("cpu"), show_bar=False)
+    trainer = build_trainer(config, torch.device("cpu"), show_bar=False)
     trainer.clock = ticks["clock"] = StepClock()
     return trainer
 

@@ -80,3 +80,43 @@ def test_the_checker_sees_a_violation():
     """The rules above would catch an upward import (the checker itself is not blind)."""
     tree = ast.parse("def f():\n    from nmt.translate import Translator\n")
     assert "nmt.translate" in imported(tree) and layer("nmt.translate") > layer("nmt.search")
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle a depth-first walk of ``graph`` (module -> modules it imports) closes."""
+    found, state, path = [], {}, []
+
+    def visit(module: str) -> None:
+        state[module] = "open"
+        path.append(module)
+        for other in sorted(graph.get(module, ())):
+            if state.get(other) == "open":
+                found.append(path[path.index(other) :] + [other])
+            elif other not in state:
+                visit(other)
+        path.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return found
+
+
+def test_no_two_modules_import_each_other_through_any_path():
+    """No import circle anywhere, TYPE_CHECKING and in-function imports included: config reads
+    the registries of attentions and cells, so the model may import the config, never the
+    reverse way round."""
+    graph = {m: {o for o in imported(tree) if o in MODULES and o != m} for m, tree in MODULES.items()}
+    assert import_cycles(graph) == []
+    assert {"nmt.model.attention", "nmt.model.cells"} <= graph["nmt.config"]
+    assert "nmt.config" not in graph["nmt.model.attention"] | graph["nmt.model.cells"]
+
+
+def test_the_cycle_finder_sees_a_circle():
+    graph = {
+        "nmt.config": {"nmt.model.attention"},
+        "nmt.model.attention": {"nmt.model.x"},
+        "nmt.model.x": {"nmt.config"},
+    }
+    assert import_cycles(graph) == [["nmt.config", "nmt.model.attention", "nmt.model.x", "nmt.config"]]

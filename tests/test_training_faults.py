@@ -11,7 +11,7 @@ from nmt.config import config_from_dict
 from nmt.errors import NmtError
 from nmt.prepare import prepare
 from nmt.train import trainer as trainer_module
-from nmt.train.trainer import Trainer
+from nmt.train.trainer import Trainer, build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -21,7 +21,7 @@ runner = CliRunner()
 def make_trainer(tmp_path, **train) -> Trainer:
     config = config_from_dict(tiny_config(tmp_path, write_anki(tmp_path / "p.txt", synthetic_pairs()), train=train))
     prepare(config, log=lambda _: None)
-    return Trainer(config, torch.device("cpu"), show_bar=False)
+    return build_trainer(config, torch.device("cpu"), show_bar=False)
 
 
 def test_nonfinite_steps_are_skipped_counted_and_stop_training(tmp_path, monkeypatch):

@@ -119,14 +119,14 @@ def test_training_with_a_weight_average_validates_both_and_translates_with_the_b
     from nmt.loading import load_checkpoints
     from nmt.prepare import prepare
     from nmt.train.metrics import MetricsFile
-    from nmt.train.trainer import Trainer
+    from nmt.train.trainer import build_trainer
 
     from .helpers import synthetic_pairs, tiny_config, write_anki
 
     config = config_from_dict(tiny_config(tmp_path, write_anki(tmp_path / "p.txt", synthetic_pairs()),
                                           train={"ema_decay": 0.9, "epochs": 2}))  # fmt: skip
     prepare(config, log=lambda _: None)
-    trainer = Trainer(config, torch.device("cpu"), show_bar=False)
+    trainer = build_trainer(config, torch.device("cpu"), show_bar=False)
     trainer.run()
     record = MetricsFile(trainer.run_dir.metrics).read()[-1]
     assert record["dev_bleu"] == max(record["raw_dev_bleu"], record["ema_dev_bleu"])

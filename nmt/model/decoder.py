@@ -36,8 +36,8 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.model.attention import ATTENTIONS, build_attention
-from nmt.model.dropout import Dropout
 from nmt.model.cells import Cells, build_cell, select_rows
+from nmt.model.dropout import Dropout
 from nmt.model.fast import InputGateTable
 from nmt.tokenizer import PAD_ID
 

@@ -17,8 +17,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.config import ModelConfig
-from nmt.model.dropout import Dropout
 from nmt.model.cells import build_cell
+from nmt.model.dropout import Dropout
 from nmt.model.fast import padded_birnn, run_in_float32
 from nmt.tokenizer import PAD_ID
 

@@ -15,6 +15,7 @@ from nmt.fileio import read_lines
 from nmt.paths import prepared_paths
 from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.train.distributed import Distributed
+from nmt.train.schedule import epoch_seeds
 
 
 @dataclass
@@ -50,10 +51,10 @@ def epoch_examples(data: TrainData, src_tok: Tokenizer, tgt_tok: Tokenizer, cfg:
     segmented afresh, seeded by (train.seed, epoch) so that a resumed epoch gets the same pairs."""
     if not cfg.subword_sampling:
         return data.train
-    seed = cfg.seed * 1000 + epoch
+    src_seed, tgt_seed = epoch_seeds(cfg, epoch)
     src_lines, tgt_lines = data.train_text
-    sampled = zip(src_tok.sample(src_lines, cfg.subword_sampling, seed),
-                  tgt_tok.sample(tgt_lines, cfg.subword_sampling, seed + 500))  # fmt: skip
+    sampled = zip(src_tok.sample(src_lines, cfg.subword_sampling, src_seed),
+                  tgt_tok.sample(tgt_lines, cfg.subword_sampling, tgt_seed))  # fmt: skip
     return within_length([Example(s, t) for s, t in sampled], cfg.max_len)
 
 

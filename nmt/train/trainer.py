@@ -28,9 +28,11 @@ from nmt.hardware import hardware_description
 from nmt.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.model.seq2seq import count_parameters
 from nmt.paths import run_paths
+from nmt.tokenizer import Tokenizer
 from nmt.train.averaging import WeightAverage
 from nmt.train.budget import TimeBudget
 from nmt.train.data import (
+    TrainData,
     batch_lengths,
     epoch_batches,
     epoch_examples,
@@ -41,8 +43,9 @@ from nmt.train.data import (
 from nmt.train.distributed import Distributed
 from nmt.train.log import RunLog
 from nmt.train.metrics import MetricsFile
-from nmt.train.optim import budget_learning_rate, build_optimizer, build_scheduler
+from nmt.train.optim import build_optimizer, build_scheduler
 from nmt.train.regularise import word_dropout
+from nmt.train.schedule import RunPosition, step_settings
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.train.step import StepResult, train_step
 from nmt.train.timeline import Timeline, probe_sources, probe_translations
@@ -102,8 +105,36 @@ class EpochMeter:
         return self.norm_sum.item() / max(1.0, self.norm_steps.item())
 
 
+def build_trainer(config: Config, device: torch.device, ddp: Distributed | None = None, show_bar: bool = True):
+    """The ``Trainer`` of ``config``: its tokenizers, prepared data and a new model, made in the
+    order that makes a run reproducible (threads and determinism first, then the seed the
+    model's initial weights come from)."""
+    if config.train.threads:
+        torch.set_num_threads(config.train.threads)
+    if config.train.deterministic:
+        make_deterministic(device)  # before the model reaches the GPU: cuBLAS reads its workspace setting then
+    seed_everything(config.train.seed)  # before the model: its initial weights come from this seed
+    src_tok, tgt_tok = load_tokenizers(config)
+    data = load_train_data(config, src_tok, tgt_tok)
+    model = new_model(config, src_tok, tgt_tok)
+    return Trainer(config, model, data, (src_tok, tgt_tok), device, ddp, show_bar)
+
+
 class Trainer:
-    def __init__(self, config: Config, device: torch.device, ddp: Distributed | None = None, show_bar: bool = True):
+    """Trains ``model`` on ``data`` as ``config`` says (``build_trainer`` makes both from the
+    config; tests hand in their own). ``tokenizers``: (source, target), for validation's text
+    and the checkpoints' vocabulary hashes."""
+
+    def __init__(
+        self,
+        config: Config,
+        model: torch.nn.Module,
+        data: TrainData,
+        tokenizers: tuple[Tokenizer, Tokenizer],
+        device: torch.device,
+        ddp: Distributed | None = None,
+        show_bar: bool = True,
+    ):
         ddp = ddp or Distributed()  # one process unless torchrun started several
         self.config, self.cfg, self.device, self.ddp = config, config.train, device, ddp
         self.run_dir = run_paths(config)
@@ -111,14 +142,9 @@ class Trainer:
         self.metrics = MetricsFile(self.run_dir.metrics)
         self.timeline = Timeline(self.run_dir.timeline)
         self.show_bar = show_bar and ddp.is_main
-        if self.cfg.threads:
-            torch.set_num_threads(self.cfg.threads)
-        if self.cfg.deterministic:
-            make_deterministic(device)  # before the model reaches the GPU: cuBLAS reads its workspace setting then
-        seed_everything(self.cfg.seed)  # before the model: its initial weights come from this seed
-        self.src_tok, self.tgt_tok = load_tokenizers(config)
-        self.data = load_train_data(config, self.src_tok, self.tgt_tok)
-        self.model = new_model(config, self.src_tok, self.tgt_tok).to(device)
+        self.src_tok, self.tgt_tok = tokenizers
+        self.data = data
+        self.model = model.to(device)
         if self.cfg.compile != "none":
             self.model.compile_steps(self.cfg.compile)
         self.optimizer = build_optimizer(self.model, self.cfg)
@@ -274,11 +300,14 @@ class Trainer:
         return stats
 
     def train_batch(self, batch: Batch, tokens: int, epoch: int, number: int, sentences: int) -> StepResult:
-        """One update; under DDP the loss is normalised by the global token count."""
+        """One update, with the settings the schedules give this step; under DDP the loss is
+        normalised by the global token count."""
         normalizer = self.ddp.global_tokens(tokens, self.device) / self.ddp.world  # DDP averages gradients over ranks
-        batch = word_dropout(batch.to(self.device), self.cfg.word_dropout)
-        if self.cfg.lr_schedule == "budget":
-            self.follow_budget(epoch, number)
+        settings = step_settings(self.cfg, RunPosition(epoch, number, self.epoch_length, self.budget.spent()))
+        if settings.learning_rate is not None:
+            for group in self.optimizer.param_groups:
+                group["lr"] = settings.learning_rate
+        batch = word_dropout(batch.to(self.device), settings.word_dropout)
         try:
             result = train_step(self.trained, batch, self.optimizer, self.cfg, normalizer, self.precision, self.scaler)
         except torch.cuda.OutOfMemoryError:
@@ -290,15 +319,6 @@ class Trainer:
         if self.average is not None:
             self.average.update()
         return result
-
-    def follow_budget(self, epoch: int, number: int) -> None:
-        """Set the learning rate for the share of the run spent before batch ``number`` of
-        ``epoch``: of train.epochs or of the time budget, whichever is further along."""
-        spent = (epoch - 1 + (number - 1) / self.epoch_length) / self.cfg.epochs
-        if self.cfg.max_minutes:
-            spent = max(spent, self.budget.spent() / self.budget.limit)
-        for group in self.optimizer.param_groups:
-            group["lr"] = budget_learning_rate(self.cfg.learning_rate, self.cfg.min_lr, spent, self.cfg.lr_hold)
 
     def check_nonfinite(self, meter: EpochMeter, epoch: int) -> None:
         if meter.in_a_row.item() >= self.cfg.max_nonfinite:
