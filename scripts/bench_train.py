@@ -9,6 +9,7 @@ Rows:
   JoeyNMT 2.3.0, own / our batches      when joeynmt is installed (see scripts/joeynmt_peer.py)
   nmt, encoder packed / padded          the config as given, with model.rnn_input=packed / padded
   nmt, compiled decoder step            the config as given, with train.compile=default (against the first row)
+  nmt, GRU / LSTM / LSTM 2 + 2 layers   model.rnn: the config with each cell, and stacked
 
     python scripts/bench_train.py --steps 200
     python scripts/bench_train.py --device cuda --steps 500 --set train.batch_tokens=6000
@@ -127,7 +128,7 @@ def main() -> None:
         "--rows",
         nargs="*",
         default=["default", "equivalent", "fast", "peer"],
-        help="which rows: default equivalent fast peer encoder compile precision batching deterministic",
+        help="which rows: default equivalent fast peer encoder compile precision batching deterministic cells",
     )
     parser.add_argument(
         "--repeats", type=int, default=1, help="time every row this many times, interleaved; report the median"
@@ -163,6 +164,11 @@ def main() -> None:
             plan.append((f"nmt, {tokens} tokens per batch", args.set + batch, dict()))
     if "deterministic" in args.rows:
         plan.append(("nmt, deterministic", args.set + ["train.deterministic=true"], dict()))
+    if "cells" in args.rows:  # model.rnn: the same model with each cell, and stacked
+        plan.append(("nmt, GRU", args.set + ["model.rnn=gru"], dict()))
+        plan.append(("nmt, LSTM", args.set + ["model.rnn=lstm"], dict()))
+        stacked = ["model.encoder_layers=2", "model.decoder_layers=2"]
+        plan.append(("nmt, LSTM, 2 + 2 layers", args.set + ["model.rnn=lstm", *stacked], dict()))
     jobs = [
         (label, _measure_kw, (label, args.config, overrides, common, options)) for label, overrides, options in plan
     ]
@@ -197,6 +203,7 @@ def main() -> None:
         ),
         ("luong-general fast path / step by step", "nmt, luong-general, fast path", "nmt, luong-general, step by step"),
         ("encoder padded / packed", "nmt, encoder padded", "nmt, encoder packed"),
+        ("LSTM / GRU", "nmt, LSTM", "nmt, GRU"),
         ("compiled decoder step / eager", "nmt, compiled decoder step", "nmt, config as given"),
         ("precision auto / float32", "nmt, precision auto", "nmt, float32"),
         ("deterministic / default", "nmt, deterministic", "nmt, config as given"),

@@ -118,6 +118,8 @@ VARIANTS |= {
     # levers measured after the recipe was chosen, on top of it
     "recipe, label smoothing 0.2": ([*LUONG_WIDE, *CHOSEN, "train.label_smoothing=0.2"], GUARD),
     "recipe, encoder output dropout 0.2": ([*LUONG_WIDE, *CHOSEN, "model.encoder_output_dropout=0.2"], GUARD),
+    # the cell: the CPU recipe (label smoothing 0.2, what configs/eng-mar-cpu.yaml ships) with an LSTM
+    "recipe, label smoothing 0.2, LSTM": ([*LUONG_WIDE, *CHOSEN, "train.label_smoothing=0.2", "model.rnn=lstm"], GUARD),
     # the 25-minute recipe with the CPU config's vocabularies
     "recipe at 25 minutes, vocabularies 2000": (
         [*RECIPE_25, "tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_size=2000"],

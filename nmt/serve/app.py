@@ -60,6 +60,8 @@ class ServedModel:
             "tgt_lang": config.data.tgt_lang,
             "attention": config.model.attention,
             "input_feeding": config.model.input_feeding,
+            "rnn": config.model.rnn,
+            "layers": [config.model.encoder_layers, config.model.decoder_layers],  # encoder, decoder
             "parameters": sum(p.numel() for p in model.parameters()),
             "beam_size": config.decode.beam_size,
             "scripts_without_font": self.scripts_without_font,
