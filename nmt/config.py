@@ -54,6 +54,7 @@ class DataConfig:
     max_chars: int = 1000  # longer sentences are clipped to this many characters (counted in the report)
     dev_size: float = 0.05  # carved sets, < 1: fraction of distinct source sentences; >= 1: their number
     test_size: float = 0.05
+    max_carved: int = 5000  # a fractional dev_size / test_size carves at most this many sources (0 = no cap)
     split_seed: int = 1234
     prepared_dir: str = ""  # where prepare writes; default <run_dir>/data
 
@@ -181,6 +182,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "data.max_chars": _POSITIVE,
     "data.dev_size": _POSITIVE,
     "data.test_size": _POSITIVE,
+    "data.max_carved": _NON_NEGATIVE,
     "tokenizer.src_vocab_size": (lambda v: v >= 300, "an integer >= 300 (256 byte-fallback pieces are included)"),
     "tokenizer.tgt_vocab_size": (lambda v: v >= 300, "an integer >= 300 (256 byte-fallback pieces are included)"),
     "tokenizer.character_coverage": (lambda v: 0.9 <= v <= 1.0, "a number between 0.9 and 1.0"),

@@ -21,6 +21,7 @@ class PreparedPaths:
     {train,dev,test}.{src_lang,tgt_lang}   parallel pairs, one per line
     {train,dev,test}.attribution          the third TSV column (or empty), line-aligned
     {dev,test}.multi.tsv                  source<TAB>ref1[<TAB>ref2...]: every reference
+    {train,dev,test}.{lang}.ids           the same sentences as token ids (nmt/data/shards.py)
     spm.{src_lang}.model, spm.{tgt_lang}.model   (tokenizer.joint: one spm.{src_lang}-{tgt_lang}.model)
     problems.txt                          every malformed line, as path:line: reason
     report.json, report.txt               counts, split sizes, length statistics
@@ -37,6 +38,9 @@ class PreparedPaths:
 
     def text(self, split: str, side: str) -> Path:
         return self.root / f"{split}.{self._lang(side)}"
+
+    def ids(self, split: str, side: str) -> Path:
+        return self.root / f"{split}.{self._lang(side)}.ids"
 
     def attribution(self, split: str) -> Path:
         return self.root / f"{split}.attribution"
@@ -67,6 +71,7 @@ class PreparedPaths:
 
     def outputs(self) -> list[Path]:
         files = [self.text(s, side) for s in SPLITS for side in ("src", "tgt")]
+        files += [self.ids(s, side) for s in SPLITS for side in ("src", "tgt")]
         files += [self.attribution(s) for s in SPLITS]
         files += [self.multi("dev"), self.multi("test"), self.spm("src"), self.spm("tgt")]
         return files + [self.problems, self.report_text, self.report, self.manifest]

@@ -15,6 +15,7 @@ from pathlib import Path
 from nmt.config import Config
 from nmt.data.pairs import Pair, ReadResult, drop_duplicates
 from nmt.data.references import write_references
+from nmt.data.shards import write_shard
 from nmt.data.sources import Corpus, describe, input_files, read_corpus
 from nmt.data.split import Splits, group_references, split_by_source
 from nmt.errors import NmtError
@@ -23,7 +24,7 @@ from nmt.fonts import missing_font_warning, missing_scripts
 from nmt.paths import SPLITS, PreparedPaths, prepared_paths
 from nmt.tokenizer import Tokenizer, train_sentencepiece
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: token-id shards
 MAX_PROBLEMS_SHOWN = 10
 # what a file that is mostly malformed was expected to hold, by kind
 TSV = "an Anki/Tatoeba TSV file (source<TAB>target per line)"
@@ -121,6 +122,14 @@ def _write_splits(paths: PreparedPaths, splits: Splits, references: dict[str, li
         write_references(paths.multi(split), rows)
 
 
+def _write_shards(paths: PreparedPaths, splits: Splits, src_tok: Tokenizer, tgt_tok: Tokenizer) -> None:
+    """Every split's sentences as token ids, encoded once: training reads them memory-mapped."""
+    for split in SPLITS:
+        pairs: list[Pair] = getattr(splits, split)
+        write_shard(paths.ids(split, "src"), src_tok.encode([p.src for p in pairs]))
+        write_shard(paths.ids(split, "tgt"), tgt_tok.encode([p.tgt for p in pairs]))
+
+
 def load_report(paths: PreparedPaths) -> dict:
     with open(paths.report, encoding="utf-8") as handle:
         return json.load(handle)
@@ -151,6 +160,7 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
     write_lines_atomic(paths.problems, (str(p) for p in corpus.problems))
     _write_splits(paths, splits, references)
     src_tok, tgt_tok = _train_tokenizers(config, paths, splits)
+    _write_shards(paths, splits, src_tok, tgt_tok)
     report = _report(config, input_sha256, corpus, kept, duplicates, splits, src_tok, tgt_tok)
     for warning in report.warnings():
         log(f"warning: {warning}")
@@ -182,6 +192,7 @@ def _split(config: Config, kept: list[Pair], corpus: Corpus) -> tuple[Splits, di
         data.dev_size if "dev" in carved else 0,
         data.test_size if "test" in carved else 0,
         data.split_seed,
+        data.max_carved,
     )
     references = {split: group_references(getattr(splits, split)) for split in carved}
     for split, given in corpus.given.items():

@@ -38,3 +38,15 @@ def test_split_too_large_is_refused():
 
 def test_group_references():
     assert group_references(make_pairs(2, 2)) == [("s0", ["t0-0", "t0-1"]), ("s1", ["t1-0", "t1-1"])]
+
+
+def test_a_fraction_carves_at_most_the_cap_and_a_count_is_taken_as_given():
+    pairs = make_pairs(1000, 1)
+    capped = split_by_source(pairs, dev_size=0.05, test_size=0.05, seed=3, cap=20)  # 5 % would be 50
+    assert len(capped.dev) == len(capped.test) == 20 and len(capped.train) == 960
+    uncapped = split_by_source(pairs, dev_size=0.05, test_size=0.05, seed=3, cap=0)
+    assert len(uncapped.dev) == 50
+    counted = split_by_source(pairs, dev_size=30, test_size=0.01, seed=3, cap=20)
+    assert len(counted.dev) == 30 and len(counted.test) == 10  # a count is what was asked for; 1 % is under the cap
+    below = split_by_source(pairs, dev_size=0.05, test_size=0.05, seed=3, cap=5000)
+    assert [p.src for p in below.test] == [p.src for p in uncapped.test]  # a cap not reached changes nothing

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from nmt.config import Config, TrainConfig
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
 from nmt.data.references import read_references
+from nmt.data.shards import Shard, ShardPairs
 from nmt.fileio import read_lines
 from nmt.paths import prepared_paths
 from nmt.tokenizer import PAD_ID, Tokenizer
@@ -20,8 +22,8 @@ from nmt.train.schedule import epoch_seeds
 
 @dataclass
 class TrainData:
-    train: list[Example]
-    dev: list[Example]  # dev pairs, for the loss
+    train: Sequence[Example]  # read from the prepared token shards, or given in memory
+    dev: Sequence[Example]  # dev pairs, for the loss
     dev_sources: list[list[int]]  # distinct dev sources, for BLEU
     dev_references: list[list[str]]  # every reference of each distinct dev source
     skipped_long: int  # training pairs over train.max_len
@@ -32,12 +34,24 @@ def encode_pairs(src_tok: Tokenizer, tgt_tok: Tokenizer, src_lines: list[str], t
     return [Example(s, t) for s, t in zip(src_tok.encode(src_lines), tgt_tok.encode(tgt_lines))]
 
 
-def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TrainData:
+def shard_pairs(config: Config, split: str, src_tok: Tokenizer, tgt_tok: Tokenizer) -> ShardPairs:
+    """A prepared split's pairs, memory-mapped from its token shards."""
     paths = prepared_paths(config)
-    train_text = (read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
-    train = encode_pairs(src_tok, tgt_tok, *train_text)
-    kept = within_length(train, config.train.max_len)
-    dev = encode_pairs(src_tok, tgt_tok, read_lines(paths.text("dev", "src")), read_lines(paths.text("dev", "tgt")))
+    return ShardPairs(
+        Shard(paths.ids(split, "src"), src_tok.vocab_size), Shard(paths.ids(split, "tgt"), tgt_tok.vocab_size)
+    )
+
+
+def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TrainData:
+    """The prepared splits as token ids (no re-encoding: prepare wrote them); the training
+    text only when subword sampling segments it afresh each epoch."""
+    paths = prepared_paths(config)
+    train = shard_pairs(config, "train", src_tok, tgt_tok)
+    kept = train.within_length(config.train.max_len)
+    train_text = ([], [])
+    if config.train.subword_sampling:
+        train_text = (read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
+    dev = shard_pairs(config, "dev", src_tok, tgt_tok)
     dev_set = read_references(paths.multi("dev"))
     return TrainData(kept, dev, src_tok.encode(dev_set.sources), dev_set.references, len(train) - len(kept), train_text)
 
@@ -58,12 +72,16 @@ def epoch_examples(data: TrainData, src_tok: Tokenizer, tgt_tok: Tokenizer, cfg:
     return within_length([Example(s, t) for s, t in sampled], cfg.max_len)
 
 
-def batch_lengths(examples: list[Example]) -> list[int]:
-    """The padded length each example needs: its longer side plus <eos>/<bos>."""
+def batch_lengths(examples: Sequence[Example]) -> list[int]:
+    """The padded length each example needs: its longer side plus <eos>/<bos> (from the
+    shards' offsets alone when the examples are memory-mapped)."""
+    if isinstance(examples, ShardPairs):
+        src, tgt = examples.lengths()
+        return (np.maximum(src, tgt) + 1).tolist()
     return [max(len(ex.src_ids), len(ex.tgt_ids)) + 1 for ex in examples]
 
 
-def epoch_batches(examples: list[Example], cfg: TrainConfig, epoch: int, world: int = 1) -> list[list[int]]:
+def epoch_batches(examples: Sequence[Example], cfg: TrainConfig, epoch: int, world: int = 1) -> list[list[int]]:
     """This epoch's global batches: bucketed, and shuffled with a seed of (train.seed, epoch).
     With ``world`` data-parallel processes each batch holds ``world`` times the sentences
     (and token budget); every process takes its share of each."""
@@ -73,7 +91,7 @@ def epoch_batches(examples: list[Example], cfg: TrainConfig, epoch: int, world: 
     )
 
 
-def local_batch(examples: list[Example], indices: list[int], ddp: Distributed) -> Batch:
+def local_batch(examples: Sequence[Example], indices: list[int], ddp: Distributed) -> Batch:
     """This process's part of a global batch. A process left without sentences (a global
     batch smaller than the world) still steps, on one sentence whose targets are all padding,
     so it adds nothing to the loss or the gradients."""
@@ -96,7 +114,7 @@ def loader_workers(cfg: TrainConfig, device: torch.device) -> int:
 class _EpochBatches(torch.utils.data.Dataset):
     """Item i: the collated (local share of) global batch i."""
 
-    def __init__(self, examples: list[Example], batches: list[list[int]], ddp: Distributed):
+    def __init__(self, examples: Sequence[Example], batches: list[list[int]], ddp: Distributed):
         self.examples, self.batches, self.ddp = examples, batches, ddp
 
     def __len__(self) -> int:
@@ -113,7 +131,7 @@ def _ignore_stop_signals(_worker_id: int) -> None:
 
 
 def iterate_batches(
-    examples: list[Example], batches: list[list[int]], ddp: Distributed, workers: int, pin_memory: bool
+    examples: Sequence[Example], batches: list[list[int]], ddp: Distributed, workers: int, pin_memory: bool
 ) -> Iterator[Batch]:
     """The collated batches, in order: built in the loop, or by ``workers`` processes ahead of
     it; in page-locked memory with ``pin_memory`` (for asynchronous copies to a GPU)."""
