@@ -92,5 +92,5 @@ def test_ids_beyond_the_vocabulary_and_a_missing_shard_are_refused(tmp_path):
     path = write_shard(tmp_path / "train.mr.ids", [[4, 500]])
     with pytest.raises(NmtError, match="holds id 500, beyond the vocabulary of 300"):
         Shard(path, vocab_size=300)
-    with pytest.raises(NmtError, match="missing.*nmt prepare --force"):
+    with pytest.raises(NmtError, match=r"missing.*nmt prepare --force"):
         Shard(tmp_path / "nowhere.ids", vocab_size=300)
