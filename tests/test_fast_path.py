@@ -9,7 +9,7 @@ import torch
 
 from nmt.config import ModelConfig
 from nmt.data.batching import Example, collate
-from nmt.model.cells import CELLS, build_cell
+from nmt.model.cells import CELLS, build_cell, layer_parts
 from nmt.model.encoder import Encoder
 from nmt.model.fast import reverse_within_lengths
 from nmt.model.seq2seq import Seq2Seq
@@ -40,7 +40,7 @@ def random_cells(cell, batch: int, seed: int):
 
 
 def flat(cells) -> list[torch.Tensor]:
-    return [t for layer in cells for t in ((layer,) if isinstance(layer, torch.Tensor) else layer)]
+    return [t for layer in cells for t in layer_parts(layer)]
 
 
 @pytest.mark.parametrize("layers", [1, 3])
@@ -90,7 +90,7 @@ def test_initial_state_has_the_cells_type_from_the_bridge(name):
     cells = cell.initial_state(bridged)
     assert len(cells) == 3
     for layer in cells:
-        parts = (layer,) if isinstance(layer, torch.Tensor) else layer
+        parts = layer_parts(layer)
         assert len(parts) == cell.state_parts and all(p.shape == (2, 4) for p in parts)
         assert parts[0].abs().max() <= 1  # h through tanh
     if cell.state_parts == 2:  # an LSTM's memory cell is not squashed

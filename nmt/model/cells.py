@@ -33,14 +33,19 @@ State = torch.Tensor | tuple[torch.Tensor, ...]  # one layer: h, or (h, c)
 Cells = tuple[State, ...]  # a stack, bottom layer first
 
 
+def layer_parts(state: State) -> tuple[torch.Tensor, ...]:
+    """One layer's state as a tuple, h first: (h,) or (h, c)."""
+    return (state,) if isinstance(state, torch.Tensor) else tuple(state)
+
+
+def layer_state(parts: tuple[torch.Tensor, ...]) -> State:
+    """The inverse of ``layer_parts``: h alone, or the tuple (h, c)."""
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
 def select_rows(cells: Cells, index: torch.Tensor) -> Cells:
     """Rows ``index`` of every tensor of a stack's state (expanding or reordering beams)."""
-    return tuple(
-        layer.index_select(0, index)
-        if isinstance(layer, torch.Tensor)
-        else tuple(part.index_select(0, index) for part in layer)
-        for layer in cells
-    )
+    return tuple(layer_state(tuple(part.index_select(0, index) for part in layer_parts(layer))) for layer in cells)
 
 
 class RecurrentCell:
@@ -77,15 +82,14 @@ class RecurrentCell:
     @staticmethod
     def output(state: State) -> torch.Tensor:
         """h (B, H) of one layer's state."""
-        return state if isinstance(state, torch.Tensor) else state[0]
+        return layer_parts(state)[0]
 
     def initial_state(self, bridged: torch.Tensor) -> Cells:
         """The bridge's output (B, layers · state_parts · H) -> the stack's first state: each
         layer's h through tanh (s_0 = tanh(W_s ←h_1)); an LSTM's memory cell c unsquashed."""
         chunks = bridged.chunk(self.num_layers * self.state_parts, dim=-1)
         layers = [chunks[i : i + self.state_parts] for i in range(0, len(chunks), self.state_parts)]
-        states = [(torch.tanh(parts[0]), *parts[1:]) for parts in layers]
-        return tuple(state[0] if len(state) == 1 else state for state in states)
+        return tuple(layer_state((torch.tanh(parts[0]), *parts[1:])) for parts in layers)
 
     def _as_hx(self, cells: Cells):
         """A stack's state as the module's call takes it: (layers, B, H), or a tuple of those."""
@@ -122,15 +126,13 @@ class RecurrentCell:
         for layer, state in enumerate(cells):
             if layer > 0:
                 inputs = self.between_layers(self.output(new[-1]))
-            parts = (state,) if isinstance(state, torch.Tensor) else state
-            new.append(run_in_float32(self.reference_cell, inputs, parts, *self.layer_weights(layer)))
+            new.append(run_in_float32(self.reference_cell, inputs, layer_parts(state), *self.layer_weights(layer)))
         return tuple(new)
 
     def layer_step(self, input_gates: torch.Tensor, state: State, layer: int) -> State:
         """One layer's kernel on precomputed input gates, in float32 under autocast."""
         _, weight_hh, _, bias_hh = self.layer_weights(layer)
-        parts = (state,) if isinstance(state, torch.Tensor) else state
-        return run_in_float32(self.kernel, input_gates, weight_hh, bias_hh, *parts)
+        return run_in_float32(self.kernel, input_gates, weight_hh, bias_hh, *layer_parts(state))
 
     def fast_step(self, input_gates: torch.Tensor, cells: Cells) -> Cells:
         """The fast path: layer 0 on its given input gates (B, gates·H), the layers above on the
@@ -150,7 +152,7 @@ class RecurrentCell:
 
     def final_output(self, final) -> torch.Tensor:
         """h_n (layers · directions, B, H) of what the module's call returns as its final state."""
-        return final if isinstance(final, torch.Tensor) else final[0]
+        return layer_parts(final)[0]
 
     def run_direction(self, inputs: torch.Tensor, layer: int, suffix: str) -> torch.Tensor:
         """One direction of one layer over (B, S, in), from a zero state -> outputs (B, S, H)."""

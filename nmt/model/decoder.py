@@ -36,7 +36,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.model.attention import ATTENTIONS, build_attention
-from nmt.model.cells import Cells, build_cell, select_rows
+from nmt.model.cells import Cells, build_cell, layer_parts, select_rows
 from nmt.model.dropout import Dropout
 from nmt.model.fast import InputGateTable
 from nmt.tokenizer import PAD_ID
@@ -64,8 +64,7 @@ class DecoderState:
     @property
     def hidden(self) -> torch.Tensor:
         """s_{t-1} / h_{t-1} (B, decoder_hidden): the top layer's h."""
-        top = self.cells[-1]
-        return top if isinstance(top, torch.Tensor) else top[0]
+        return layer_parts(self.cells[-1])[0]
 
     def select(self, index: torch.Tensor) -> DecoderState:
         feed = None if self.feed is None else self.feed.index_select(0, index)

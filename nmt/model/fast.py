@@ -99,12 +99,13 @@ def padded_birnn(rnn, embedded: torch.Tensor, lengths: torch.Tensor) -> tuple[to
     return layer_input, layer_input[:, 0, rnn.hidden_size :]  # ←h_1 is the backward output at position 1
 
 
-def flatten_per_direction(rnn: nn.RNNBase) -> None:
-    """On a CUDA GPU, give each direction of each layer of ``rnn`` its own contiguous cuDNN
-    weight buffer, as a one-layer unidirectional module has it: ``padded_birnn`` calls cuDNN
-    one direction at a time, and weights in the middle of the module's one bidirectional
-    buffer would be copied (with a warning) on every call. A no-op elsewhere, and once done
-    (the module flattens its own layout again when moved, so this checks every call, cheaply)."""
+def flatten_per_direction(rnn) -> None:
+    """On a CUDA GPU, give each direction of each layer of ``rnn`` (a bidirectional
+    ``RecurrentCell``) its own contiguous cuDNN weight buffer, as a one-layer unidirectional
+    module has it: ``padded_birnn`` calls cuDNN one direction at a time, and weights in the
+    middle of the module's one bidirectional buffer would be copied (with a warning) on every
+    call. A no-op elsewhere, and once done (the module flattens its own layout again when
+    moved, so this checks every call, cheaply)."""
     if not (rnn.weight_ih_l0.is_cuda and torch._use_cudnn_rnn_flatten_weight()):
         return
     if rnn.weight_ih_l0_reverse.storage_offset() == 0:  # already one buffer per direction
@@ -114,10 +115,7 @@ def flatten_per_direction(rnn: nn.RNNBase) -> None:
         for layer in range(rnn.num_layers):
             input_size = rnn.input_size if layer == 0 else 2 * rnn.hidden_size
             for suffix in ("", "_reverse"):
-                weights = [
-                    getattr(rnn, f"{name}_l{layer}{suffix}")
-                    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-                ]
+                weights = rnn.layer_weights(layer, suffix)
                 # re-points these parameters into a fresh buffer (the tensors and their identity stay)
                 torch._cudnn_rnn_flatten_weight(weights, 4, input_size, mode, rnn.hidden_size, 0, 1, True, False)
 
