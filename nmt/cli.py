@@ -452,6 +452,24 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8000,
     device: DeviceOption = None,
+    token: Annotated[
+        str,
+        typer.Option(
+            "--token",
+            envvar="NMT_SERVE_TOKEN",
+            help="A shared token every API request must carry (a class opens /?token=TOKEN).",
+        ),
+    ] = "",
+    max_work: Annotated[
+        int | None,
+        typer.Option(
+            "--max-work", min=1, help="One request's work limit: characters x beam size, summed (413 beyond; 256000)."
+        ),
+    ] = None,
+    max_queued: Annotated[
+        int | None,
+        typer.Option("--max-queued", min=1, help="Texts waiting per model before 503 + Retry-After (512)."),
+    ] = None,
 ) -> None:
     """A local page that translates as you type and draws attention, and its JSON API.
 
@@ -460,6 +478,7 @@ def serve(
     """
     from nmt.loading import load_packages
     from nmt.serve.app import build_app, run_server
+    from nmt.serve.requests import Limits
     from nmt.translate import Translator
 
     if model and (config is not None or set_ or checkpoint):
@@ -474,8 +493,17 @@ def serve(
     else:
         translator = _translator(config, set_, checkpoint, None, device)
         translators = {Path(translator.loaded.config.run_dir).name: translator}
-    typer.echo(f"Serving {', '.join(translators)} on http://{host}:{port}/ (Ctrl-C stops)", err=True)
-    run_server(build_app(translators), host, port)
+    address = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
+    typer.echo(f"Serving {', '.join(translators)} on {address} (Ctrl-C stops)", err=True)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(
+            f"warning: listening on {host}: anyone who can reach this machine on the network can open the page "
+            "and use the API"
+            + (" with the token." if token else "; --token TOKEN makes every request carry a shared token."),
+            err=True,
+        )
+    limits = Limits(max_work=max_work or Limits.max_work, max_queued=max_queued or Limits.max_queued)
+    run_server(build_app(translators, limits, token), host, port)
 
 
 RunDirArgument = Annotated[Path, typer.Argument(help="A run directory (run_dir of a config).")]

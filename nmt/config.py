@@ -72,6 +72,9 @@ class TokenizerConfig:
     # true: one SentencePiece model for both languages (its size: src_vocab_size, which must equal
     # tgt_vocab_size), and the encoder and decoder share one embedding table
     joint: bool = False
+    # SentencePiece learns from a seeded sample of this many training pairs (all when fewer):
+    # its memory grows with what it reads, not with the corpus
+    sample_pairs: int = 200_000
 
 
 @dataclass
@@ -135,6 +138,8 @@ class TrainConfig:
     max_nonfinite: int = 10  # stop after this many steps in a row with a non-finite loss or gradient
     tensorboard: bool = False  # also log scalars and attention heatmaps to <run_dir>/tensorboard
     probes: int = 3  # the first N dev sentences' attention at every validation, in <run_dir>/timeline.jsonl (0 = off)
+    # validate on a fixed seeded sample of this many distinct dev sources and their pairs (0 = all of them)
+    validation_sentences: int = 0
 
 
 @dataclass
@@ -185,6 +190,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "data.max_carved": _NON_NEGATIVE,
     "tokenizer.src_vocab_size": (lambda v: v >= 300, "an integer >= 300 (256 byte-fallback pieces are included)"),
     "tokenizer.tgt_vocab_size": (lambda v: v >= 300, "an integer >= 300 (256 byte-fallback pieces are included)"),
+    "tokenizer.sample_pairs": (lambda v: v >= 1000, "an integer >= 1000"),
     "tokenizer.character_coverage": (lambda v: 0.9 <= v <= 1.0, "a number between 0.9 and 1.0"),
     "model.embed_dim": _POSITIVE,
     "model.encoder_hidden": _POSITIVE,
@@ -211,6 +217,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.max_len": _POSITIVE,
     "train.patience": _NON_NEGATIVE,
     "train.max_minutes": _NON_NEGATIVE,
+    "train.validation_sentences": _NON_NEGATIVE,
     "train.lr_patience": _NON_NEGATIVE,
     "train.lr_factor": (lambda v: 0.0 < v < 1.0, "a number in (0, 1)"),
     "train.min_lr": _NON_NEGATIVE,

@@ -76,6 +76,27 @@ def read_lines(path: str | Path, errors: str = "strict") -> list[str]:
         return split_lines(handle.read().decode("utf-8", errors=errors).removeprefix("\ufeff"))
 
 
+def count_lines(path: str | Path) -> int:
+    """How many lines a file has (a last line without an ending counts), read in blocks."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 file one at a time, split on LF only (as ``read_lines``)."""
+    with open(path, "rb") as handle:
+        for index, line in enumerate(handle):
+            if index == 0:
+                line = line.removeprefix(b"\xef\xbb\xbf")
+                if not line:  # a byte-order mark and nothing else
+                    return
+            yield line.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8")
+
+
 def sha256_file(path: str | Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

@@ -1,30 +1,36 @@
 """``nmt prepare``: a TSV file, or line-aligned files (``nmt.data.sources``) -> cleaned text files
-split into train/dev/test (or with dev/test as given) + SentencePiece model(s).
+split into train/dev/test (or with dev/test as given), SentencePiece model(s), and every
+split's token ids as memory-mapped shards.
 
-The prepared folder's layout is ``nmt.paths.PreparedPaths``.
+The training corpus is read in passes and never held (``nmt.data.streaming``): memory stays
+flat from a thousand pairs to millions. The prepared folder's layout is ``nmt.paths.PreparedPaths``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import statistics
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+from tqdm import tqdm
+
 from nmt.config import Config
-from nmt.data.pairs import Pair, ReadResult, drop_duplicates
+from nmt.data.pairs import Pair, ReadResult
 from nmt.data.references import write_references
 from nmt.data.shards import write_shard
 from nmt.data.sources import Corpus, describe, input_files, read_corpus
-from nmt.data.split import Splits, group_references, split_by_source
+from nmt.data.streaming import Distribution, Survey, carve, carved_references, distribute, survey
 from nmt.errors import NmtError
-from nmt.fileio import sha256_file, write_lines_atomic, write_text_atomic
+from nmt.fileio import atomic_text_writer, count_lines, sha256_file, write_lines_atomic, write_text_atomic
 from nmt.fonts import missing_font_warning, missing_scripts
 from nmt.paths import SPLITS, PreparedPaths, prepared_paths
-from nmt.tokenizer import Tokenizer, train_sentencepiece
+from nmt.tokenizer import Tokenizer, encoded_lines, train_sentencepiece
 
-FORMAT_VERSION = 3  # 3: token-id shards
+FORMAT_VERSION = 4  # 3: token-id shards; 4: shards written as they are encoded
 MAX_PROBLEMS_SHOWN = 10
 # what a file that is mostly malformed was expected to hold, by kind
 TSV = "an Anki/Tatoeba TSV file (source<TAB>target per line)"
@@ -52,6 +58,7 @@ class PrepareReport:
     given_sets: dict[str, str] = field(default_factory=dict)  # dev/test read from files: split -> files
     sources_also_in_train: dict[str, int] = field(default_factory=dict)  # given sets' sources seen in training
     scripts_without_font: dict[str, str] = field(default_factory=dict)  # script -> example character
+    tokenizer_pairs: int = 0  # training pairs SentencePiece learned from (a seeded sample of a large corpus)
     reused: bool = False
 
     def summary(self) -> str:
@@ -76,6 +83,12 @@ class PrepareReport:
                 f"median {stats['median']:.0f}, p95 {stats['p95']:.0f}, max {stats['max']:.0f}"
             )
         lines.append(f"  vocabulary sizes: {self.vocab_sizes}")
+        train_pairs = self.split_pairs["train"]
+        if self.tokenizer_pairs < train_pairs:
+            lines.append(
+                f"  SentencePiece learned from a seeded sample of {self.tokenizer_pairs:,} of the {train_pairs:,} "
+                "training pairs (tokenizer.sample_pairs)."
+            )
         lines += [f"  warning: {warning}" for warning in self.warnings()]
         return "\n".join(lines)
 
@@ -102,32 +115,14 @@ def _fingerprint(config: Config, input_sha256: str) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def _length_stats(lengths: list[int]) -> dict[str, float]:
-    ordered = sorted(lengths)
+def _length_stats(lengths: np.ndarray) -> dict[str, float]:
+    ordered = np.sort(lengths)
     return {
-        "mean": statistics.fmean(ordered),
-        "median": statistics.median(ordered),
-        "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-        "max": ordered[-1],
+        "mean": float(ordered.mean()),
+        "median": float(np.median(ordered)),
+        "p95": float(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]),
+        "max": float(ordered[-1]),
     }
-
-
-def _write_splits(paths: PreparedPaths, splits: Splits, references: dict[str, list[tuple[str, list[str]]]]) -> None:
-    for split in SPLITS:
-        pairs: list[Pair] = getattr(splits, split)
-        write_lines_atomic(paths.text(split, "src"), (p.src for p in pairs))
-        write_lines_atomic(paths.text(split, "tgt"), (p.tgt for p in pairs))
-        write_lines_atomic(paths.attribution(split), (p.attribution for p in pairs))
-    for split, rows in references.items():
-        write_references(paths.multi(split), rows)
-
-
-def _write_shards(paths: PreparedPaths, splits: Splits, src_tok: Tokenizer, tgt_tok: Tokenizer) -> None:
-    """Every split's sentences as token ids, encoded once: training reads them memory-mapped."""
-    for split in SPLITS:
-        pairs: list[Pair] = getattr(splits, split)
-        write_shard(paths.ids(split, "src"), src_tok.encode([p.src for p in pairs]))
-        write_shard(paths.ids(split, "tgt"), tgt_tok.encode([p.tgt for p in pairs]))
 
 
 def load_report(paths: PreparedPaths) -> dict:
@@ -140,28 +135,30 @@ def is_prepared(config: Config) -> bool:
     return all(p.is_file() for p in paths.outputs())
 
 
-def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
-    """Read, clean, split and tokenize the config's data into the prepared directory."""
+def prepare(config: Config, force: bool = False, log=print, show_bar: bool = True) -> PrepareReport:
+    """Read, clean, split and tokenize the config's data into the prepared directory.
+    ``show_bar``: progress bars (lines per second) on a terminal."""
     paths = prepared_paths(config)
-    input_sha256 = _sha256_of(input_files(config.data))
+    files = input_files(config.data)
+    input_sha256 = _sha256_of(files)
     fingerprint = _fingerprint(config, input_sha256)
     reused = _reusable_report(config, paths, fingerprint, force)
     if reused is not None:
         return reused
     corpus = read_corpus(config.data, paths.root / "source")
-    _check_problems(corpus.train, corpus.train_path, config.data.on_malformed, log, TSV if config.data.path else LINES)
-    for given in corpus.given.values():
-        _check_problems(given.read, given.files[0], config.data.on_malformed, log, LINES)
-    pairs = corpus.train.pairs[: config.data.max_pairs] if config.data.max_pairs else corpus.train.pairs
-    kept, duplicates = drop_duplicates(pairs)
-    splits, references = _split(config, kept, corpus)
-
+    created = not paths.root.exists()
     paths.root.mkdir(parents=True, exist_ok=True)
-    write_lines_atomic(paths.problems, (str(p) for p in corpus.problems))
-    _write_splits(paths, splits, references)
-    src_tok, tgt_tok = _train_tokenizers(config, paths, splits)
-    _write_shards(paths, splits, src_tok, tgt_tok)
-    report = _report(config, input_sha256, corpus, kept, duplicates, splits, src_tok, tgt_tok)
+    try:
+        with tempfile.TemporaryDirectory(dir=paths.root, prefix=".prepare-") as scratch:
+            found, distribution = _split_corpus(config, corpus, paths, Path(scratch), log, show_bar)
+    except BaseException:
+        if created and not any(paths.root.iterdir()):
+            paths.root.rmdir()  # a refused corpus leaves nothing behind
+        raise
+    src_tok, tgt_tok = _train_tokenizers(config, paths, distribution.sample)
+    log(f"SentencePiece trained on {len(distribution.sample):,} training pairs; encoding the splits.")
+    lengths = _write_shards(paths, distribution.split_pairs, src_tok, tgt_tok, show_bar)
+    report = _report(config, input_sha256, corpus, found, distribution, lengths, src_tok, tgt_tok)
     for warning in report.warnings():
         log(f"warning: {warning}")
     write_text_atomic(paths.report, json.dumps(asdict(report), indent=2, ensure_ascii=False))
@@ -170,37 +167,78 @@ def prepare(config: Config, force: bool = False, log=print) -> PrepareReport:
     return report
 
 
+def _split_corpus(
+    config: Config, corpus: Corpus, paths: PreparedPaths, scratch: Path, log, show_bar: bool
+) -> tuple[Survey, Distribution]:
+    """Passes 1 and 2 over the training data: survey it, check it, then write the split text
+    files (and problems.txt, the given sets and the references)."""
+    data = config.data
+    total_lines = count_lines(corpus.train_path)
+    with (
+        open(scratch / "problems.txt", "w", encoding="utf-8", newline="\n") as spill,
+        _bar(total_lines, "reading", show_bar) as bar,
+    ):
+        result = ReadResult(keep_problems=MAX_PROBLEMS_SHOWN, on_problem=lambda problem: spill.write(f"{problem}\n"))
+        found = survey(corpus, scratch, result, bar)
+    _check_problems(result, corpus.train_path, data.on_malformed, log, TSV if data.path else LINES)
+    for given in corpus.given.values():
+        _check_problems(given.read, given.files[0], data.on_malformed, log, LINES)
+    carved = [split for split in ("dev", "test") if split not in corpus.given]
+    if carved and found.n_sources < 1 + len(carved):
+        raise NmtError(
+            f"{describe(data)} holds {found.distinct_pairs} usable pair(s): "
+            f"too few to split into train, {' and '.join(carved)}."
+        )
+    if not found.distinct_pairs:
+        raise NmtError(f"{describe(data)} holds no usable sentence pair to train on.")
+    for split, given in corpus.given.items():
+        if not given.rows:
+            raise NmtError(f"data.{split} holds no usable sentence pair.")
+    split_of = carve(found, data, carved)
+    with _bar(total_lines, "splitting", show_bar) as bar:
+        distribution = distribute(corpus, found, split_of, carved, paths, config.tokenizer.sample_pairs, bar)
+    references = carved_references(distribution)
+    for split, given in corpus.given.items():
+        _write_given(paths, split, given.read.pairs)
+        references[split] = given.rows
+        distribution.split_pairs[split] = len(given.read.pairs)
+    for split in ("dev", "test"):
+        write_references(paths.multi(split), references[split])
+    with atomic_text_writer(paths.problems) as out, open(scratch / "problems.txt", encoding="utf-8") as spilled:
+        shutil.copyfileobj(spilled, out)
+        out.writelines(f"{problem}\n" for problem in corpus.given_problems)
+    return found, distribution
+
+
+def _bar(total: int, what: str, show: bool) -> tqdm:
+    return tqdm(total=total, desc=f"prepare: {what}", unit=" lines", unit_scale=True, leave=False,
+                disable=None if show else True)  # fmt: skip
+
+
+def _write_given(paths: PreparedPaths, split: str, pairs: list[Pair]) -> None:
+    write_lines_atomic(paths.text(split, "src"), (p.src for p in pairs))
+    write_lines_atomic(paths.text(split, "tgt"), (p.tgt for p in pairs))
+    write_lines_atomic(paths.attribution(split), (p.attribution for p in pairs))
+
+
+def _write_shards(
+    paths: PreparedPaths, split_pairs: dict[str, int], src_tok: Tokenizer, tgt_tok: Tokenizer, show_bar: bool
+) -> dict[str, np.ndarray]:
+    """Pass 3: every split's sentences as token ids, encoded once from the written text files;
+    training reads them memory-mapped. Returns the training sentences' lengths per side."""
+    lengths = {}
+    with _bar(2 * sum(split_pairs.values()), "encoding", show_bar) as bar:
+        for split in SPLITS:
+            for side, tokenizer in (("src", src_tok), ("tgt", tgt_tok)):
+                ids = encoded_lines(tokenizer, paths.text(split, side), bar)
+                lengths[split, side] = write_shard(paths.ids(split, side), ids, tokenizer.vocab_size)
+    return {"src": lengths["train", "src"], "tgt": lengths["train", "tgt"]}
+
+
 def _sha256_of(files: list[Path]) -> str:
     """One file's sha256 (an Anki TSV's, as before), or the sha256 of several files' in order."""
     hashes = [sha256_file(path) for path in files]
     return hashes[0] if len(hashes) == 1 else hashlib.sha256("".join(hashes).encode()).hexdigest()
-
-
-def _split(config: Config, kept: list[Pair], corpus: Corpus) -> tuple[Splits, dict[str, list[tuple[str, list[str]]]]]:
-    """Carve the dev/test sets that were not given out of the training pairs (by source sentence);
-    take the given ones as they are. Returns the splits and each dev/test set's references."""
-    data = config.data
-    carved = [split for split in ("dev", "test") if split not in corpus.given]
-    if carved and len({p.src for p in kept}) < 1 + len(carved):
-        raise NmtError(
-            f"{describe(data)} holds {len(kept)} usable pair(s): too few to split into train, {' and '.join(carved)}."
-        )
-    if not kept:
-        raise NmtError(f"{describe(data)} holds no usable sentence pair to train on.")
-    splits = split_by_source(
-        kept,
-        data.dev_size if "dev" in carved else 0,
-        data.test_size if "test" in carved else 0,
-        data.split_seed,
-        data.max_carved,
-    )
-    references = {split: group_references(getattr(splits, split)) for split in carved}
-    for split, given in corpus.given.items():
-        if not given.rows:
-            raise NmtError(f"data.{split} holds no usable sentence pair.")
-        setattr(splits, split, given.read.pairs)
-        references[split] = given.rows
-    return splits, {split: references[split] for split in ("dev", "test")}
 
 
 def _reusable_report(config: Config, paths: PreparedPaths, fingerprint: str, force: bool) -> PrepareReport | None:
@@ -221,30 +259,31 @@ def _check_problems(result: ReadResult, data_path: Path, on_malformed: str, log,
     content_lines = result.lines_read - result.blank_lines
     if content_lines == 0:
         raise NmtError(f"{data_path} is empty: no sentence pairs to prepare.")
-    if len(result.problems) > content_lines / 2:
+    if result.problem_count > content_lines / 2:
         shown = "\n".join(f"  {p}" for p in result.problems[:3])
         raise NmtError(
             f"{data_path} does not look like {expected}: "
-            f"{len(result.problems)} of {content_lines} lines are malformed, e.g.\n{shown}"
+            f"{result.problem_count} of {content_lines} lines are malformed, e.g.\n{shown}"
         )
-    if result.problems and on_malformed == "error":
+    if result.problem_count and on_malformed == "error":
         shown = "\n".join(f"  {p}" for p in result.problems[:MAX_PROBLEMS_SHOWN])
-        more = len(result.problems) - MAX_PROBLEMS_SHOWN
+        more = result.problem_count - MAX_PROBLEMS_SHOWN
         raise NmtError(
-            f"{len(result.problems)} malformed line(s) in {data_path} (data.on_malformed=error):\n{shown}"
+            f"{result.problem_count} malformed line(s) in {data_path} (data.on_malformed=error):\n{shown}"
             + (f"\n  ... and {more} more" if more > 0 else "")
             + "\nFix them, or set data.on_malformed=skip to skip them with a count."
         )
     for problem in result.problems[:MAX_PROBLEMS_SHOWN]:
         log(f"skipped {problem}")
-    if len(result.problems) > MAX_PROBLEMS_SHOWN:
-        log(f"... and {len(result.problems) - MAX_PROBLEMS_SHOWN} more malformed lines (see problems.txt)")
+    if result.problem_count > MAX_PROBLEMS_SHOWN:
+        log(f"... and {result.problem_count - MAX_PROBLEMS_SHOWN} more malformed lines (see problems.txt)")
 
 
-def _train_tokenizers(config: Config, paths: PreparedPaths, splits: Splits) -> tuple[Tokenizer, Tokenizer]:
-    """One SentencePiece model per language, or (tokenizer.joint) one trained on both sides."""
+def _train_tokenizers(config: Config, paths: PreparedPaths, sample: list[Pair]) -> tuple[Tokenizer, Tokenizer]:
+    """One SentencePiece model per language, or (tokenizer.joint) one trained on both sides,
+    learned from the sample of training pairs."""
     tok = config.tokenizer
-    sides = {"src": [p.src for p in splits.train], "tgt": [p.tgt for p in splits.train]}
+    sides = {"src": [p.src for p in sample], "tgt": [p.tgt for p in sample]}
     if tok.joint:
         sentences = sides["src"] + sides["tgt"]
         train_sentencepiece(sentences, paths.spm("src"), tok.src_vocab_size, tok.model_type, tok.character_coverage)
@@ -258,44 +297,38 @@ def _report(
     config: Config,
     input_sha256: str,
     corpus: Corpus,
-    kept: list[Pair],
-    duplicates: int,
-    splits: Splits,
+    found: Survey,
+    distribution: Distribution,
+    lengths: dict[str, np.ndarray],
     src_tok: Tokenizer,
     tgt_tok: Tokenizer,
 ) -> PrepareReport:
-    result, data = corpus.train, config.data
-    problems = corpus.problems
-    by_reason: dict[str, int] = {}
-    for problem in problems:
-        key = problem.reason.split(" at byte")[0]
-        by_reason[key] = by_reason.get(key, 0) + 1
-    train_sources = {p.src for p in splits.train}
-    given_sets = {split: " + ".join(map(str, given.files)) for split, given in corpus.given.items()}
-    every_text = [text for p in splits.train for text in (p.src, p.tgt)]
+    result, data = found.result, config.data
+    given_problems = corpus.given_problems
+    by_reason = dict(result.problems_by_kind)
+    for problem in given_problems:
+        by_reason[problem.kind] = by_reason.get(problem.kind, 0) + 1
+    carved_sources = {split: len({p.src for p in pairs}) for split, pairs in distribution.carved.items()}
+    given_sources = {split: len({src for src, _ in given.rows}) for split, given in corpus.given.items()}
     return PrepareReport(
         input_path=str(corpus.train_path) if data.path else describe(data),
         input_sha256=input_sha256,
         lines_read=result.lines_read,
         blank_lines=result.blank_lines,
-        pairs_read=len(result.pairs),
-        malformed=len(problems),
+        pairs_read=result.pairs_read,
+        malformed=result.problem_count + len(given_problems),
         malformed_by_reason=by_reason,
-        malformed_lines=[str(p) for p in problems[:MAX_PROBLEMS_SHOWN]],
-        duplicates_dropped=duplicates,
+        malformed_lines=[str(p) for p in [*result.problems, *given_problems][:MAX_PROBLEMS_SHOWN]],
+        duplicates_dropped=distribution.duplicates_dropped,
         clipped=result.clipped,
-        pairs_kept=len(kept),
-        split_pairs={s: len(getattr(splits, s)) for s in SPLITS},
-        split_sources={s: len({p.src for p in getattr(splits, s)}) for s in SPLITS},
-        length_stats={
-            data.src_lang: _length_stats([len(x) for x in src_tok.encode([p.src for p in splits.train])]),
-            data.tgt_lang: _length_stats([len(x) for x in tgt_tok.encode([p.tgt for p in splits.train])]),
-        },
+        pairs_kept=found.distinct_pairs,
+        split_pairs={s: distribution.split_pairs[s] for s in SPLITS},
+        split_sources={"train": found.n_sources - sum(carved_sources.values()), **carved_sources, **given_sources},
+        length_stats={data.src_lang: _length_stats(lengths["src"]), data.tgt_lang: _length_stats(lengths["tgt"])},
         vocab_sizes={data.src_lang: src_tok.vocab_size, data.tgt_lang: tgt_tok.vocab_size},
         header=result.header,
-        given_sets=given_sets,
-        sources_also_in_train={
-            split: len({src for src, _ in given.rows} & train_sources) for split, given in corpus.given.items()
-        },
-        scripts_without_font=missing_scripts(every_text),
+        given_sets={split: " + ".join(map(str, given.files)) for split, given in corpus.given.items()},
+        sources_also_in_train=distribution.given_seen,
+        scripts_without_font=missing_scripts(distribution.characters),
+        tokenizer_pairs=len(distribution.sample),
     )

@@ -7,12 +7,13 @@ no input (any script, emoji, control character) ever maps to ``<unk>``.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import sentencepiece as spm
 
 from nmt.errors import NmtError
-from nmt.fileio import save_atomic, sha256_file
+from nmt.fileio import iter_lines, save_atomic, sha256_file
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
@@ -46,6 +47,23 @@ def train_sentencepiece(
     except RuntimeError as exc:
         raise NmtError(f"SentencePiece training for {model_path} failed: {exc}") from None
     save_atomic(model_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
+
+
+def encoded_lines(tokenizer: Tokenizer, path: str | Path, bar=None, chunk: int = 10_000) -> Iterator[list[int]]:
+    """The ids of every line of a text file, encoded a chunk of lines at a time (``bar``: a
+    progress bar moved by the lines encoded)."""
+    lines = []
+    for line in iter_lines(path):
+        lines.append(line)
+        if len(lines) == chunk:
+            yield from tokenizer.encode(lines)
+            if bar is not None:
+                bar.update(len(lines))
+            lines = []
+    if lines:
+        yield from tokenizer.encode(lines)
+        if bar is not None:
+            bar.update(len(lines))
 
 
 class Tokenizer:

@@ -101,21 +101,26 @@ class Translator:
         return score_pairs(self.model, self.encode(sources), targets, self.decode, self.device, progress)
 
     def explain(
-        self, lines: list[str], beam_size: int | None = None, n_best: int = 1, prefix: str | list[str] = ""
+        self,
+        lines: list[str],
+        beam_size: int | None = None,
+        n_best: int = 1,
+        prefix: str | list[str] = "",
+        with_attention: bool = True,
     ) -> list[Explanation]:
         """Each line's ``n_best`` translations with subwords, per-token log-probabilities and
-        the best one's attention. A ``prefix`` (text, or target subwords) is the start every
-        translation must have: it is read as given (scored, not searched) and search
-        continues after it."""
+        (``with_attention``) the best one's attention. A ``prefix`` (text, or target subwords)
+        is the start every translation must have: it is read as given (scored, not searched)
+        and search continues after it."""
         prefix_ids = self.prefix_ids(prefix)
         model = PrefixedModel(self.model, prefix_ids) if prefix_ids else self.model
         src_ids = self.encode(lines)
-        found = search_sentences(model, src_ids, self.decode, self.device, beam_size, n_best, with_attention=True)
+        found = search_sentences(model, src_ids, self.decode, self.device, beam_size, n_best, with_attention)
         explanations = []
         for line, ids, hypotheses in zip(lines, src_ids, found):
             if prefix_ids and ids:
                 hypotheses = self._after_prefix(ids, prefix_ids, hypotheses)
-            best = hypotheses[0].attention
+            best = hypotheses[0].attention if with_attention else None
             explanations.append(
                 Explanation(
                     line,

@@ -13,8 +13,9 @@ the process's maximum resident set size. Writes into --work (default runs/bench-
 from __future__ import annotations
 
 import argparse
+import os
 import random
-import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -43,15 +44,13 @@ def build_corpus(path: Path, pairs: int, seed: int = 0) -> Path:
 
 
 def timed(command: list[str]) -> tuple[float, float, int]:
-    """(seconds, peak resident MiB, exit code) of ``command`` as a child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """(seconds, peak resident MiB, exit code) of ``command`` as a child process (its own
+    peak, read from the rusage ``wait4`` returns for it alone)."""
     start = time.perf_counter()
-    code = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL).returncode
-    seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux; the largest child so far
-    if peak <= before:
-        print("  (peak memory not above an earlier step's: run one size per invocation for exact figures)")
-    return seconds, peak / 1024, code
+    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - start, usage.ru_maxrss / 1024, child.returncode  # ru_maxrss: KiB on Linux
 
 
 def main() -> None:
@@ -67,7 +66,9 @@ def main() -> None:
         corpus = build_corpus(work / f"corpus-{pairs}.tsv", pairs)
         raw = yaml.safe_load((ROOT / args.config).read_text(encoding="utf-8"))
         raw["run_dir"] = str(work / f"run-{pairs}")
+        shutil.rmtree(raw["run_dir"], ignore_errors=True)  # a new run each time
         raw["data"]["path"] = str(corpus)
+        raw["data"]["prepared_dir"] = str(work / f"prepared-{pairs}")
         config = work / f"config-{pairs}.yaml"
         config.write_text(yaml.safe_dump(raw), encoding="utf-8")
         nmt = [sys.executable, "-m", "nmt"]

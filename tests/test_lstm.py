@@ -106,7 +106,7 @@ def test_an_lstm_exports_translates_and_serves_from_its_package(shared):
     with TestClient(build_app({"lstm": translator})) as client:
         info = client.get("/api/models").json()["models"][0]
         assert info["rnn"] == "lstm" and info["layers"] == [1, 2]
-        answer = client.post("/api/translate", json={"text": "we like tea.", "beam_size": 5}).json()
+        answer = client.post("/api/translate", json={"text": "we like tea.", "beam_size": 5, "attention": True}).json()
     assert answer["translations"][0]["text"] + "\n" == expected
     assert len(answer["attention"]) == len(answer["translations"][0]["tokens"])
 

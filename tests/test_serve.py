@@ -35,7 +35,9 @@ def post(client, path, body):
 
 
 def test_health_and_models(client):
-    assert client.get("/api/health").json() == {"status": "ok"}
+    health = client.get("/api/health").json()
+    assert health["status"] == "ok" and set(health["queues"]) == {"first", "second"}
+    assert health["queues"]["first"]["queued_texts"] == 0
     models = client.get("/api/models").json()["models"]
     assert [m["name"] for m in models] == ["first", "second"]
     assert models[0]["attention"] == "bahdanau" and models[0]["parameters"] > 1000 and models[0]["beam_size"] == 3
@@ -43,7 +45,8 @@ def test_health_and_models(client):
 
 
 def test_translate_returns_sorted_n_best_with_scores_token_logprobs_and_attention(client):
-    result = post(client, "/api/translate", {"text": "I see apples.", "beam_size": 4, "n_best": 3}).json()
+    body = {"text": "I see apples.", "beam_size": 4, "n_best": 3, "attention": True}
+    result = post(client, "/api/translate", body).json()
     translations = result["translations"]
     assert len(translations) == 3 and result["model"] == "first"
     scores = [t["score"] for t in translations]
@@ -58,17 +61,19 @@ def test_translate_returns_sorted_n_best_with_scores_token_logprobs_and_attentio
 
 
 def test_a_batch_of_texts_gives_one_result_each_and_a_model_can_be_chosen(client):
-    body = {"texts": ["I see apples.", "we like tea."], "model": "second", "beam_size": 1}
+    body = {"texts": ["I see apples.", "we like tea."], "model": "second", "beam_size": 1, "attention": True}
     result = post(client, "/api/translate", body).json()
     assert result["model"] == "second" and len(result["results"]) == 2
     # (a batch's output limit follows its longest source: compare a batch of one with the single text)
     batch_of_one = post(client, "/api/translate", {**body, "texts": ["we like tea."]}).json()["results"][0]
-    alone = post(client, "/api/translate", {"text": "we like tea.", "model": "second", "beam_size": 1}).json()
+    alone_body = {"text": "we like tea.", "model": "second", "beam_size": 1, "attention": True}
+    alone = post(client, "/api/translate", alone_body).json()
     assert batch_of_one["translations"] == alone["translations"] and batch_of_one["attention"] == alone["attention"]
 
 
 def test_a_prefix_is_kept_and_scored_as_part_of_the_translation(client):
-    result = post(client, "/api/translate", {"text": "I see apples.", "prefix": "ती दूध", "n_best": 2}).json()
+    body = {"text": "I see apples.", "prefix": "ती दूध", "n_best": 2, "attention": True}
+    result = post(client, "/api/translate", body).json()
     for t in result["translations"]:
         assert t["text"].startswith("ती दूध")
         assert t["score"] == pytest.approx(sum(t["token_logprobs"]) / len(t["token_logprobs"]), abs=1e-5)
@@ -153,12 +158,14 @@ def test_the_page_and_its_files_are_served_and_nothing_escapes_the_static_folder
         assert client.get(path).status_code == 404, path
 
 
-def test_concurrent_requests_get_the_answers_they_would_get_alone(client):
+def test_concurrent_requests_each_get_an_answer_for_their_own_text(client):
+    """(Batched answers equal the answers alone: tests/test_classroom.py, on a trained model.)"""
     texts = ["I see apples.", "we like tea.", "she eats rice.", "they want milk."] * 4
     alone = {t: post(client, "/api/translate", {"text": t, "n_best": 2}).json() for t in set(texts)}
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(pool.map(lambda t: post(client, "/api/translate", {"text": t, "n_best": 2}).json(), texts))
-    assert all(answer == alone[text] for text, answer in zip(texts, answers))
+    for text, answer in zip(texts, answers):
+        assert answer["source_tokens"] == alone[text]["source_tokens"] and len(answer["translations"]) == 2
 
 
 def test_the_server_stops_cleanly_on_ctrl_c(tmp_path):

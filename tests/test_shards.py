@@ -3,8 +3,12 @@ the prepared text, training reads it memory-mapped, and a damaged shard is refus
 
 from __future__ import annotations
 
+import re
+from dataclasses import asdict
+
 import numpy as np
 import pytest
+import torch
 
 from nmt.config import config_from_dict
 from nmt.data.shards import HEADER_BYTES, Shard, ShardPairs, write_shard
@@ -14,6 +18,7 @@ from nmt.loading import load_tokenizers
 from nmt.paths import SPLITS, prepared_paths
 from nmt.prepare import prepare
 from nmt.train.data import batch_lengths, encode_pairs, load_train_data
+from nmt.train.trainer import build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -56,9 +61,23 @@ def test_training_reads_the_shards_with_the_pairs_the_text_gives(prepared):
 @pytest.mark.parametrize("largest", [5, 70_000])  # two and four bytes per id
 def test_round_trip_of_any_ids_empty_sentences_included(tmp_path, largest):
     sentences = [[1, 2, largest], [], [largest], [0, 1, 2, 3]]
-    shard = Shard(write_shard(tmp_path / "x.ids", sentences), vocab_size=largest + 1)
+    lengths = write_shard(tmp_path / "x.ids", sentences, largest + 1)
+    shard = Shard(tmp_path / "x.ids", vocab_size=largest + 1)
     assert [shard[i] for i in range(len(shard))] == sentences
-    assert Shard(write_shard(tmp_path / "empty.ids", []), vocab_size=10).lengths.size == 0
+    assert lengths.tolist() == shard.lengths.tolist() == [3, 0, 1, 4]
+    write_shard(tmp_path / "empty.ids", [], 10)
+    assert Shard(tmp_path / "empty.ids", vocab_size=10).lengths.size == 0
+
+
+def test_a_shard_is_written_as_it_comes_in_chunks(tmp_path, monkeypatch):
+    """More sentences than one chunk, from a generator: the same shard as one chunk gives."""
+    sentences = [[i % 7, i % 11] * (i % 5) for i in range(50)]
+    write_shard(tmp_path / "one.ids", sentences, 20)
+    monkeypatch.setattr("nmt.data.shards.CHUNK", 8)
+    write_shard(tmp_path / "many.ids", (ids for ids in sentences), 20)
+    assert (tmp_path / "one.ids").read_bytes() == (tmp_path / "many.ids").read_bytes()
+    shard = Shard(tmp_path / "many.ids", vocab_size=20)
+    assert [shard[i] for i in range(len(shard))] == sentences
 
 
 def damage(path, how: str) -> None:
@@ -68,20 +87,23 @@ def damage(path, how: str) -> None:
     elif how == "not a shard":
         path.write_bytes(b"hello\tworld\n" * 10)
     elif how == "offsets":
-        data[HEADER_BYTES + 8 : HEADER_BYTES + 16] = np.array([99], dtype="<i8").tobytes()  # offsets[1]
+        ids_bytes = 8  # 3 two-byte ids, padded to 8
+        at = HEADER_BYTES + ids_bytes + 8  # offsets[1]
+        data[at : at + 8] = np.array([99], dtype="<i8").tobytes()
         path.write_bytes(bytes(data))
 
 
 @pytest.mark.parametrize(
     "how, message",
     [
-        ("truncated", "holds 67 bytes where its header implies 70 (truncated?)"),
+        ("truncated", "holds 69 bytes where its header implies 72 (truncated?)"),
         ("not a shard", "does not start with an nmt token-shard header"),
         ("offsets", "its sentence offsets are inconsistent"),
     ],
 )
 def test_a_damaged_shard_is_refused_naming_the_file(tmp_path, how, message):
-    path = write_shard(tmp_path / "train.en.ids", [[4, 5], [6]])
+    path = tmp_path / "train.en.ids"
+    write_shard(path, [[4, 5], [6]], 100)
     damage(path, how)
     with pytest.raises(NmtError, match="nmt prepare --force") as error:
         Shard(path, vocab_size=10)
@@ -89,8 +111,38 @@ def test_a_damaged_shard_is_refused_naming_the_file(tmp_path, how, message):
 
 
 def test_ids_beyond_the_vocabulary_and_a_missing_shard_are_refused(tmp_path):
-    path = write_shard(tmp_path / "train.mr.ids", [[4, 500]])
+    path = tmp_path / "train.mr.ids"
+    write_shard(path, [[4, 500]], 501)
     with pytest.raises(NmtError, match="holds id 500, beyond the vocabulary of 300"):
         Shard(path, vocab_size=300)
     with pytest.raises(NmtError, match=r"missing.*nmt prepare --force"):
         Shard(tmp_path / "nowhere.ids", vocab_size=300)
+
+
+def test_validation_can_use_a_fixed_sample_of_dev_sources_with_their_pairs(prepared):
+    src_tok, tgt_tok = load_tokenizers(prepared)
+    whole = load_train_data(prepared, src_tok, tgt_tok)
+    config = config_from_dict({**asdict(prepared), "train": {**asdict(prepared.train), "validation_sentences": 5}})
+    sample = load_train_data(config, src_tok, tgt_tok)
+    assert len(whole.dev_sources) > 5 and len(sample.dev_sources) == 5
+    assert sample.dev_sources == load_train_data(config, src_tok, tgt_tok).dev_sources  # fixed: the same each load
+    chosen = [whole.dev_sources.index(ids) for ids in sample.dev_sources]
+    assert chosen == sorted(chosen)  # in dev order
+    assert sample.dev_references == [whole.dev_references[i] for i in chosen]
+    expected_pairs = [ex for ex in whole.dev if ex.src_ids in sample.dev_sources]  # every pair of a chosen source
+    assert list(sample.dev) == expected_pairs and len(expected_pairs) >= 5
+
+
+def test_training_says_how_long_a_validation_and_an_epoch_take(prepared, tmp_path, monkeypatch):
+    monkeypatch.setattr("nmt.train.trainer.PACE_BATCHES", 2)
+    raw = {**asdict(prepared), "run_dir": str(tmp_path / "run")}
+    raw["data"] = {**asdict(prepared.data), "prepared_dir": str(prepared_paths(prepared).root)}
+    raw["train"] = {**asdict(prepared.train), "epochs": 1, "batch_size": 4, "max_minutes": 10}
+    trainer = build_trainer(config_from_dict(raw), torch.device("cpu"), show_bar=False)
+    trainer.run()
+    log = trainer.run_dir.train_log.read_text(encoding="utf-8")
+    dev = len(trainer.data.dev_sources)
+    assert re.search(rf"A validation \({dev} dev sentences, loss on \d+ pairs, greedy BLEU\) takes about \d+ s\.", log)
+    assert "budget counts training, validation and checkpoints" in log
+    batches = trainer.epoch_length
+    assert re.search(rf"An epoch \({batches} batches\) takes about \d+ s at the pace of the first 2 batches\.", log)

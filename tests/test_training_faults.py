@@ -72,12 +72,12 @@ def test_out_of_memory_names_the_batch_and_what_to_lower(tmp_path, monkeypatch):
 def test_full_disk_gives_a_message_not_a_traceback(tmp_path, anki_file, monkeypatch):
     import errno
 
-    import nmt.prepare as prepare_module
+    import nmt.data.streaming as streaming
 
     def no_space(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "data" / "train.en"))
 
-    monkeypatch.setattr(prepare_module, "write_lines_atomic", no_space)
+    monkeypatch.setattr(streaming, "atomic_text_writer", no_space)
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(tiny_config(tmp_path, anki_file)), encoding="utf-8")
     result = runner.invoke(app, ["prepare", "--config", str(config)])

@@ -7,10 +7,13 @@ files, each one more reference for the same source line (``data.test: {en: test.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 
-from nmt.data.pairs import Problem, ReadResult, add_pair, decode_line, normalize_text, raw_lines
+from nmt.data.pairs import Pair, Problem, ReadResult, decode_line, file_lines, normalize_text
 from nmt.errors import NmtError
 
 
@@ -23,45 +26,63 @@ class ReferenceRows:
     files: list[Path] = field(default_factory=list)  # the source file, then the target file(s)
 
 
-def _read_lines(path: Path, key: str) -> list[str | Problem]:
+def _lines(path: Path, key: str, stack: ExitStack) -> Iterator[bytes]:
     if not path.is_file():
         raise NmtError(f"File not found: {path} (config key '{key}').")
-    return [decode_line(raw, index + 1, str(path)) for index, raw in enumerate(raw_lines(path.read_bytes()))]
+    return file_lines(stack.enter_context(open(path, "rb")))
 
 
-def read_aligned(key: str, src_path: Path, tgt_paths: list[Path], max_chars: int) -> ReferenceRows:
-    """Read a source file and its target file(s), line-aligned. ``key`` is the config key they
-    came from (``data.train``), named in errors. A line that is blank on every side is skipped
-    as blank; a blank source, or blank on every target, is a problem of that line."""
-    src_lines = _read_lines(src_path, key)
-    tgt_lines = [_read_lines(path, key) for path in tgt_paths]
-    for path, lines in zip(tgt_paths, tgt_lines):
-        if len(lines) != len(src_lines):
-            raise NmtError(
-                f"{key}: the files are not line-aligned: {src_path} has {len(src_lines)} lines, "
-                f"{path} has {len(lines)}. Line i of each file must be the same sentence pair."
-            )
-    out = ReferenceRows(files=[src_path, *tgt_paths])
-    out.read.lines_read = len(src_lines)
-    for index, src_text in enumerate(src_lines):
+def _not_aligned(key: str, paths: list[Path], counts: list[int]) -> NmtError:
+    (src_path, *tgt_paths), (src_count, *tgt_counts) = paths, counts
+    path, count = next((p, c) for p, c in zip(tgt_paths, tgt_counts) if c != src_count)
+    return NmtError(
+        f"{key}: the files are not line-aligned: {src_path} has {src_count} lines, "
+        f"{path} has {count}. Line i of each file must be the same sentence pair."
+    )
+
+
+def aligned_lines(key: str, paths: list[Path]) -> Iterator[list[str | Problem]]:
+    """Line i of every file, decoded (or the line's ``Problem``), read as they come. Files of
+    different lengths are refused when the shorter one ends, with every file's line count."""
+    with ExitStack() as stack:
+        readers = [_lines(path, key, stack) for path in paths]
+        for index, raws in enumerate(zip_longest(*readers)):
+            if any(raw is None for raw in raws):
+                counts = [index + (raw is not None) + sum(1 for _ in reader) for raw, reader in zip(raws, readers)]
+                raise _not_aligned(key, paths, counts)
+            yield [decode_line(raw, index + 1, str(path)) for raw, path in zip(raws, paths)]
+
+
+def aligned_pairs(
+    key: str, src_path: Path, tgt_paths: list[Path], max_chars: int, result: ReadResult
+) -> Iterator[list[Pair]]:
+    """The pairs of each usable line: (source, reference) for every reference it has. ``key``
+    is the config key the files came from (``data.train``), named in errors. A line that is
+    blank on every side is counted as blank; a blank source, or blank on every target, is a
+    problem of that line."""
+    for index, sides in enumerate(aligned_lines(key, [src_path, *tgt_paths])):
         line_no = index + 1
-        sides = [src_text, *(lines[index] for lines in tgt_lines)]
+        result.lines_read += 1
         problem = next((side for side in sides if isinstance(side, Problem)), None)
         if problem is not None:
-            out.read.problems.append(problem)
+            result.add_problem(problem)
             continue
         src, *refs = (normalize_text(side) for side in sides)
         if not src and not any(refs):
-            out.read.blank_lines += 1
+            result.blank_lines += 1
         elif not src:
-            out.read.problems.append(Problem(str(src_path), line_no, "empty source side"))
+            result.add_problem(Problem(str(src_path), line_no, "empty source side"))
         elif not any(refs):
             where = tgt_paths[0] if len(tgt_paths) == 1 else ", ".join(map(str, tgt_paths))
-            out.read.problems.append(Problem(str(where), line_no, "empty target side"))
-        else:
-            refs = [ref for ref in refs if ref]  # a blank line in a second reference file: no second reference
-            for ref in refs:
-                add_pair(out.read, src, ref, "", line_no, max_chars)
-            count = len(refs)
-            out.rows.append((out.read.pairs[-count].src, [pair.tgt for pair in out.read.pairs[-count:]]))
+            result.add_problem(Problem(str(where), line_no, "empty target side"))
+        else:  # a blank line in a second reference file: no second reference
+            yield [result.add_pair(src, ref, "", line_no, max_chars) for ref in refs if ref]
+
+
+def read_aligned(key: str, src_path: Path, tgt_paths: list[Path], max_chars: int) -> ReferenceRows:
+    """A source file and its target file(s), line-aligned, collected row by row."""
+    out = ReferenceRows(files=[src_path, *tgt_paths])
+    for pairs in aligned_pairs(key, src_path, tgt_paths, max_chars, out.read):
+        out.read.pairs += pairs
+        out.rows.append((pairs[0].src, [pair.tgt for pair in pairs]))
     return out

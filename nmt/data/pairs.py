@@ -7,7 +7,9 @@ becomes a ``Problem`` naming its file and 1-based line number.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 BOM = b"\xef\xbb\xbf"
 
@@ -29,15 +31,46 @@ class Problem:
     def __str__(self) -> str:
         return f"{self.path}:{self.line_no}: {self.reason}"
 
+    @property
+    def kind(self) -> str:
+        """The reason without its particulars, for counting problems by kind."""
+        return self.reason.split(" at byte")[0]
+
 
 @dataclass
 class ReadResult:
+    """What reading a file found: its pairs (when collected), its problems and its counts.
+
+    A streaming read (``nmt prepare``) collects no pairs and keeps only the first
+    ``keep_problems`` problems, handing every one to ``on_problem`` (problems.txt)."""
+
     pairs: list[Pair] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # all of them, or the first keep_problems
     blank_lines: int = 0
     lines_read: int = 0
     clipped: int = 0  # pairs with a side longer than max_chars, clipped
     header: str = ""  # a TSV's first line when it named the columns (not a pair)
+    pairs_read: int = 0
+    problem_count: int = 0
+    problems_by_kind: dict[str, int] = field(default_factory=dict)
+    keep_problems: int | None = None  # None: keep every problem
+    on_problem: Callable[[Problem], None] | None = None
+
+    def add_problem(self, problem: Problem) -> None:
+        self.problem_count += 1
+        self.problems_by_kind[problem.kind] = self.problems_by_kind.get(problem.kind, 0) + 1
+        if self.keep_problems is None or len(self.problems) < self.keep_problems:
+            self.problems.append(problem)
+        if self.on_problem is not None:
+            self.on_problem(problem)
+
+    def add_pair(self, src: str, tgt: str, attribution: str, line_no: int, max_chars: int) -> Pair:
+        """Count a pair read, clipping (and counting) a side longer than ``max_chars``."""
+        self.pairs_read += 1
+        if len(src) > max_chars or len(tgt) > max_chars:
+            self.clipped += 1
+            src, tgt = clip(src, max_chars), clip(tgt, max_chars)
+        return Pair(src, tgt, attribution, line_no)
 
 
 def normalize_text(text: str) -> str:
@@ -49,13 +82,15 @@ def clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars].rstrip()
 
 
-def raw_lines(data: bytes) -> list[bytes]:
-    """A file's lines without their endings (LF or CRLF), a leading byte-order mark dropped."""
-    data = data.removeprefix(BOM)
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return [line.removesuffix(b"\r") for line in lines]
+def file_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """A binary file's lines without their endings (LF or CRLF), a leading byte-order mark
+    dropped, read as they come (never the whole file at once)."""
+    for index, line in enumerate(handle):
+        if index == 0:
+            line = line.removeprefix(BOM)
+            if not line:  # the file is a byte-order mark and nothing else
+                return
+        yield line.removesuffix(b"\n").removesuffix(b"\r")
 
 
 def decode_line(raw: bytes, line_no: int, path: str) -> str | Problem:
@@ -68,16 +103,9 @@ def decode_line(raw: bytes, line_no: int, path: str) -> str | Problem:
     return text
 
 
-def add_pair(result: ReadResult, src: str, tgt: str, attribution: str, line_no: int, max_chars: int) -> None:
-    """Keep a pair, clipping (and counting) a side longer than ``max_chars``."""
-    if len(src) > max_chars or len(tgt) > max_chars:
-        result.clipped += 1
-        src, tgt = clip(src, max_chars), clip(tgt, max_chars)
-    result.pairs.append(Pair(src, tgt, attribution, line_no))
-
-
 def drop_duplicates(pairs: list[Pair]) -> tuple[list[Pair], int]:
-    """Drop exact duplicate (source, target) pairs, keeping the first. Returns (kept, dropped)."""
+    """Drop exact duplicate (source, target) pairs, keeping the first. Returns (kept, dropped).
+    (The rule in memory; ``nmt.data.distinct`` applies it to a corpus of any size.)"""
     seen: set[tuple[str, str]] = set()
     kept = []
     for pair in pairs:

@@ -3,10 +3,13 @@ memory-mapped, so training never re-encodes the corpus nor holds its ids as Pyth
 
 A shard file (``<split>.<lang>.ids``) is::
 
-    header   8 bytes magic b"NMTIDS1\\n", then little-endian uint64s: item size (2 or 4
+    header   8 bytes magic b"NMTIDS2\\n", then little-endian uint64s: item size (2 or 4
              bytes per id), sentences N, ids in all T, largest id + 1 (the vocabulary it fits)
+    ids      T unsigned ints of the item size, then zero bytes up to a multiple of 8
     offsets  (N + 1) int64: sentence i is ids[offsets[i]:offsets[i + 1]]
-    ids      T unsigned ints of the item size
+
+The ids come first so that a shard is written in one pass as sentences are encoded (the
+header is filled in last); only the lengths are held while writing.
 
 Opening one checks what can be checked cheaply and names the file when it fails: the magic,
 the size the header implies against the file's, offsets that start at 0, never fall and end
@@ -15,40 +18,62 @@ at T, and ids within the vocabulary the reader expects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
 
 from nmt.data.batching import Example
 from nmt.errors import NmtError
-from nmt.fileio import save_atomic
+from nmt.fileio import atomic_path
 
-MAGIC = b"NMTIDS1\n"
+MAGIC = b"NMTIDS2\n"
 HEADER_BYTES = len(MAGIC) + 4 * 8
+CHUNK = 8192  # sentences converted to an array at a time
 
 
-def write_shard(path: str | Path, id_lists: Iterable[list[int]]) -> Path:
-    """Write the sentences' ids as a shard, atomically (temp file + rename)."""
-    lengths, flat = [], []
-    for ids in id_lists:
-        lengths.append(len(ids))
-        flat.extend(ids)
-    ids = np.asarray(flat, dtype=np.int64)
-    limit = int(ids.max()) + 1 if ids.size else 0
-    dtype = np.uint16 if limit <= 2**16 else np.uint32
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    header = MAGIC + np.array([np.dtype(dtype).itemsize, len(lengths), ids.size, limit], dtype="<u8").tobytes()
+def id_itemsize(vocab_size: int) -> int:
+    return 2 if vocab_size <= 2**16 else 4
 
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as handle:
-            handle.write(header)
-            handle.write(offsets.astype("<i8").tobytes())
-            handle.write(ids.astype(np.dtype(dtype).newbyteorder("<")).tobytes())
 
-    save_atomic(path, write)
-    return Path(path)
+def _padded(nbytes: int) -> int:
+    return -(-nbytes // 8) * 8
+
+
+def write_shard(path: str | Path, id_lists: Iterable[list[int]], vocab_size: int) -> np.ndarray:
+    """Write the sentences' ids (of a vocabulary of ``vocab_size``) as a shard, as they come and
+    atomically (temp file + rename). Returns the sentences' lengths."""
+    dtype = np.dtype("<u2" if id_itemsize(vocab_size) == 2 else "<u4")
+    lengths, total, limit = array("q"), 0, 0
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(bytes(HEADER_BYTES))  # filled in once the counts are known
+        for chunk in _chunks(id_lists, CHUNK):
+            lengths.extend(len(ids) for ids in chunk)
+            flat = np.fromiter(chain.from_iterable(chunk), dtype=np.int64)
+            if flat.size:
+                limit = max(limit, int(flat.max()) + 1)
+            handle.write(flat.astype(dtype).tobytes())
+            total += flat.size
+        handle.write(bytes(_padded(total * dtype.itemsize) - total * dtype.itemsize))
+        offsets = np.zeros(len(lengths) + 1, dtype="<i8")
+        np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
+        handle.write(offsets.tobytes())
+        handle.seek(0)
+        handle.write(MAGIC + np.array([dtype.itemsize, len(lengths), total, limit], dtype="<u8").tobytes())
+    return np.frombuffer(lengths, dtype=np.int64)
+
+
+def _chunks(items: Iterable, size: int) -> Iterator[list]:
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 class Shard(Sequence):
@@ -60,11 +85,13 @@ class Shard(Sequence):
         if not self.path.is_file():
             raise NmtError(f"Token shard {self.path} is missing: run `nmt prepare --force` to write it again.")
         itemsize, count, total, limit = self._read_header()
-        self._check_size(HEADER_BYTES + 8 * (count + 1) + itemsize * total)
-        self.offsets = np.memmap(self.path, dtype="<i8", mode="r", offset=HEADER_BYTES, shape=(count + 1,))
+        offsets_at = HEADER_BYTES + _padded(itemsize * total)
+        self._check_size(offsets_at + 8 * (count + 1))
+        self.offsets = np.memmap(self.path, dtype="<i8", mode="r", offset=offsets_at, shape=(count + 1,))
         dtype = np.dtype("<u2" if itemsize == 2 else "<u4")
-        start = HEADER_BYTES + 8 * (count + 1)
-        self.ids = np.memmap(self.path, dtype=dtype, mode="r", offset=start, shape=(total,)) if total else np.zeros(0)
+        self.ids = (
+            np.memmap(self.path, dtype=dtype, mode="r", offset=HEADER_BYTES, shape=(total,)) if total else np.zeros(0)
+        )
         self.lengths = np.diff(self.offsets)
         if self.offsets[0] != 0 or self.offsets[-1] != total or (self.lengths < 0).any():
             self._refuse("its sentence offsets are inconsistent")

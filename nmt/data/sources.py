@@ -7,13 +7,15 @@ files for training, and dev/test sets given as files or left to be carved out of
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 from nmt.config import DataConfig
-from nmt.data.aligned import ReferenceRows, read_aligned
-from nmt.data.pairs import Problem, ReadResult
-from nmt.data.tsv import read_tsv
+from nmt.data.aligned import ReferenceRows, aligned_pairs, read_aligned
+from nmt.data.pairs import Pair, Problem, ReadResult
+from nmt.data.tsv import tsv_pairs
 from nmt.errors import NmtError
 
 GIVEN_SPLITS = ("dev", "test")
@@ -21,14 +23,29 @@ GIVEN_SPLITS = ("dev", "test")
 
 @dataclass
 class Corpus:
-    train: ReadResult  # the training pairs (dev and test are carved out of them unless given)
-    given: dict[str, ReferenceRows] = field(default_factory=dict)  # "dev" / "test" as given, row by row
-    train_path: Path = Path()  # what was read for training (a zip's unpacked TSV)
+    """The training data, read afresh from its file(s) on every pass (never held), and any
+    dev/test sets given as files (small: read once, row by row)."""
+
+    data: DataConfig
+    train_path: Path  # what is read for training (a zip's unpacked TSV)
+    given: dict[str, ReferenceRows] = field(default_factory=dict)  # "dev" / "test" as given
+
+    def train_pairs(self, result: ReadResult) -> Iterator[Pair]:
+        """Every training pair in file order (the first ``data.max_pairs`` when set); lines,
+        problems and clipped sentences are counted into ``result``."""
+        data = self.data
+        if data.path:
+            pairs = tsv_pairs(self.train_path, result, data.max_chars, data.tsv_columns, data.src_lang, data.header)
+        else:
+            src, targets = language_files(data.train, data)
+            pairs = chain.from_iterable(aligned_pairs("data.train", src, targets, data.max_chars, result))
+        for index, pair in enumerate(pairs):
+            if not data.max_pairs or index < data.max_pairs:
+                yield pair
 
     @property
-    def problems(self) -> list[Problem]:
-        """Every malformed line read, training data first."""
-        return [*self.train.problems, *(p for given in self.given.values() for p in given.read.problems)]
+    def given_problems(self) -> list[Problem]:
+        return [p for given in self.given.values() for p in given.read.problems]
 
 
 def language_files(files: dict, data: DataConfig) -> tuple[Path, list[Path]]:
@@ -60,21 +77,17 @@ def describe(data: DataConfig) -> str:
 
 
 def read_corpus(data: DataConfig, unpack_dir: Path) -> Corpus:
-    """Read the training data and any given dev/test sets (an Anki zip is unpacked into ``unpack_dir``)."""
-    if data.path:
-        path = Path(data.path)
-        if path.suffix.lower() == ".zip":  # an Anki archive: verify, unpack, read its pairs
-            from nmt.data.download import unpack
+    """The training data's source (an Anki zip is unpacked into ``unpack_dir``) and any given
+    dev/test sets, read."""
+    path = Path(data.path) if data.path else language_files(data.train, data)[0]
+    if data.path and path.suffix.lower() == ".zip":  # an Anki archive: verify, unpack, read its pairs
+        from nmt.data.download import unpack
 
-            path = unpack(path, unpack_dir)
-        train = read_tsv(path, data.max_chars, data.tsv_columns, data.src_lang, data.header)
-    else:
-        path, targets = language_files(data.train, data)
-        train = read_aligned("data.train", path, targets, data.max_chars).read
+        path = unpack(path, unpack_dir)
     given = {}
     for split in GIVEN_SPLITS:
         files = getattr(data, split)
         if files:
             src, targets = language_files(files, data)
             given[split] = read_aligned(f"data.{split}", src, targets, data.max_chars)
-    return Corpus(train, given, path)
+    return Corpus(data, path, given)

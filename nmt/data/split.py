@@ -8,6 +8,7 @@ sets: one source with every target it has.
 from __future__ import annotations
 
 import random
+from array import array
 from dataclasses import dataclass
 
 from nmt.data.pairs import Pair
@@ -32,21 +33,33 @@ def _count(size: float, total: int, cap: int = 0) -> int:
     return min(count, cap) if cap else count
 
 
-def split_by_source(pairs: list[Pair], dev_size: float, test_size: float, seed: int, cap: int = 0) -> Splits:
-    """Shuffle distinct source sentences with ``seed``; the first go to test, then dev. A size of
-    0 carves nothing (that set is given as files); a fractional size carves at most ``cap``
-    sources (``data.max_carved``: 5 % of a million sentences would be a dev set validation
-    takes minutes to decode)."""
-    sources = sorted({pair.src for pair in pairs})
-    n_test, n_dev = _count(test_size, len(sources), cap), _count(dev_size, len(sources), cap)
-    if n_test + n_dev >= len(sources):
+def carved_ranks(n_sources: int, dev_size: float, test_size: float, seed: int, cap: int = 0) -> dict[int, str]:
+    """The split rule: shuffle the ranks of ``n_sources`` distinct source sentences (in sorted
+    order) with ``seed``; the first go to test, then dev. Returns {rank: "test" | "dev"}.
+
+    A size of 0 carves nothing (that set is given as files); a fractional size carves at most
+    ``cap`` sources (``data.max_carved``: 5 % of a million sentences would be a dev set
+    validation takes minutes to decode)."""
+    n_test, n_dev = _count(test_size, n_sources, cap), _count(dev_size, n_sources, cap)
+    if n_test + n_dev >= n_sources:
         raise NmtError(
             f"Split sizes too large: {n_dev} dev + {n_test} test source sentences leave no training data "
-            f"out of {len(sources)} distinct source sentences (data.dev_size={dev_size}, data.test_size={test_size})."
+            f"out of {n_sources} distinct source sentences (data.dev_size={dev_size}, data.test_size={test_size})."
         )
-    random.Random(seed).shuffle(sources)
-    split_of = dict.fromkeys(sources[:n_test], "test")
-    split_of.update(dict.fromkeys(sources[n_test : n_test + n_dev], "dev"))
+    order = array("q", range(n_sources))  # 8 bytes a source: what shuffling a list of them draws, exactly
+    random.Random(seed).shuffle(order)
+    carved = dict.fromkeys(order[:n_test], "test")
+    carved.update(dict.fromkeys(order[n_test : n_test + n_dev], "dev"))
+    return carved
+
+
+def split_by_source(pairs: list[Pair], dev_size: float, test_size: float, seed: int, cap: int = 0) -> Splits:
+    """``carved_ranks`` applied to pairs in memory (``nmt.data.streaming`` applies it to a
+    corpus of any size)."""
+    sources = sorted({pair.src for pair in pairs})
+    split_of = {
+        sources[rank]: split for rank, split in carved_ranks(len(sources), dev_size, test_size, seed, cap).items()
+    }
     splits = Splits([], [], [])
     for pair in pairs:
         getattr(splits, split_of.get(pair.src, "train")).append(pair)

@@ -8,11 +8,12 @@ mark; LF or CRLF line endings; blank lines (ignored). A first line that names th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from nmt.config import HeaderMode as Header
 from nmt.data.languages import looks_like_header
-from nmt.data.pairs import Pair, Problem, ReadResult, add_pair, decode_line, normalize_text, raw_lines
+from nmt.data.pairs import Pair, Problem, ReadResult, decode_line, file_lines, normalize_text
 from nmt.errors import NmtError
 
 
@@ -38,6 +39,38 @@ def parse_line(raw: bytes, line_no: int, path: str, source_first: bool = True) -
     return Pair(src, tgt, attribution, line_no)
 
 
+def tsv_pairs(
+    path: str | Path,
+    result: ReadResult,
+    max_chars: int = 1000,
+    columns: list[str] | None = None,
+    src_lang: str = "",
+    header: Header = "auto",
+) -> Iterator[Pair]:
+    """The pairs ``(src_lang, other)`` of a TSV file, read line by line; malformed lines, blank
+    lines, the header and clipped sentences are counted into ``result``.
+
+    ``columns`` names the two language columns in file order (``None``: source first)."""
+    path = Path(path)
+    if not path.is_file():
+        raise NmtError(f"Data file not found: {path}")
+    source_first = not columns or columns[0] == src_lang
+    with open(path, "rb") as handle:
+        for index, line in enumerate(file_lines(handle)):
+            if index == 0 and _is_header(line, header, columns or []):
+                result.header = line.decode("utf-8", errors="replace")
+                result.lines_read = 1
+                continue
+            result.lines_read += 1
+            parsed = parse_line(line, index + 1, str(path), source_first)
+            if parsed is None:
+                result.blank_lines += 1
+            elif isinstance(parsed, Problem):
+                result.add_problem(parsed)
+            else:
+                yield result.add_pair(parsed.src, parsed.tgt, parsed.attribution, index + 1, max_chars)
+
+
 def read_tsv(
     path: str | Path,
     max_chars: int = 1000,
@@ -45,30 +78,9 @@ def read_tsv(
     src_lang: str = "",
     header: Header = "auto",
 ) -> ReadResult:
-    """Read every line of a TSV file into pairs ``(src_lang, other)``; malformed lines become
-    ``Problem``s; sentences longer than ``max_chars`` are clipped (and counted).
-
-    ``columns`` names the two language columns in file order (``None``: source first)."""
-    path = Path(path)
-    if not path.is_file():
-        raise NmtError(f"Data file not found: {path}")
-    source_first = not columns or columns[0] == src_lang
-    lines = raw_lines(path.read_bytes())
+    """Every pair and problem of a TSV file, collected (see ``tsv_pairs``)."""
     result = ReadResult()
-    start = 0
-    if lines and _is_header(lines[0], header, columns or []):
-        result.header = lines[0].decode("utf-8", errors="replace")
-        result.lines_read, start = 1, 1
-    for index in range(start, len(lines)):
-        line_no = index + 1
-        result.lines_read += 1
-        parsed = parse_line(lines[index], line_no, str(path), source_first)
-        if parsed is None:
-            result.blank_lines += 1
-        elif isinstance(parsed, Problem):
-            result.problems.append(parsed)
-        else:
-            add_pair(result, parsed.src, parsed.tgt, parsed.attribution, line_no, max_chars)
+    result.pairs = list(tsv_pairs(path, result, max_chars, columns, src_lang, header))
     return result
 
 

@@ -1,19 +1,25 @@
 """``nmt serve``: one page and a JSON API over loaded models (Starlette on uvicorn).
 
-Models are shared read-only: each request decodes on a worker thread (the event loop keeps
-answering) under its model's lock. Nothing is fetched from the network; the page's files
+Models are shared read-only. Translations go through each model's ``Scheduler``: concurrent
+requests are batched into one search, big ones cut into slices that take turns with the
+others, the queue is bounded (503 with Retry-After) and a request whose client went away is
+dropped. The lab's and the alternatives' requests decode on a worker thread under the model's
+lock (the event loop keeps answering). Nothing is fetched from the network; the page's files
 ship in ``nmt/serve/static``. Every user mistake gets a 4xx JSON answer naming the field:
 ``{"error": message, "field": name}``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import threading
 from dataclasses import asdict
 from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -32,6 +38,7 @@ from nmt.serve.requests import (
     model_name,
     read_json,
 )
+from nmt.serve.scheduler import QueueFull, Scheduler, Ticket
 from nmt.train.timeline import read_timeline
 from nmt.translate import Explanation, Translator
 
@@ -42,10 +49,11 @@ LAB_VIEWS = ("tree", "playback", "edit", "saliency")
 class ServedModel:
     """One model the server offers, with the lock its requests take turns on."""
 
-    def __init__(self, name: str, translator: Translator):
+    def __init__(self, name: str, translator: Translator, limits: Limits):
         self.name, self.translator = name, translator
         self.lab = Lab(translator)
         self.lock = threading.Lock()
+        self.scheduler = Scheduler(self.decode, max_queued=limits.max_queued)
         # scripts in the vocabularies that no served font draws (the browser may have one)
         tokenizers = (translator.loaded.src_tok, translator.loaded.tgt_tok)
         pieces = [tok.processor.id_to_piece(i) for tok in tokenizers for i in range(tok.vocab_size)]
@@ -75,10 +83,12 @@ class ServedModel:
         except NmtError as error:
             raise RequestError(422, "prefix_tokens", str(error)) from None
 
-    def explain(self, request: TranslateRequest) -> list[Explanation]:
-        self.check_prefix(request.prefix)
+    def decode(self, texts: list[str], settings: tuple) -> list[Explanation]:
+        """One search for a batch of requests' texts with the same settings (the scheduler's call)."""
+        beam_size, n_best, prefix, attention = settings
+        prefix = prefix if isinstance(prefix, str) else list(prefix)
         with self.lock:
-            return self.translator.explain(request.texts, request.beam_size, request.n_best, request.prefix)
+            return self.translator.explain(texts, beam_size, n_best, prefix, with_attention=attention)
 
     def alternatives(self, request: AlternativesRequest) -> list[tuple[str, float]]:
         self.check_prefix(request.prefix)
@@ -110,12 +120,25 @@ class ServedModel:
         return read_timeline(path)
 
 
-def explanation_json(explanation: Explanation) -> dict:
-    return {
-        "translations": [asdict(t) for t in explanation.translations],
-        "source_tokens": explanation.source_tokens,
-        "attention": explanation.attention,
-    }
+def explanation_json(explanation: Explanation, attention: bool) -> dict:
+    answer = {"translations": [asdict(t) for t in explanation.translations], "source_tokens": explanation.source_tokens}
+    return {**answer, "attention": explanation.attention} if attention else answer
+
+
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready."""
+
+
+async def answer_of(request: Request, scheduler: Scheduler, ticket: Ticket, poll: float = 0.05) -> list:
+    """The ticket's answers; if the client disconnects first, its work is cancelled."""
+    waiting = asyncio.wrap_future(ticket.future)
+    while True:
+        done, _ = await asyncio.wait({waiting}, timeout=poll)
+        if done:
+            return waiting.result()
+        if await request.is_disconnected():
+            scheduler.cancel(ticket)
+            raise ClientGone
 
 
 async def page(request: Request) -> FileResponse:
@@ -129,10 +152,6 @@ async def font(request: Request) -> Response:
     return FileResponse(path, media_type="font/ttf") if path else Response(status_code=404)
 
 
-async def health(request: Request) -> JSONResponse:
-    return JSONResponse({"status": "ok"})
-
-
 async def request_error(request: Request, error: RequestError) -> JSONResponse:
     return JSONResponse({"error": error.message, "field": error.field}, status_code=error.status)
 
@@ -141,12 +160,25 @@ async def server_error(request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"error": f"the server failed on this request ({type(error).__name__})"}, 500)
 
 
+async def queue_full(request: Request, error: QueueFull) -> JSONResponse:
+    message = f"the server is busy ({error.queued} texts waiting for this model); retry in {error.retry_after} s"
+    return JSONResponse({"error": message, "field": "model"}, 503, headers={"Retry-After": str(error.retry_after)})
+
+
+async def client_gone(request: Request, error: ClientGone) -> Response:
+    return Response(status_code=499)  # nobody reads it: the status only marks the log line
+
+
 class Api:
     """The JSON API's handlers over the served models."""
 
     def __init__(self, models: dict[str, Translator], limits: Limits):
-        self.served = {name: ServedModel(name, translator) for name, translator in models.items()}
+        self.served = {name: ServedModel(name, translator, limits) for name, translator in models.items()}
         self.limits = limits
+
+    async def health(self, request: Request) -> JSONResponse:
+        """Answered on the event loop, never behind the queue: each model's queue and counts."""
+        return JSONResponse({"status": "ok", "queues": {m.name: m.scheduler.status() for m in self.served.values()}})
 
     def pick(self, name: str | None) -> ServedModel:
         if name is None:
@@ -162,7 +194,10 @@ class Api:
         data = await read_json(request, self.limits)
         model = self.pick(model_name(data))
         parsed = TranslateRequest.parse(data, self.limits, model.translator.decode.beam_size)
-        results = [explanation_json(e) for e in await run_in_threadpool(model.explain, parsed)]
+        model.check_prefix(parsed.prefix)
+        ticket = model.scheduler.submit(parsed.texts, parsed.settings, parsed.work)
+        explained = await answer_of(request, model.scheduler, ticket)
+        results = [explanation_json(e, parsed.attention) for e in explained]
         body = {"results": results} if parsed.batch else results[0]
         return JSONResponse({**body, "model": model.name})
 
@@ -194,13 +229,14 @@ class Api:
         return JSONResponse({"entries": await run_in_threadpool(model.timeline), "model": model.name})
 
 
-def build_app(models: dict[str, Translator], limits: Limits | None = None) -> Starlette:
-    """The page at /, its files at /static, the API at /api/*."""
+def build_app(models: dict[str, Translator], limits: Limits | None = None, token: str = "") -> Starlette:
+    """The page at /, its files at /static, the API at /api/*; with a ``token``, every API
+    request but /api/health must carry it."""
     api = Api(models, limits or Limits())
     routes = [
         Route("/", page),
         Route("/fonts/{script:str}.ttf", font),
-        Route("/api/health", health),
+        Route("/api/health", api.health),
         Route("/api/models", api.list_models),
         Route("/api/translate", api.translate, methods=["POST"]),
         Route("/api/alternatives", api.alternatives, methods=["POST"]),
@@ -208,8 +244,30 @@ def build_app(models: dict[str, Translator], limits: Limits | None = None) -> St
         Route("/api/timeline", api.timeline),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    handlers = {RequestError: request_error, Exception: server_error}
-    return Starlette(routes=routes, exception_handlers=handlers)
+    handlers = {RequestError: request_error, QueueFull: queue_full, ClientGone: client_gone, Exception: server_error}
+    middleware = [Middleware(TokenCheck, token=token)] if token else []
+    app = Starlette(routes=routes, exception_handlers=handlers, middleware=middleware)
+    app.state.served = api.served  # the models with their schedulers and locks, for tests and tools
+    return app
+
+
+class TokenCheck:
+    """A shared token for a class: API requests carry it as ``Authorization: Bearer TOKEN`` (the
+    page sends the one in its address, ``/?token=TOKEN``); others get 401 naming the field."""
+
+    def __init__(self, app, token: str):
+        self.app, self.token = app, token
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith("/api/") and scope["path"] != "/api/health":
+            given = Request(scope).headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(given.encode(), self.token.encode()):
+                message = (
+                    "this server needs its token: open the page as /?token=TOKEN, or send Authorization: Bearer TOKEN"
+                )
+                await JSONResponse({"error": message, "field": "token"}, 401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def run_server(app: Starlette, host: str, port: int) -> None:

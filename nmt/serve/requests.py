@@ -22,6 +22,10 @@ class Limits:
     max_beam: int = 16
     max_alternatives: int = 20
     max_body_bytes: int = 1_000_000
+    # one request's work: its texts' characters (+ OVERHEAD_CHARS each) x beam size, summed; the
+    # biggest the defaults allow (64 texts of 1,000 characters at beam 16) is 1,034,240
+    max_work: int = 256_000
+    max_queued: int = 512  # texts waiting per model; beyond, 503 with Retry-After
 
 
 async def read_json(request: Request, limits: Limits) -> dict:
@@ -66,6 +70,21 @@ def text(value, field: str, limits: Limits, allow_empty: bool = False) -> str:
     return value
 
 
+def flag(data: dict, field: str, default: bool) -> bool:
+    value = data.get(field, default)
+    if not isinstance(value, bool):
+        raise RequestError(422, field, f"{field} must be true or false")
+    return value
+
+
+OVERHEAD_CHARS = 10  # a short text still costs a search row and its steps
+
+
+def work_of(texts: list[str], beam_size: int) -> list[int]:
+    """Each text's share of the work budget: (characters + OVERHEAD_CHARS) x beam size."""
+    return [(len(text) + OVERHEAD_CHARS) * beam_size for text in texts]
+
+
 def texts_of(data: dict, limits: Limits) -> tuple[list[str], bool]:
     """The sentences: ``text`` (one) or ``texts`` (a batch), and whether it was a batch."""
     if ("text" in data) == ("texts" in data):
@@ -101,13 +120,34 @@ class TranslateRequest:
     beam_size: int
     n_best: int
     prefix: str | list[str]
+    attention: bool  # answer with the best translation's attention (the page asks; off by default)
 
     @classmethod
     def parse(cls, data: dict, limits: Limits, default_beam: int) -> TranslateRequest:
         texts, batch = texts_of(data, limits)
         beam_size = integer(data, "beam_size", min(default_beam, limits.max_beam), 1, limits.max_beam)
         n_best = integer(data, "n_best", 1, 1, beam_size)
-        return cls(texts, batch, beam_size, n_best, prefix_of(data, limits))
+        request = cls(texts, batch, beam_size, n_best, prefix_of(data, limits), flag(data, "attention", False))
+        work = sum(request.work)
+        if work > limits.max_work:
+            raise RequestError(
+                413,
+                "texts",
+                f"this request is {work:,} units of work (characters + {OVERHEAD_CHARS} per text, times beam_size "
+                f"{beam_size}); the limit is {limits.max_work:,} per request: send fewer or shorter texts, "
+                "or a smaller beam_size",
+            )
+        return request
+
+    @property
+    def work(self) -> list[int]:
+        return work_of(self.texts, self.beam_size)
+
+    @property
+    def settings(self) -> tuple:
+        """What requests must share to be decoded in one search."""
+        prefix = self.prefix if isinstance(self.prefix, str) else tuple(self.prefix)
+        return (self.beam_size, self.n_best, prefix, self.attention)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ import torch
 
 from nmt.config import Config, TrainConfig
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
-from nmt.data.references import read_references
+from nmt.data.references import ReferenceSet, read_references
 from nmt.data.shards import Shard, ShardPairs
 from nmt.fileio import read_lines
 from nmt.paths import prepared_paths
@@ -53,7 +54,21 @@ def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> T
         train_text = (read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
     dev = shard_pairs(config, "dev", src_tok, tgt_tok)
     dev_set = read_references(paths.multi("dev"))
+    if 0 < config.train.validation_sentences < len(dev_set.sources):
+        dev_set, dev = validation_sample(dev_set, dev, read_lines(paths.text("dev", "src")), config.train)
     return TrainData(kept, dev, src_tok.encode(dev_set.sources), dev_set.references, len(train) - len(kept), train_text)
+
+
+def validation_sample(
+    dev_set: ReferenceSet, dev: ShardPairs, dev_lines: list[str], cfg: TrainConfig
+) -> tuple[ReferenceSet, ShardPairs]:
+    """A fixed sample of ``train.validation_sentences`` distinct dev sources (the same in every
+    run and resume: seeded by ``train.seed``), with their references and their pairs for the loss."""
+    chosen = sorted(random.Random(cfg.seed).sample(range(len(dev_set.sources)), cfg.validation_sentences))
+    sample = ReferenceSet([dev_set.sources[i] for i in chosen], [dev_set.references[i] for i in chosen])
+    wanted = set(sample.sources)
+    rows = np.array([row for row, source in enumerate(dev_lines) if source in wanted], dtype=np.int64)
+    return sample, ShardPairs(dev.src, dev.tgt, dev.kept[rows])
 
 
 def within_length(examples: list[Example], max_len: int) -> list[Example]:

@@ -49,7 +49,18 @@ from nmt.train.schedule import RunPosition, step_settings
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.train.step import StepResult, train_step
 from nmt.train.timeline import Timeline, probe_sources, probe_translations
-from nmt.train.validate import validate
+from nmt.train.validate import validate, validation_seconds
+
+PACE_BATCHES = 20  # an epoch's length is estimated after this many batches
+
+
+def duration(seconds: float) -> str:
+    """'45 s', '12.5 min', '3 h 20 min'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:02.0f} min"
 
 
 @dataclass
@@ -160,6 +171,7 @@ class Trainer:
         self.out_of_time = False  # the budget ran out inside an epoch
         self.epoch_length = 1  # batches in the epoch being trained (the budget schedule reads it)
         self.trained: torch.nn.Module = self.model  # what the step calls; run() wraps it in DDP under torchrun
+        self.pace_logged = False  # the epoch-length estimate is logged once per session
 
     def run(self, resume: bool = False) -> Progress:
         """Train until ``train.epochs`` or early stopping; keep ``last`` and ``best`` checkpoints."""
@@ -263,12 +275,15 @@ class Trainer:
         loaded = iterate_batches(
             examples, batches[first - 1 :], self.ddp, loader_workers(self.cfg, device), device.type == "cuda"
         )
+        started = time.perf_counter()
         for number, batch in enumerate(loaded, start=first):
             tokens = batch.num_tgt_tokens  # counting them syncs a GPU: once per step
             meter.add(self.train_batch(batch, tokens, epoch, number, len(batches[number - 1])), tokens)
             progress.step += 1
             progress.batch_in_epoch = number
             bar.update(1)
+            if number - first + 1 == PACE_BATCHES and not self.pace_logged:
+                self.log_pace(len(batches), (time.perf_counter() - started) / PACE_BATCHES)
             if number % check_every == 0:
                 self.check_nonfinite(meter, epoch)
             if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
@@ -424,11 +439,37 @@ class Trainer:
         first_batches = epoch_batches(data.train, cfg, 1, ddp.world)
         padding = padding_fraction(first_batches, batch_lengths(data.train))
         self.log(f"{len(first_batches)} batches per epoch; padding is {100 * padding:.1f}% of batch positions.")
+        if ddp.is_main:
+            self.log_validation_estimate()
         if ddp.enabled:
             tokens = f", {ddp.world * cfg.batch_tokens} tokens" if cfg.batch_tokens else ""
             self.log(
                 f"Data parallel over {ddp.world} processes: effective batch {ddp.world} x {cfg.batch_size} = "
                 f"{ddp.world * cfg.batch_size} sentences{tokens}."
+            )
+
+    def log_pace(self, batches: int, seconds_per_batch: float) -> None:
+        """How long an epoch will take, at the pace of this session's first batches."""
+        self.pace_logged = True
+        if batches >= 2 * PACE_BATCHES:  # a short epoch is over before an estimate helps
+            self.log(
+                f"An epoch ({batches:,} batches) takes about {duration(batches * seconds_per_batch)} "
+                f"at the pace of the first {PACE_BATCHES} batches."
+            )
+
+    def log_validation_estimate(self) -> None:
+        """How long each validation will take, and what that means for a time budget."""
+        data, passes = self.data, 2 if self.average is not None else 1  # EMA weights are validated too
+        seconds = passes * validation_seconds(self.model, data, self.config, self.device)
+        sample = " (a fixed sample: train.validation_sentences)" if self.cfg.validation_sentences else ""
+        self.log(
+            f"A validation ({len(data.dev_sources):,} dev sentences{sample}, loss on {len(data.dev):,} pairs, "
+            f"greedy BLEU) takes about {duration(seconds)}."
+        )
+        if self.cfg.max_minutes:
+            self.log(
+                f"The {self.cfg.max_minutes:g}-minute budget counts training, validation and checkpoints; "
+                f"when it runs out inside an epoch, one last validation (about {duration(seconds)}) follows."
             )
 
     def log_summary(self) -> None:

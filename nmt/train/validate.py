@@ -4,6 +4,7 @@ dev reference, decoded by core search."""
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
@@ -41,3 +42,23 @@ def validate(model, data: TrainData, config: Config, tgt_tok: Tokenizer, device:
         "dev_bleu": scores["bleu"],
         "dev_chrf": scores["chrf"],
     }
+
+
+def validation_seconds(model, data: TrainData, config: Config, device: torch.device, sample: int = 32) -> float:
+    """About how long one ``validate`` takes: the loss and greedy decoding of ``sample`` dev
+    pairs and sources spread over the set, timed and scaled to all of them."""
+    pairs = [data.dev[i] for i in _spread(len(data.dev), sample)]
+    sources = [data.dev_sources[i] for i in _spread(len(data.dev_sources), sample)]
+    start = time.perf_counter()
+    dev_loss(model, pairs, config.train.batch_size, device)
+    middle = time.perf_counter()
+    search_sentences(model, sources, config.decode, device, beam_size=1)
+    end = time.perf_counter()
+    return (middle - start) * len(data.dev) / max(1, len(pairs)) + (end - middle) * len(data.dev_sources) / max(
+        1, len(sources)
+    )
+
+
+def _spread(total: int, count: int) -> range:
+    """About ``count`` indices spread evenly over ``range(total)``."""
+    return range(0, total, max(1, total // max(1, count)))

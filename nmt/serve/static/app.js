@@ -11,9 +11,18 @@ function detok(pieces) {
   return pieces.join("").split(SPACE).join(" ").trim();
 }
 
+// a class's server may need its shared token: the page is opened as /?token=TOKEN
+const TOKEN = new URLSearchParams(window.location.search).get("token");
+
+function apiHeaders(json) {
+  const headers = json ? { "Content-Type": "application/json" } : {};
+  if (TOKEN) headers.Authorization = `Bearer ${TOKEN}`;
+  return headers;
+}
+
 async function api(path, body) {
-  const options = body === undefined ? {} : {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  const options = body === undefined ? { headers: apiHeaders(false) } : {
+    method: "POST", headers: apiHeaders(true), body: JSON.stringify(body),
   };
   const response = await fetch(path, options);
   const data = await response.json();
@@ -80,7 +89,10 @@ async function translateAll() {
   status("translating…");
   try {
     await Promise.all(state.models.map(async (model) => {
-      const body = { text, beam_size: beam, n_best: nBest, prefix_tokens: state.prefixes[model.name] || [], model: model.name };
+      const body = {
+        text, beam_size: beam, n_best: nBest, prefix_tokens: state.prefixes[model.name] || [], model: model.name,
+        attention: true,
+      };
       const result = await api("/api/translate", body);
       if (request !== state.request) return; // a newer keystroke won
       state.results[model.name] = { ...result, text };

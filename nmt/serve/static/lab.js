@@ -25,8 +25,8 @@ function clean(token) {
 }
 
 async function labApi(path, body) {
-  const response = await fetch(path, body === undefined ? {} : {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  const response = await fetch(path, body === undefined ? { headers: apiHeaders(false) } : {
+    method: "POST", headers: apiHeaders(true), body: JSON.stringify(body),
   });
   const data = await response.json();
   if (!response.ok) throw new Error(`${data.field ? data.field + ": " : ""}${data.error}`);

@@ -1,0 +1,191 @@
+"""One model's translation queue: concurrent requests batched into one search, in fair turns.
+
+A request is cut into slices of bounded work (``slice_work``: characters × beam, at least one
+text a slice). One worker thread per model takes, in turn, the next slice of every waiting
+request whose search settings match the request at the head of the turn, up to ``batch_work``;
+one search decodes them all, sorted by length as every search is, and each request's answers
+are put back together. A request whose slice has run goes back to the end of the turn, behind
+every request that came meanwhile, so a short request waits for at most the one batch running
+when it came, never for a long request's remaining slices. The queue holds at most
+``max_queued`` texts (beyond: ``QueueFull`` with a retry estimate), and ``cancel`` drops a
+request whose client went away: its waiting slices leave the queue and the batches after the
+running one no longer work for it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+
+class QueueFull(Exception):
+    def __init__(self, queued: int, retry_after: int):
+        super().__init__(f"{queued} texts are waiting already")
+        self.queued, self.retry_after = queued, retry_after
+
+
+@dataclass(eq=False)  # a ticket is itself: compared by identity
+class Ticket:
+    """One request in the queue: its texts, its slices still to run, the answers so far."""
+
+    texts: list[str]
+    settings: Hashable  # what one search must share: beam size, n-best, prefix, attention
+    work: list[int]  # units (characters x beam) per text
+    slices: deque[list[int]]  # indices into texts
+    answers: list = field(default_factory=list)
+    future: Future = field(default_factory=Future)
+    left: int = 0  # texts not answered yet
+    cancelled: bool = False
+
+    @property
+    def queued(self) -> int:
+        return sum(len(piece) for piece in self.slices)
+
+
+def slices_of(work: list[int], slice_work: int) -> deque[list[int]]:
+    """Consecutive runs of texts whose work adds up to at most ``slice_work`` (one text at least)."""
+    slices: deque[list[int]] = deque()
+    current, total = [], 0
+    for index, units in enumerate(work):
+        if current and total + units > slice_work:
+            slices.append(current)
+            current, total = [], 0
+        current.append(index)
+        total += units
+    if current:
+        slices.append(current)
+    return slices
+
+
+class Scheduler:
+    """Batches and orders one model's translation work (``decode(texts, settings) -> answers``,
+    one answer per text, run on this scheduler's worker thread)."""
+
+    def __init__(
+        self,
+        decode: Callable[[list[str], Hashable], list],
+        max_queued: int = 512,
+        slice_work: int = 16_000,
+        batch_work: int = 48_000,
+        window: float = 0.002,
+    ):
+        self.decode, self.max_queued = decode, max_queued
+        self.slice_work, self.batch_work, self.window = slice_work, batch_work, window
+        self.turn: list[Ticket] = []  # waiting requests, in the order they are served
+        self.running: list[Ticket] = []  # the requests of the batch being decoded
+        self.changed = threading.Condition()
+        self.counts = {"batches": 0, "texts": 0, "cancelled": 0, "refused": 0}
+        self.seconds_per_text = 0.05  # a running estimate, for Retry-After
+        self.worker = threading.Thread(target=self._run, name="nmt-scheduler", daemon=True)
+        self.worker.start()
+
+    # ---- called from the server's event loop ----
+
+    def submit(self, texts: list[str], settings: Hashable, work: list[int]) -> Ticket:
+        """Queue a request (``work``: units per text); ``QueueFull`` when the queue is full."""
+        with self.changed:
+            queued = self.queued()
+            if self.turn and queued + len(texts) > self.max_queued:
+                self.counts["refused"] += 1
+                raise QueueFull(queued, max(1, math.ceil(queued * self.seconds_per_text)))
+            slices = slices_of(work, self.slice_work)
+            ticket = Ticket(texts, settings, work, slices, [None] * len(texts), left=len(texts))
+            self.turn.append(ticket)
+            self.changed.notify()
+            return ticket
+
+    def cancel(self, ticket: Ticket) -> None:
+        """The client went away: drop what is left of its request."""
+        with self.changed:
+            if ticket.future.done() or ticket.cancelled:
+                return
+            ticket.cancelled = True
+            ticket.slices.clear()
+            if ticket in self.turn:
+                self.turn.remove(ticket)
+            self.counts["cancelled"] += 1
+            ticket.future.cancel()
+
+    def queued(self) -> int:
+        """Texts waiting (not yet in a batch)."""
+        return sum(ticket.queued for ticket in [*self.turn, *self.running])
+
+    def status(self) -> dict:
+        with self.changed:
+            return {"queued_texts": self.queued(), "waiting_requests": len(self.turn), **self.counts}
+
+    # ---- the worker thread ----
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                while not self.turn:
+                    self.changed.wait()
+            time.sleep(self.window)  # requests sent together arrive within it: one search for them
+            with self.changed:
+                settings, batch = self._next_batch()
+            if batch:
+                self._decode(settings, batch)
+
+    def _next_batch(self) -> tuple[Hashable, list[tuple[Ticket, list[int]]]]:
+        """The next slice of each waiting request with the head's settings, in turn order, up to
+        ``batch_work``; those requests leave the turn while their slices run."""
+        if not self.turn:
+            return None, []
+        settings = self.turn[0].settings
+        batch, total = [], 0
+        for ticket in self.turn:
+            if ticket.settings != settings:
+                continue
+            piece = ticket.slices[0]
+            units = sum(ticket.work[i] for i in piece)
+            if batch and total + units > self.batch_work:
+                break
+            batch.append((ticket, ticket.slices.popleft()))
+            total += units
+        self.running = [ticket for ticket, _ in batch]
+        self.turn = [t for t in self.turn if t not in self.running]
+        return settings, batch
+
+    def _decode(self, settings: Hashable, batch: list[tuple[Ticket, list[int]]]) -> None:
+        texts = [ticket.texts[i] for ticket, piece in batch for i in piece]
+        start = time.perf_counter()
+        try:
+            answers = self.decode(texts, settings)
+        except Exception as error:  # the request fails, the server goes on
+            with self.changed:
+                for ticket, _ in batch:
+                    self._finish(ticket, error)
+                self.running = []
+            return
+        seconds = time.perf_counter() - start
+        with self.changed:
+            self.seconds_per_text = 0.8 * self.seconds_per_text + 0.2 * seconds / len(texts)
+            self.counts["batches"] += 1
+            self.counts["texts"] += len(texts)
+            position = 0
+            for ticket, piece in batch:
+                for index in piece:
+                    ticket.answers[index] = answers[position]
+                    position += 1
+                ticket.left -= len(piece)
+                if not ticket.left:
+                    self._finish(ticket)
+                elif ticket.slices and not ticket.cancelled:  # behind every request that came meanwhile
+                    self.turn.append(ticket)
+            self.running = []
+
+    def _finish(self, ticket: Ticket, error: Exception | None = None) -> None:
+        if ticket in self.turn:
+            self.turn.remove(ticket)
+        if ticket.future.done():  # cancelled meanwhile
+            return
+        if error is not None:
+            ticket.future.set_exception(error)
+        else:
+            ticket.future.set_result(ticket.answers)
