@@ -495,6 +495,13 @@ def serve(
         translators = {Path(translator.loaded.config.run_dir).name: translator}
     address = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     typer.echo(f"Serving {', '.join(translators)} on {address} (Ctrl-C stops)", err=True)
+    _warn_if_reachable(host, token)
+    limits = Limits(max_work=max_work or Limits.max_work, max_queued=max_queued or Limits.max_queued)
+    run_server(build_app(translators, limits, token), host, port)
+
+
+def _warn_if_reachable(host: str, token: str) -> None:
+    """Listening beyond loopback: say who can reach the page."""
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(
             f"warning: listening on {host}: anyone who can reach this machine on the network can open the page "
@@ -502,8 +509,6 @@ def serve(
             + (" with the token." if token else "; --token TOKEN makes every request carry a shared token."),
             err=True,
         )
-    limits = Limits(max_work=max_work or Limits.max_work, max_queued=max_queued or Limits.max_queued)
-    run_server(build_app(translators, limits, token), host, port)
 
 
 RunDirArgument = Annotated[Path, typer.Argument(help="A run directory (run_dir of a config).")]

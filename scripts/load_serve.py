@@ -4,9 +4,15 @@ loopback port, then the server is stopped. Prints requests/s, p50/p95/max latenc
 
     python scripts/load_serve.py --config configs/eng-mar-cpu.yaml --clients 4 --requests 50
     python scripts/load_serve.py --model runs/eng-mar-cpu/package --beam-size 1
+    python scripts/load_serve.py --scenario classroom
 
 Each request is POST /api/translate with one sentence of the eng-mar sample (n-best 1, the
 attention included, as the page asks for it). Run it alone on the machine: it times the CPU.
+
+The classroom scenario, in one run against one server: one client alone, then 30 at once
+(throughput, p50/p95), then a short request sent while two heavy ones (64 texts of 1,000
+characters at beam 16, admitted with --max-work) are being decoded: its latency, and whether
+the heavy ones' work is cancelled when their clients hang up.
 """
 
 from __future__ import annotations
@@ -32,9 +38,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(args, port: int) -> subprocess.Popen:
+def start_server(args, port: int, *extra: str) -> subprocess.Popen:
     source = ["--model", args.model] if args.model else ["--config", args.config]
     command = [sys.executable, "-m", "nmt", "serve", *source, "--port", str(port), "--device", "cpu"]
+    command += extra
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -62,41 +69,117 @@ def client(url: str, bodies: list[bytes], latencies: list[float], errors: list[s
             errors.append(str(error))
 
 
+def run_clients(url: str, bodies_per_client: list[list[bytes]]) -> tuple[float, list[float], list[str]]:
+    """(seconds, sorted latencies, errors) of the clients sending their bodies concurrently."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    threads = [threading.Thread(target=client, args=(url, bodies, latencies, errors)) for bodies in bodies_per_client]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start, sorted(latencies), errors
+
+
+def page_bodies(sentences: list[str], clients: int, requests: int, beam: int) -> list[list[bytes]]:
+    """What the page sends: one sentence, the attention asked for."""
+    return [
+        [
+            json.dumps(
+                {"text": sentences[(c * requests + r) % len(sentences)], "beam_size": beam, "attention": True}
+            ).encode()
+            for r in range(requests)
+        ]
+        for c in range(clients)
+    ]
+
+
+def percentile(latencies: list[float], share: float) -> float:
+    return latencies[int(share * (len(latencies) - 1))] * 1000 if latencies else float("nan")
+
+
+def raw_post(port: int, body: bytes) -> socket.socket:
+    """A request on a socket of its own, so that the client can hang up before the answer."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=600)
+    head = "POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head += f"Content-Length: {len(body)}"
+    sock.sendall(head.encode() + b"\r\n\r\n" + body)
+    return sock
+
+
+def health(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def classroom(args, sentences: list[str]) -> int:
+    heavy_texts = []
+    for i in range(64):  # 1,000 characters each, from the sample's sentences
+        text = ""
+        while len(text) < 1000:
+            text += sentences[(i * 7 + len(text)) % len(sentences)] + " "
+        heavy_texts.append(text[:1000])
+    heavy = json.dumps({"texts": heavy_texts, "beam_size": 16}).encode()
+    port = free_port()
+    server = start_server(args, port, "--max-work", "1100000")
+    url = f"http://127.0.0.1:{port}/api/translate"
+    try:
+        run_clients(url, page_bodies(sentences, 4, 5, args.beam_size))  # warm up
+        alone = run_clients(url, page_bodies(sentences, 1, 60, args.beam_size))
+        crowd = run_clients(url, page_bodies(sentences, 30, args.requests, args.beam_size))
+        heavies = [raw_post(port, heavy) for _ in range(2)]
+        time.sleep(1.0)  # both are being decoded
+        short = json.dumps({"text": "Hello.", "attention": True}).encode()
+        start = time.perf_counter()
+        client(url, [short], [], [])
+        short_seconds = time.perf_counter() - start
+        waiting = health(port)["queues"]
+        for sock in heavies:  # the clients give up
+            sock.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(q["cancelled"] for q in health(port)["queues"].values()) < 2:
+            time.sleep(0.1)
+        after = health(port)["queues"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    rates = {}
+    for name, (seconds, latencies, errors) in (("1 client", alone), ("30 clients", crowd)):
+        rates[name] = len(latencies) / seconds
+        print(f"{name:10s}: {len(latencies)} answered, {len(errors)} errors in {seconds:.1f} s: "
+              f"{rates[name]:.1f} requests/s, p50 {percentile(latencies, 0.5):.0f} ms, "
+              f"p95 {percentile(latencies, 0.95):.0f} ms")  # fmt: skip
+    print(f"30 clients / 1 client throughput: {rates['30 clients'] / rates['1 client']:.1f}x")
+    model = next(iter(after))
+    print(f"a short request behind two heavy ones (64 x 1,000 characters, beam 16): {short_seconds * 1000:.0f} ms "
+          f"(queued texts then: {waiting[model]['queued_texts']}); heavy clients hung up: "
+          f"{after[model]['cancelled']} cancelled, queue {after[model]['queued_texts']} texts")  # fmt: skip
+    return 1 if alone[2] or crowd[2] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/eng-mar-cpu.yaml", help="a trained run's config")
     parser.add_argument("--model", help="a model package folder (instead of --config)")
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--requests", type=int, default=50, help="requests per client")
+    parser.add_argument("--requests", type=int, default=50, help="requests per client (classroom: 10)")
     parser.add_argument("--beam-size", type=int, default=5)
+    parser.add_argument("--scenario", choices=["clients", "classroom"], default="clients")
     args = parser.parse_args(argv)
     sentences = [s for s in SENTENCES.read_text(encoding="utf-8").splitlines() if s.strip()]
+    if args.scenario == "classroom":
+        args.requests = 10 if args.requests == 50 else args.requests
+        return classroom(args, sentences)
     port = free_port()
     server = start_server(args, port)
     url = f"http://127.0.0.1:{port}/api/translate"
     try:
-        work = [
-            [
-                json.dumps(
-                    {"text": sentences[(c * args.requests + r) % len(sentences)], "beam_size": args.beam_size}
-                ).encode()
-                for r in range(args.requests)
-            ]
-            for c in range(args.clients)
-        ]
-        latencies: list[float] = []
-        errors: list[str] = []
-        threads = [threading.Thread(target=client, args=(url, bodies, latencies, errors)) for bodies in work]
-        start = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - start
+        bodies = page_bodies(sentences, args.clients, args.requests, args.beam_size)
+        elapsed, latencies, errors = run_clients(url, bodies)
     finally:
         server.terminate()
         server.wait(timeout=30)
-    latencies.sort()
     p50 = statistics.median(latencies) * 1000 if latencies else float("nan")
     p95 = latencies[int(0.95 * (len(latencies) - 1))] * 1000 if latencies else float("nan")
     print(f"{args.clients} clients x {args.requests} requests, beam {args.beam_size}: {len(latencies)} answered, "

@@ -280,3 +280,15 @@ def raw_post(port: int, body: dict) -> socket.socket:
     head = "POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     sock.sendall(head.encode() + f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
     return sock
+
+
+def test_listening_beyond_loopback_warns_who_can_reach_the_page(capsys):
+    from nmt.cli import _warn_if_reachable
+
+    _warn_if_reachable("127.0.0.1", "")
+    assert capsys.readouterr().err == ""
+    _warn_if_reachable("0.0.0.0", "")
+    assert "anyone who can reach this machine" in capsys.readouterr().err
+    _warn_if_reachable("0.0.0.0", "secret")
+    warned = capsys.readouterr().err
+    assert "with the token" in warned and "secret" not in warned

@@ -38,12 +38,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(models: dict):
+def running_server(models: dict, token: str = ""):
     """`nmt serve`'s app over ``models`` on a free loopback port, in a thread: its URL."""
     import uvicorn
 
     port = free_port()
-    config = uvicorn.Config(build_app(models), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(build_app(models, token=token), host="127.0.0.1", port=port, log_level="warning")
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
@@ -167,3 +167,15 @@ def test_the_page_translates_as_you_type_draws_attention_and_follows_a_chosen_al
         if '"Network.requestWillBeSent"' in entry["message"]
     ]
     assert urls and all(url.startswith(server + "/") or url.startswith("data:") for url in urls), urls
+
+
+def test_a_class_page_opened_with_its_token_translates_and_one_without_says_what_is_missing(tmp_path, browser):
+    from selenium.webdriver.common.by import By
+
+    with running_server({"m": random_translator(tmp_path)}, token="class-7b") as url:
+        browser.get(url + "/")
+        wait_for(browser, lambda d: "token" in d.find_element(By.ID, "status").text)
+        browser.get(url + "/?token=class-7b")
+        wait_for(browser, lambda d: "m:" in d.find_element(By.ID, "model-list").text)
+        browser.find_element(By.ID, "source").send_keys("I see apples.")
+        wait_for(browser, lambda d: panel_text(d) and d.find_elements(By.CSS_SELECTOR, ".heatmap svg rect.cell"))

@@ -72,7 +72,7 @@ class Scheduler:
         max_queued: int = 512,
         slice_work: int = 16_000,
         batch_work: int = 48_000,
-        window: float = 0.002,
+        window: float = 0.0,
     ):
         self.decode, self.max_queued = decode, max_queued
         self.slice_work, self.batch_work, self.window = slice_work, batch_work, window

@@ -462,14 +462,18 @@ class Trainer:
         data, passes = self.data, 2 if self.average is not None else 1  # EMA weights are validated too
         seconds = passes * validation_seconds(self.model, data, self.config, self.device)
         sample = " (a fixed sample: train.validation_sentences)" if self.cfg.validation_sentences else ""
+        fresh = "" if self.progress.step else " (timed on the untrained model, which decodes to the length limit)"
+        hint = ""
+        if seconds > 60 and not self.cfg.validation_sentences:
+            hint = " train.validation_sentences: N validates on a fixed sample of N instead."
         self.log(
             f"A validation ({len(data.dev_sources):,} dev sentences{sample}, loss on {len(data.dev):,} pairs, "
-            f"greedy BLEU) takes about {duration(seconds)}."
+            f"greedy BLEU) takes up to about {duration(seconds)}{fresh}.{hint}"
         )
         if self.cfg.max_minutes:
             self.log(
                 f"The {self.cfg.max_minutes:g}-minute budget counts training, validation and checkpoints; "
-                f"when it runs out inside an epoch, one last validation (about {duration(seconds)}) follows."
+                f"when it runs out inside an epoch, one last validation (up to about {duration(seconds)}) follows."
             )
 
     def log_summary(self) -> None:
