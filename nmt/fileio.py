@@ -8,7 +8,9 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
+
+BOM = b"\xef\xbb\xbf"
 
 
 @contextmanager
@@ -86,15 +88,22 @@ def count_lines(path: str | Path) -> int:
     return count + (last != b"\n")
 
 
+def binary_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """A binary file's lines without their endings (LF or CRLF), a leading byte-order mark
+    dropped, read as they come (never the whole file at once)."""
+    for index, line in enumerate(handle):
+        if index == 0:
+            line = line.removeprefix(BOM)
+            if not line:  # the file is a byte-order mark and nothing else
+                return
+        yield line.removesuffix(b"\n").removesuffix(b"\r")
+
+
 def iter_lines(path: str | Path) -> Iterator[str]:
     """The lines of a UTF-8 file one at a time, split on LF only (as ``read_lines``)."""
     with open(path, "rb") as handle:
-        for index, line in enumerate(handle):
-            if index == 0:
-                line = line.removeprefix(b"\xef\xbb\xbf")
-                if not line:  # a byte-order mark and nothing else
-                    return
-            yield line.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8")
+        for line in binary_lines(handle):
+            yield line.decode("utf-8")
 
 
 def sha256_file(path: str | Path) -> str:

@@ -139,8 +139,7 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
     """Read, clean, split and tokenize the config's data into the prepared directory.
     ``show_bar``: progress bars (lines per second) on a terminal."""
     paths = prepared_paths(config)
-    files = input_files(config.data)
-    input_sha256 = _sha256_of(files)
+    input_sha256 = _sha256_of(input_files(config.data))
     fingerprint = _fingerprint(config, input_sha256)
     reused = _reusable_report(config, paths, fingerprint, force)
     if reused is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 import sentencepiece as spm
@@ -52,18 +53,11 @@ def train_sentencepiece(
 def encoded_lines(tokenizer: Tokenizer, path: str | Path, bar=None, chunk: int = 10_000) -> Iterator[list[int]]:
     """The ids of every line of a text file, encoded a chunk of lines at a time (``bar``: a
     progress bar moved by the lines encoded)."""
-    lines = []
-    for line in iter_lines(path):
-        lines.append(line)
-        if len(lines) == chunk:
-            yield from tokenizer.encode(lines)
-            if bar is not None:
-                bar.update(len(lines))
-            lines = []
-    if lines:
-        yield from tokenizer.encode(lines)
+    lines = iter_lines(path)
+    while block := list(islice(lines, chunk)):
+        yield from tokenizer.encode(block)
         if bar is not None:
-            bar.update(len(lines))
+            bar.update(len(block))
 
 
 class Tokenizer:

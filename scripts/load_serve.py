@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -180,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    p50 = statistics.median(latencies) * 1000 if latencies else float("nan")
-    p95 = latencies[int(0.95 * (len(latencies) - 1))] * 1000 if latencies else float("nan")
+    p50, p95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
     print(f"{args.clients} clients x {args.requests} requests, beam {args.beam_size}: {len(latencies)} answered, "
           f"{len(errors)} errors in {elapsed:.1f} s")  # fmt: skip
     print(f"requests/s {len(latencies) / elapsed:.1f}   latency p50 {p50:.0f} ms   p95 {p95:.0f} ms   "

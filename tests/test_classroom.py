@@ -52,7 +52,7 @@ def test_slices_bound_their_work_and_keep_at_least_one_text():
 
 def test_requests_waiting_together_are_decoded_in_one_search_and_split_back():
     model = FakeModel()
-    scheduler = Scheduler(model, window=0)
+    scheduler = Scheduler(model)
     model.gate.clear()
     first = scheduler.submit(["a"], "s", [1])  # the worker takes it and waits at the gate
     wait_until(lambda: scheduler.queued() == 0)
@@ -68,7 +68,7 @@ def test_requests_waiting_together_are_decoded_in_one_search_and_split_back():
 
 def test_a_big_request_takes_turns_so_a_short_one_waits_for_one_slice_only():
     model = FakeModel()
-    scheduler = Scheduler(model, slice_work=10, batch_work=10, window=0)
+    scheduler = Scheduler(model, slice_work=10, batch_work=10)
     model.gate.clear()
     big = scheduler.submit([f"big{i}" for i in range(6)], "s", [10] * 6)  # six slices of one text
     wait_until(lambda: len(big.slices) == 5)  # the first slice is running
@@ -81,7 +81,7 @@ def test_a_big_request_takes_turns_so_a_short_one_waits_for_one_slice_only():
 
 def test_a_full_queue_refuses_with_a_retry_estimate():
     model = FakeModel()
-    scheduler = Scheduler(model, max_queued=3, window=0)
+    scheduler = Scheduler(model, max_queued=3)
     model.gate.clear()
     running = scheduler.submit(["a"], "s", [1])
     wait_until(lambda: scheduler.queued() == 0)
@@ -96,7 +96,7 @@ def test_a_full_queue_refuses_with_a_retry_estimate():
 
 def test_a_cancelled_request_leaves_the_queue_and_is_never_decoded():
     model = FakeModel()
-    scheduler = Scheduler(model, slice_work=1, window=0)
+    scheduler = Scheduler(model, slice_work=1)
     model.gate.clear()
     running = scheduler.submit(["a", "b", "c"], "s", [1, 1, 1])  # three slices; the first is running
     wait_until(lambda: scheduler.queued() == 2)

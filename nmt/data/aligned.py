@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
-from nmt.data.pairs import Pair, Problem, ReadResult, decode_line, file_lines, normalize_text
+from nmt.data.pairs import Pair, Problem, ReadResult, decode_line, normalize_text
 from nmt.errors import NmtError
+from nmt.fileio import binary_lines
 
 
 @dataclass
@@ -29,7 +30,7 @@ class ReferenceRows:
 def _lines(path: Path, key: str, stack: ExitStack) -> Iterator[bytes]:
     if not path.is_file():
         raise NmtError(f"File not found: {path} (config key '{key}').")
-    return file_lines(stack.enter_context(open(path, "rb")))
+    return binary_lines(stack.enter_context(open(path, "rb")))
 
 
 def _not_aligned(key: str, paths: list[Path], counts: list[int]) -> NmtError:

@@ -7,11 +7,8 @@ becomes a ``Problem`` naming its file and 1-based line number.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO
-
-BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -80,17 +77,6 @@ def normalize_text(text: str) -> str:
 
 def clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars].rstrip()
-
-
-def file_lines(handle: BinaryIO) -> Iterator[bytes]:
-    """A binary file's lines without their endings (LF or CRLF), a leading byte-order mark
-    dropped, read as they come (never the whole file at once)."""
-    for index, line in enumerate(handle):
-        if index == 0:
-            line = line.removeprefix(BOM)
-            if not line:  # the file is a byte-order mark and nothing else
-                return
-        yield line.removesuffix(b"\n").removesuffix(b"\r")
 
 
 def decode_line(raw: bytes, line_no: int, path: str) -> str | Problem:

@@ -19,8 +19,8 @@ at T, and ids within the vocabulary the reader expects.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain
+from collections.abc import Iterable, Sequence
+from itertools import chain, islice
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +49,8 @@ def write_shard(path: str | Path, id_lists: Iterable[list[int]], vocab_size: int
     lengths, total, limit = array("q"), 0, 0
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         handle.write(bytes(HEADER_BYTES))  # filled in once the counts are known
-        for chunk in _chunks(id_lists, CHUNK):
+        sentences = iter(id_lists)
+        while chunk := list(islice(sentences, CHUNK)):
             lengths.extend(len(ids) for ids in chunk)
             flat = np.fromiter(chain.from_iterable(chunk), dtype=np.int64)
             if flat.size:
@@ -63,17 +64,6 @@ def write_shard(path: str | Path, id_lists: Iterable[list[int]], vocab_size: int
         handle.seek(0)
         handle.write(MAGIC + np.array([dtype.itemsize, len(lengths), total, limit], dtype="<u8").tobytes())
     return np.frombuffer(lengths, dtype=np.int64)
-
-
-def _chunks(items: Iterable, size: int) -> Iterator[list]:
-    chunk = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 class Shard(Sequence):

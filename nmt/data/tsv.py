@@ -13,8 +13,9 @@ from pathlib import Path
 
 from nmt.config import HeaderMode as Header
 from nmt.data.languages import looks_like_header
-from nmt.data.pairs import Pair, Problem, ReadResult, decode_line, file_lines, normalize_text
+from nmt.data.pairs import Pair, Problem, ReadResult, decode_line, normalize_text
 from nmt.errors import NmtError
+from nmt.fileio import binary_lines
 
 
 def parse_line(raw: bytes, line_no: int, path: str, source_first: bool = True) -> Pair | Problem | None:
@@ -56,7 +57,7 @@ def tsv_pairs(
         raise NmtError(f"Data file not found: {path}")
     source_first = not columns or columns[0] == src_lang
     with open(path, "rb") as handle:
-        for index, line in enumerate(file_lines(handle)):
+        for index, line in enumerate(binary_lines(handle)):
             if index == 0 and _is_header(line, header, columns or []):
                 result.header = line.decode("utf-8", errors="replace")
                 result.lines_read = 1

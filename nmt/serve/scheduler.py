@@ -72,10 +72,9 @@ class Scheduler:
         max_queued: int = 512,
         slice_work: int = 16_000,
         batch_work: int = 48_000,
-        window: float = 0.0,
     ):
         self.decode, self.max_queued = decode, max_queued
-        self.slice_work, self.batch_work, self.window = slice_work, batch_work, window
+        self.slice_work, self.batch_work = slice_work, batch_work
         self.turn: list[Ticket] = []  # waiting requests, in the order they are served
         self.running: list[Ticket] = []  # the requests of the batch being decoded
         self.changed = threading.Condition()
@@ -126,7 +125,6 @@ class Scheduler:
             with self.changed:
                 while not self.turn:
                     self.changed.wait()
-            time.sleep(self.window)  # requests sent together arrive within it: one search for them
             with self.changed:
                 settings, batch = self._next_batch()
             if batch:

@@ -54,9 +54,9 @@ def validation_seconds(model, data: TrainData, config: Config, device: torch.dev
     middle = time.perf_counter()
     search_sentences(model, sources, config.decode, device, beam_size=1)
     end = time.perf_counter()
-    return (middle - start) * len(data.dev) / max(1, len(pairs)) + (end - middle) * len(data.dev_sources) / max(
-        1, len(sources)
-    )
+    loss_seconds = (middle - start) * len(data.dev) / max(1, len(pairs))
+    decode_seconds = (end - middle) * len(data.dev_sources) / max(1, len(sources))
+    return loss_seconds + decode_seconds
 
 
 def _spread(total: int, count: int) -> range:
