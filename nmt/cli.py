@@ -192,7 +192,7 @@ def train(
     if minutes is not None:
         cfg.train.max_minutes = minutes
     requested = _device(cfg, device)
-    ddp = distributed.setup(requested)  # under torchrun: join the process group
+    ddp = distributed.setup(requested, cfg.train.ddp_timeout_minutes)  # under torchrun: join the process group
     run = run_paths(cfg)
     try:
         if ddp.is_main:

@@ -29,7 +29,7 @@ CellName = Annotated[str, CELLS]
 WindowName = Literal[WINDOWS]  # type: ignore[valid-type]
 DeviceName = Literal[DEVICE_NAMES]  # type: ignore[valid-type]
 PrecisionName = Literal[PRECISION_NAMES]  # type: ignore[valid-type]
-RnnInput = Literal["packed", "padded"]
+RnnInput = Literal["auto", "packed", "padded"]
 HeaderMode = Literal["auto", True, False]
 
 
@@ -99,8 +99,9 @@ class ModelConfig:
     dropout: float = 0.2
     encoder_output_dropout: float = 0.0  # dropout on the encoder's outputs h_j, the attention's memory (training only)
     # How the encoder's RNN is run (same weights, same outputs): packed sequences, or one padded
-    # call per direction with each sentence reversed within its length (docs/benchmarks.md).
-    rnn_input: RnnInput = "packed"
+    # call per direction with each sentence reversed within its length (docs/benchmarks.md);
+    # auto: padded on Apple's MPS (packed sequences have open faults there), packed elsewhere
+    rnn_input: RnnInput = "auto"
 
 
 @dataclass
@@ -134,6 +135,8 @@ class TrainConfig:
     compile: Literal["none", "default", "reduce-overhead"] = "none"
     loader_workers: int = -1  # processes collating batches ahead of training (-1 = auto: 2 on a GPU, 0 on CPU)
     checkpoint_every: int = 0  # also checkpoint every N steps inside an epoch (0 = only after each epoch)
+    checkpoint_minutes: float = 10.0  # also checkpoint inside an epoch after this many minutes without one (0 = off)
+    ddp_timeout_minutes: float = 60.0  # under torchrun: how long a collective waits for the other processes
     keep_checkpoints: int = 3  # step checkpoints kept besides last and best
     max_nonfinite: int = 10  # stop after this many steps in a row with a non-finite loss or gradient
     tensorboard: bool = False  # also log scalars and attention heatmaps to <run_dir>/tensorboard
@@ -224,6 +227,8 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.threads": _NON_NEGATIVE,
     "train.loader_workers": (lambda v: v >= -1, "an integer >= 0, or -1 for auto"),
     "train.checkpoint_every": _NON_NEGATIVE,
+    "train.checkpoint_minutes": _NON_NEGATIVE,
+    "train.ddp_timeout_minutes": _POSITIVE,
     "train.keep_checkpoints": _POSITIVE,
     "train.max_nonfinite": _POSITIVE,
     "train.probes": _NON_NEGATIVE,

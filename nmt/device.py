@@ -94,17 +94,15 @@ def select_precision(name: str, device: torch.device) -> Precision:
 
 def enable_tf32(device: torch.device) -> None:
     """On a CUDA device, let float32 matrix products and cuDNN RNNs use TF32 tensor cores
-    (10-bit mantissa inputs, float32 accumulation), through the fp32_precision switches of
-    PyTorch 2.9 and later. A process-wide switch; no-op elsewhere."""
+    (10-bit mantissa inputs, float32 accumulation). A process-wide switch; no-op elsewhere.
+
+    Set through the legacy ``allow_tf32`` flags on purpose: PyTorch 2.9+ reads them through its
+    new ``fp32_precision`` switches too, while setting the new switches makes any later read
+    of the legacy flags raise ("mix of the legacy and new APIs") in every library of the process."""
     if device.type != "cuda":
         return
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        matmul.fp32_precision = "tf32"
-        torch.backends.cudnn.rnn.fp32_precision = "tf32"
-    else:  # PyTorch before 2.9
-        matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
 
 
 def make_deterministic(device: torch.device) -> None:
@@ -116,3 +114,33 @@ def make_deterministic(device: torch.device) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    """The process-wide switches training sets (torch's CPU threads, deterministic
+    algorithms), read so that they can be put back when a run ends: a second model trained,
+    compiled or evaluated in the same process (a tuning study, a notebook, a server, the test
+    suite) must not inherit the first run's."""
+
+    threads: int
+    deterministic: bool
+    warn_only: bool
+    cudnn_deterministic: bool
+    cudnn_benchmark: bool
+
+    @classmethod
+    def current(cls) -> ProcessSettings:
+        return cls(
+            torch.get_num_threads(),
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+            torch.backends.cudnn.deterministic,
+            torch.backends.cudnn.benchmark,
+        )
+
+    def restore(self) -> None:
+        torch.set_num_threads(self.threads)
+        torch.use_deterministic_algorithms(self.deterministic, warn_only=self.warn_only)
+        torch.backends.cudnn.deterministic = self.cudnn_deterministic
+        torch.backends.cudnn.benchmark = self.cudnn_benchmark

@@ -2,8 +2,11 @@
 
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 
-from .helpers import synthetic_pairs, tiny_config, write_anki
+from .helpers import OBJECTS, SUBJECTS, VERBS, synthetic_pairs, tiny_config, write_anki
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,3 +67,75 @@ def test_two_process_torchrun_matches_single_process_with_the_same_global_batch(
         assert torch.allclose(tensor, b["model"][name], rtol=1e-4, atol=1e-5), name
     lines = (tmp_path / "parallel" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["epoch"] for line in lines] == [1, 2]  # written once, by rank 0
+
+
+def varied_pairs(count: int, seed: int = 0) -> list[tuple[str, str]]:
+    """``count`` distinct sentences of 3-8 words from a small vocabulary, the target reversed."""
+    words = list(SUBJECTS.items()) + list(VERBS.items()) + list(OBJECTS.items())
+    rng = random.Random(seed)
+    pairs: dict[str, str] = {}
+    while len(pairs) < count:
+        chosen = [rng.choice(words) for _ in range(rng.randint(3, 8))]
+        pairs[" ".join(w for w, _ in chosen) + "."] = " ".join(t for _, t in reversed(chosen)) + "."
+    return list(pairs.items())
+
+
+def torchrun(config: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    command += ["-m", "nmt", "train", "--config", str(config), *extra]
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="PyTorch built without gloo")
+def test_sigterm_to_torchrun_during_a_long_validation_checkpoints_in_time_and_resumes_exactly(tmp_path):
+    """torchrun sends its workers SIGTERM and SIGKILL 30 s later: a stop that lands in a long
+    validation must abandon it and checkpoint the finished epoch well inside that."""
+    data = write_anki(tmp_path / "pairs.txt", varied_pairs(2400))
+    shared = {"prepared_dir": str(tmp_path / "prepared"), "dev_size": 1200.0, "test_size": 10.0}
+
+    def config(name: str) -> Path:
+        train = {"epochs": 2, "batch_size": 16, "threads": 1, "lr_patience": 5, "max_len": 12}
+        raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / name), data=shared, train=train)
+        raw["model"]["dropout"] = 0.2  # each rank's own draws, in the checkpoint
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        return path
+
+    reference = torchrun(config("reference"))
+    assert reference.wait(timeout=300) == 0, reference.stdout.read()[-3000:]
+
+    stopped = config("stopped")
+    slow = [
+        "--set",
+        "decode.batch_size=1",
+        "--set",
+        "decode.max_len_offset=150",
+    ]  # a validation of half a minute or more
+    process = torchrun(stopped, *slow)
+    log = tmp_path / "stopped" / "train.log"
+    deadline = time.time() + 120
+    while not (log.is_file() and "batches per epoch" in log.read_text(encoding="utf-8")):
+        assert time.time() < deadline and process.poll() is None, "training did not start"
+        time.sleep(0.05)
+    time.sleep(6)  # the first epoch (a second or two) is over: validation runs
+    assert not (tmp_path / "stopped" / "metrics.jsonl").exists(), "validation ended before the signal"
+    signalled = time.time()
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=60)[0]
+    assert time.time() - signalled < 20, output[-3000:]
+    assert "forcefully" not in output and "while validating epoch 1" in output, output[-3000:]
+    saved = torch.load(tmp_path / "stopped" / "checkpoints" / "last.pt", weights_only=True)
+    assert saved["progress"]["epoch"] == 0 and saved["progress"]["batch_in_epoch"] > 0
+    assert len(saved["rng"]) == 2 and not torch.equal(saved["rng"][0]["torch"], saved["rng"][1]["torch"])
+
+    resumed = torchrun(stopped, "--resume")
+    assert resumed.wait(timeout=300) == 0, resumed.stdout.read()[-3000:]
+    a = torch.load(tmp_path / "reference" / "checkpoints" / "last.pt", weights_only=True)
+    b = torch.load(tmp_path / "stopped" / "checkpoints" / "last.pt", weights_only=True)
+    assert a["progress"]["step"] == b["progress"]["step"]
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    records = [json.loads(line) for line in (tmp_path / "stopped" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2]

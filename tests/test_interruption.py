@@ -122,7 +122,7 @@ def test_ctrl_c_to_the_process_group_with_loader_workers_stops_cleanly(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_signal_saves_a_resumable_checkpoint_and_says_how_to_resume(tmp_path, sig):
     config = write_config(tmp_path, "stopped")
     ckpt_dir = tmp_path / "stopped" / "checkpoints"

@@ -110,9 +110,15 @@ class RecurrentCell:
 
     def split_input(self, embedded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer 0's input is [embedded; rest]: (W_ie embedded + b_ih for every step (B, T, gates·H),
-        W_ir, the weights for the rest, applied inside the loop)."""
+        W_ir, the weights for the rest, applied inside the loop by ``rest_gates``). Float32
+        under autocast, like every input projection of the recurrence."""
         weight_ih, _, bias_ih, _ = self.layer_weights(0)
-        return split_input_gates(embedded, weight_ih, bias_ih)
+        return run_in_float32(split_input_gates, embedded, weight_ih, bias_ih)
+
+    @staticmethod
+    def rest_gates(rest: torch.Tensor, rest_weight: torch.Tensor) -> torch.Tensor:
+        """W_ir · rest (B, gates·H): the rest of layer 0's input projection (float32 under autocast)."""
+        return run_in_float32(F.linear, rest, rest_weight)
 
     # ---- one step, a whole sequence ----
 
@@ -141,7 +147,8 @@ class RecurrentCell:
         for layer in range(1, len(cells)):
             weight_ih, _, bias_ih, _ = self.layer_weights(layer)
             below = self.between_layers(self.output(new[-1]))
-            new.append(self.layer_step(F.linear(below, weight_ih, bias_ih), cells[layer], layer))
+            gates = run_in_float32(F.linear, below, weight_ih, bias_ih)
+            new.append(self.layer_step(gates, cells[layer], layer))
         return tuple(new)
 
     def sequence(self, inputs: torch.Tensor, cells: Cells) -> tuple[torch.Tensor, Cells]:

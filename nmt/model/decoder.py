@@ -31,7 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nmt.config import ModelConfig
@@ -225,7 +224,7 @@ class BahdanauDecoder(AttentionDecoder):
     def loop_step(self, input_gates, rest_weight, cells, feed, memory, t):
         """Attention queried by s_{t-1}, then the cells on [E y_{t-1}; c_t]."""
         context, weights = self.attend(self.rnn.output(cells[-1]), memory, t)
-        cells = self.rnn.fast_step(input_gates + F.linear(context, rest_weight), cells)
+        cells = self.rnn.fast_step(input_gates + self.rnn.rest_gates(context, rest_weight), cells)
         return cells, (self.rnn.output(cells[-1]), context), weights
 
     def features(self, outputs, embedded):
@@ -262,7 +261,7 @@ class LuongDecoder(AttentionDecoder):
     def loop_step(self, input_gates, rest_weight, cells, feed, memory, t):
         """The cells on [E y_{t-1}; h̃_{t-1}] (without input feeding ``feed`` is None: on
         E y_{t-1} alone), attention queried by h_t, h̃_t."""
-        gates = input_gates if feed is None else input_gates + F.linear(feed, rest_weight)
+        gates = input_gates if feed is None else input_gates + self.rnn.rest_gates(feed, rest_weight)
         cells = self.rnn.fast_step(gates, cells)
         hidden = self.rnn.output(cells[-1])
         context, weights = self.attend(hidden, memory, t)

@@ -43,20 +43,38 @@ class Encoder(nn.Module):
             bidirectional=True,
         )
         self.output_dim = 2 * config.encoder_hidden
-        self.rnn_input = config.rnn_input  # packed | padded: how the RNN is run, not what it computes
+        self.rnn_input = config.rnn_input  # auto | packed | padded: how the RNN is run, not what it computes
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S), src_lengths (B,) on CPU -> enc_outputs (B, S, 2H) (zeros at padding),
         backward_final (B, H): the backward RNN's state at position 1 of the top layer."""
         embedded = self.dropout(self.embedding(src))  # (B, S, E)
-        enc_outputs, backward_final = run_in_float32(self.recur, embedded, src_lengths)  # float32 under autocast
+        device_lengths = src.ne(PAD_ID).sum(1)  # (B,) on src's device: no copy of src_lengths to a GPU, no sync
+        enc_outputs, backward_final = run_in_float32(self.recur, embedded, src_lengths, device_lengths)
         return self.output_dropout(enc_outputs), backward_final  # dropout keeps padding at zero
 
-    def recur(self, embedded: torch.Tensor, src_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The bidirectional RNN over embedded (B, S, E) -> (B, S, 2H), ←h_1 (B, H)."""
-        if self.rnn_input == "padded":
-            return padded_birnn(self.rnn, embedded, src_lengths.to(embedded.device))
-        packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
+    def recur(
+        self, embedded: torch.Tensor, src_lengths: torch.Tensor, device_lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The bidirectional RNN over embedded (B, S, E) -> (B, S, 2H), ←h_1 (B, H); the lengths
+        (B,) on the CPU (packing reads them there) and on embedded's device."""
+        if encoder_input(self.rnn_input, embedded.device) == "padded":
+            return padded_birnn(self.rnn, embedded, device_lengths)
+        # Packing wants sentences longest first. pack_padded_sequence(enforce_sorted=False) would
+        # sort on the CPU and copy the order to the GPU (a host sync every step); the same stable
+        # sort of the same lengths, on each side, gives the same order with no copy.
+        order = torch.sort(device_lengths, descending=True, stable=True).indices  # (B,) on the device
+        sorted_lengths = torch.sort(src_lengths.cpu(), descending=True, stable=True).values
+        packed = pack_padded_sequence(embedded.index_select(0, order), sorted_lengths, batch_first=True)
         packed_out, final = self.rnn(packed)  # final: h_n (layers * 2, B, H), with an LSTM's c_n
         enc_outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=embedded.size(1))
-        return enc_outputs, self.rnn.final_output(final)[-1]
+        restore = torch.argsort(order)  # back to the batch's order
+        return enc_outputs.index_select(0, restore), self.rnn.final_output(final)[-1].index_select(0, restore)
+
+
+def encoder_input(rnn_input: str, device: torch.device) -> str:
+    """``model.rnn_input`` on ``device``: auto runs the padded encoder on Apple's MPS, where
+    packed sequences have open upstream faults (GRU outputs NaN, LSTM crashes), packed elsewhere."""
+    if rnn_input == "auto":
+        return "padded" if device.type == "mps" else "packed"
+    return rnn_input

@@ -29,11 +29,19 @@ def run_in_float32(function, *args):
     """``function(*args)`` with autocast off and floating-point tensors in float32, where
     autocast is on: a recurrent state must not be rounded to 16 bits at every step, and
     cuDNN's autocast runs an RNN in fp16 whatever dtype was asked for. A plain call otherwise."""
-    device_type = next(a for a in args if isinstance(a, torch.Tensor)).device.type
+    device_type = _first_tensor(args).device.type
     if not torch.is_autocast_enabled(device_type):
         return function(*args)
     with torch.autocast(device_type, enabled=False):
-        return function(*(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args))
+        return function(*[a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
+
+
+def _first_tensor(args: tuple) -> torch.Tensor:
+    # a plain loop, not a generator: torch.compile traces it without breaking the graph
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            return arg
+    raise TypeError("run_in_float32 needs a tensor argument")
 
 
 def split_input_gates(
@@ -120,13 +128,25 @@ def flatten_per_direction(rnn) -> None:
                 torch._cudnn_rnn_flatten_weight(weights, 4, input_size, mode, rnn.hidden_size, 0, 1, True, False)
 
 
-def compile_step_body(decoder: nn.Module, mode: str) -> None:
+def compile_step_body(decoder: nn.Module, mode: str, backend: str = "inductor") -> None:
     """``torch.compile`` the decoder's ``loop_step``, the per-step body of its teacher-forced
-    loop and of search (shapes dynamic; mode ``reduce-overhead`` adds CUDA graphs)."""
+    loop and of search, as one graph (shapes and the step number dynamic: no recompilation per
+    sentence length; mode ``reduce-overhead`` adds CUDA graphs)."""
     if os.environ.get("ATEN_CPU_CAPABILITY") == "default":
         # ATen held to its scalar kernels ships no vector headers: the CPU code inductor
         # generates must not use them either (it fails to compile otherwise)
         import torch._inductor.config as inductor
 
         inductor.cpp.simdlen = 1
-    decoder.loop_step = torch.compile(decoder.loop_step, mode=mode, dynamic=True)
+    compiled = torch.compile(
+        decoder.loop_step, mode=mode if backend == "inductor" else None, dynamic=True, backend=backend
+    )
+
+    def loop_step(*args):
+        # Dynamo will not trace through an nn.GRU / nn.LSTM by default and breaks the step into
+        # pieces around every use of the cell; the step only reads the cell's weights and calls
+        # its one-step kernel (never the module's own forward), which traces into one graph.
+        with torch._dynamo.config.patch(allow_rnn=True):
+            return compiled(*args)
+
+    decoder.loop_step = loop_step

@@ -10,6 +10,7 @@ from nmt.model.cells import CELLS
 from nmt.model.decoder import DecoderState, Memory, build_decoder
 from nmt.model.encoder import Encoder
 from nmt.model.fast import compile_step_body, run_in_float32
+from nmt.tokenizer import PAD_ID
 
 
 class Seq2Seq(nn.Module):
@@ -38,8 +39,7 @@ class Seq2Seq(nn.Module):
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Memory, DecoderState]:
         """src (B, S), src_lengths (B,) -> encoder memory and the decoder's first state."""
         enc_outputs, backward_final = self.encoder(src, src_lengths)
-        positions = torch.arange(src.size(1), device=src.device)
-        mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
+        mask = src.ne(PAD_ID)  # (B, S): the real tokens, <eos> included (src_lengths stay on the CPU)
         keys = self.decoder.attention.precompute_keys(enc_outputs, mask)
         summary = backward_final  # (B, H) or, from both directions, (B, 2H)
         if self.config.bridge == "both":
@@ -64,9 +64,9 @@ class Seq2Seq(nn.Module):
         memory, state = self.encode(src, src_lengths)
         return self.decoder(tgt_in, state, memory, teacher_forcing)
 
-    def compile_steps(self, mode: str) -> None:
+    def compile_steps(self, mode: str, backend: str = "inductor") -> None:
         """``train.compile``: compile the decoder's per-step body (fast path)."""
-        compile_step_body(self.decoder, mode)
+        compile_step_body(self.decoder, mode, backend)
 
 
 def count_parameters(model: nn.Module) -> int:

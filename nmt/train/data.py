@@ -19,6 +19,7 @@ from nmt.paths import prepared_paths
 from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.train.distributed import Distributed
 from nmt.train.schedule import epoch_seeds
+from nmt.train.state import STOP_SIGNALS
 
 
 @dataclass
@@ -96,14 +97,33 @@ def batch_lengths(examples: Sequence[Example]) -> list[int]:
     return [max(len(ex.src_ids), len(ex.tgt_ids)) + 1 for ex in examples]
 
 
-def epoch_batches(examples: Sequence[Example], cfg: TrainConfig, epoch: int, world: int = 1) -> list[list[int]]:
+def epoch_batches(
+    examples: Sequence[Example], cfg: TrainConfig, epoch: int, world: int = 1, done: Sequence[Sequence[int]] = ()
+) -> list[list[int]]:
     """This epoch's global batches: bucketed, and shuffled with a seed of (train.seed, epoch).
     With ``world`` data-parallel processes each batch holds ``world`` times the sentences
-    (and token budget); every process takes its share of each."""
+    (and token budget); every process takes its share of each.
+
+    ``done``: [processes, batches] already trained in this epoch under another number of
+    processes, in order; the examples those batches held are left out of the ones returned."""
     lengths = batch_lengths(examples)
-    return bucketed_batches(
-        lengths, cfg.batch_size * world, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens * world
+    remaining = np.arange(len(lengths))
+    for earlier_world, count in done:
+        trained = _bucketed(lengths, remaining, cfg, epoch, earlier_world)[:count]
+        remaining = np.setdiff1d(remaining, [i for batch in trained for i in batch])
+    return _bucketed(lengths, remaining, cfg, epoch, world)
+
+
+def _bucketed(lengths: list[int], indices: np.ndarray, cfg: TrainConfig, epoch: int, world: int) -> list[list[int]]:
+    """The batches of the examples at ``indices`` (all of them: the batches of a whole epoch)."""
+    if len(indices) == len(lengths):  # the whole epoch: no mapping
+        subset, back = lengths, None
+    else:
+        subset, back = [lengths[i] for i in indices], indices.tolist()
+    batches = bucketed_batches(
+        subset, cfg.batch_size * world, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens * world
     )
+    return batches if back is None else [[back[j] for j in batch] for batch in batches]
 
 
 def local_batch(examples: Sequence[Example], indices: list[int], ddp: Distributed) -> Batch:
@@ -126,39 +146,73 @@ def loader_workers(cfg: TrainConfig, device: torch.device) -> int:
     return 2 if device.type == "cuda" else 0
 
 
-class _EpochBatches(torch.utils.data.Dataset):
-    """Item i: the collated (local share of) global batch i."""
+class _Batches(torch.utils.data.Dataset):
+    """Item ``indices`` (a tuple of example indices): the collated local share of that global batch."""
 
-    def __init__(self, examples: Sequence[Example], batches: list[list[int]], ddp: Distributed):
-        self.examples, self.batches, self.ddp = examples, batches, ddp
+    def __init__(self, examples: Sequence[Example], ddp: Distributed):
+        self.examples, self.ddp = examples, ddp
+
+    def __getitem__(self, indices: tuple[int, ...]) -> Batch:
+        return local_batch(self.examples, list(indices), self.ddp)
+
+
+class _EpochOrder(torch.utils.data.Sampler):
+    """The batches of the epoch being trained, set before each epoch (the sampler lives in
+    the training process, so persistent workers need no new copy of anything)."""
+
+    def __init__(self):
+        self.batches: list[list[int]] = []
+
+    def __iter__(self) -> Iterator[tuple[int, ...]]:
+        return (tuple(batch) for batch in self.batches)
 
     def __len__(self) -> int:
         return len(self.batches)
 
-    def __getitem__(self, index: int) -> Batch:
-        return local_batch(self.examples, self.batches[index], self.ddp)
-
 
 def _ignore_stop_signals(_worker_id: int) -> None:
-    """Workers leave Ctrl-C and SIGTERM to the main process, which checkpoints and stops them."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """Workers leave stop signals to the main process, which checkpoints and stops them."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
-def iterate_batches(
-    examples: Sequence[Example], batches: list[list[int]], ddp: Distributed, workers: int, pin_memory: bool
-) -> Iterator[Batch]:
-    """The collated batches, in order: built in the loop, or by ``workers`` processes ahead of
-    it; in page-locked memory with ``pin_memory`` (for asynchronous copies to a GPU)."""
-    if workers == 0 and not pin_memory:
-        return (local_batch(examples, indices, ddp) for indices in batches)
-    loader = torch.utils.data.DataLoader(
-        _EpochBatches(examples, batches, ddp),
-        batch_size=None,  # items are whole batches already
-        num_workers=workers,
-        pin_memory=pin_memory,
-        prefetch_factor=4 if workers else None,
-        worker_init_fn=_ignore_stop_signals if workers else None,
-        generator=torch.Generator().manual_seed(0),  # its seed draw must not advance the global RNG (dropout)
-    )
-    return iter(loader)
+class EpochLoader:
+    """Each epoch's collated batches, in order: built in the loop, or by ``train.loader_workers``
+    processes ahead of it, in page-locked memory on a GPU (for asynchronous copies). The
+    DataLoader and its workers are made once and kept from epoch to epoch (made again only
+    when the examples themselves change: subword sampling segments them afresh each epoch)."""
+
+    def __init__(self, data: TrainData, ddp: Distributed, cfg: TrainConfig, device: torch.device):
+        self.ddp, self.workers, self.pin = ddp, loader_workers(cfg, device), device.type == "cuda"
+        self.order = _EpochOrder()
+        self.loader: torch.utils.data.DataLoader | None = None
+        self.examples: Sequence[Example] | None = None
+
+    def batches(self, examples: Sequence[Example], batches: list[list[int]]) -> Iterator[Batch]:
+        if self.workers == 0 and not self.pin:
+            return (local_batch(examples, indices, self.ddp) for indices in batches)
+        if self.loader is None or examples is not self.examples:
+            self.close()
+            self.loader, self.examples = self._new_loader(examples), examples
+        self.order.batches = batches
+        return iter(self.loader)
+
+    def _new_loader(self, examples: Sequence[Example]) -> torch.utils.data.DataLoader:
+        return torch.utils.data.DataLoader(
+            _Batches(examples, self.ddp),
+            batch_size=None,  # items are whole batches already
+            sampler=self.order,
+            num_workers=self.workers,
+            pin_memory=self.pin,
+            persistent_workers=self.workers > 0,
+            prefetch_factor=4 if self.workers else None,
+            worker_init_fn=_ignore_stop_signals if self.workers else None,
+            generator=torch.Generator().manual_seed(0),  # its seed draw must not advance the global RNG (dropout)
+        )
+
+    def close(self) -> None:
+        """Stop the workers (at the end of training, or before new examples get new ones)."""
+        iterator = getattr(self.loader, "_iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+        self.loader = self.examples = None

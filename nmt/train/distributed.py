@@ -5,16 +5,20 @@ bucketed batches are built for the global batch (N x train.batch_size sentences)
 same seed everywhere, and rank r takes every N-th sentence of each: together the ranks see
 exactly the batches a single process with the global batch size would. The loss is
 normalised by the global number of target tokens, so the averaged gradient equals the
-single-process one. Only rank 0 prepares data, validates, logs and writes checkpoints;
-its validation results are broadcast so every rank steps the same LR schedule and stops
-together.
+single-process one. Every rank validates its share of the dev set and gets the gathered
+scores, so every rank steps the same LR schedule and stops together. Only rank 0 prepares
+data, logs and writes checkpoints; collectives wait ``train.ddp_timeout_minutes`` for it.
+Each rank draws its own random numbers (dropout, word dropout, Gumbel noise), seeded by
+(train.seed, rank); the model's initial weights come from train.seed alone.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -51,6 +55,31 @@ class Distributed:
         total = torch.tensor([float(tokens)], device=device)
         dist.all_reduce(total)
         return total[0]
+
+    def agree(self, flag: torch.Tensor) -> torch.Tensor:
+        """A device bool tensor, true on every rank if it is true on one (a collective, but no
+        host sync: the answer stays on the device)."""
+        if not self.enabled:
+            return flag
+        values = flag.to(torch.uint8)
+        dist.all_reduce(values, op=dist.ReduceOp.MAX)
+        return values.bool()
+
+    def sum(self, values: list[float], device: torch.device) -> list[float]:
+        """Each value summed over ranks (one collective)."""
+        if not self.enabled:
+            return values
+        totals = torch.tensor(values, dtype=torch.float32, device=device)  # no float64: MPS has none
+        dist.all_reduce(totals)
+        return totals.tolist()
+
+    def all_gather(self, obj) -> list:
+        """Every rank's ``obj``, in rank order, on every rank."""
+        if not self.enabled:
+            return [obj]
+        gathered = [None] * self.world
+        dist.all_gather_object(gathered, obj)
+        return gathered
 
     def any(self, flag: bool, device: torch.device) -> bool:
         """True on every rank if it is true on one (a stop signal, say)."""
@@ -94,23 +123,32 @@ class Distributed:
         return indices[self.rank :: self.world] if self.enabled else indices
 
 
-def setup(requested: torch.device) -> Distributed:
+def setup(requested: torch.device, timeout_minutes: float = 60.0) -> Distributed:
     """Join the process group torchrun describes in the environment (no-op without it). On
     GPUs each rank is bound to its own before the first collective, and NCCL is told which
-    (``device_id``), so no rank's communicator lands on GPU 0 by default."""
+    (``device_id``), so no rank's communicator lands on GPU 0 by default. A collective waits
+    ``timeout_minutes`` for the other ranks (NCCL's own default, 10 minutes, is shorter than
+    rank 0's prepare of a large corpus)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Distributed()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    timeout = timedelta(minutes=timeout_minutes)
     if not dist.is_initialized():
         if requested.type == "cuda":
             torch.cuda.set_device(local_rank)
-            dist.init_process_group(backend="nccl", device_id=torch.device("cuda", local_rank))
+            dist.init_process_group(backend="nccl", device_id=torch.device("cuda", local_rank), timeout=timeout)
         else:
-            dist.init_process_group(backend="gloo")
+            dist.init_process_group(backend="gloo", timeout=timeout)
     return Distributed(dist.get_rank(), dist.get_world_size(), local_rank)
 
 
 def teardown(context: Distributed) -> None:
     if context.enabled and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def rank_seed(seed: int, rank: int, step: int = 0) -> int:
+    """A seed for rank ``rank``'s own random numbers, distinct for each (seed, rank, step)
+    (rank 0 of a new run draws on from ``train.seed`` as one process does)."""
+    return int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0])

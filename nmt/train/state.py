@@ -7,7 +7,7 @@ import contextlib
 import random
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -30,6 +30,8 @@ class Progress:
     epoch_loss: float = 0.0  # their summed loss
     epoch_tokens: int = 0  # and target tokens
     epoch_seconds: float = 0.0
+    epoch_world: int = 1  # processes the epoch's batches were built for
+    epoch_done: list = field(default_factory=list)  # [processes, batches] trained before the number changed
 
     def end_epoch(self, epoch: int, dev_bleu: float, patience: int) -> bool:
         """Count epoch ``epoch`` as done with ``dev_bleu``; whether it is the best so far.
@@ -54,6 +56,7 @@ class Progress:
     def close_epoch(self) -> None:
         """The epoch is complete: nothing of it is unfinished any more."""
         self.batch_in_epoch, self.epoch_loss, self.epoch_tokens, self.epoch_seconds = 0, 0.0, 0, 0.0
+        self.epoch_done = []
 
 
 def seed_everything(seed: int) -> None:
@@ -88,11 +91,17 @@ def set_rng_state(saved: dict | list[dict], device: torch.device, rank: int = 0)
 
 
 class TrainingInterrupted(NmtError):
-    """SIGINT/SIGTERM arrived; a checkpoint was saved."""
+    """A stop signal arrived; a checkpoint was saved."""
+
+
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)  # Ctrl-C; a scheduler's or torchrun's stop; a closed terminal or SSH session (no SIGHUP on Windows)
 
 
 class StopFlag:
-    """Set by SIGINT/SIGTERM while training runs; the loop stops after the current step."""
+    """Set by SIGINT, SIGTERM or SIGHUP while training runs; the loop stops after the current
+    step (or abandons a validation) and checkpoints."""
 
     def __init__(self):
         self.signal_name: str | None = None
@@ -105,7 +114,7 @@ class StopFlag:
         if threading.current_thread() is not threading.main_thread():
             yield self
             return
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
         def handler(signum, _frame):
             self.signal_name = signal.Signals(signum).name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -26,8 +27,8 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: flo
 
 class StepResult(NamedTuple):
     loss_sum: torch.Tensor  # summed token loss (device tensor)
-    nonfinite: torch.Tensor  # bool: the update was skipped
-    grad_norm: torch.Tensor  # gradient norm before clipping
+    nonfinite: torch.Tensor  # bool: the update was skipped (a loss scaler's overflow included)
+    grad_norm: torch.Tensor  # gradient norm before clipping (not finite where the update was skipped)
 
 
 def train_step(
@@ -38,6 +39,7 @@ def train_step(
     tokens: float | torch.Tensor,
     precision: Precision = FLOAT32,
     scaler: torch.amp.GradScaler | None = None,
+    agree: Callable[[torch.Tensor], torch.Tensor] = lambda flag: flag,
 ) -> StepResult:
     """One update on ``batch``, its loss divided by ``tokens`` (a number, or a device tensor
     under DDP). Returns the loss, whether the update was skipped, and the gradient norm, as
@@ -45,12 +47,14 @@ def train_step(
 
     Under ``precision``'s autocast the forward pass runs in bf16 or fp16 (its recurrences in
     float32); the loss is computed in float32. With fp16, ``scaler`` scales the loss so that
-    small gradients do not underflow, and skips the update itself when the scaled gradients
-    overflow (it then lowers the scale: an expected event, not counted as non-finite).
+    small gradients do not underflow, and skips the update itself when the unscaled gradients
+    are not finite (it then lowers the scale).
 
-    A non-finite loss or gradient norm skips the update: on CUDA the fused optimizer reads
-    the flag as ``found_inf`` on the device (no host sync); elsewhere it is checked on the
-    host, which costs nothing on a CPU.
+    A non-finite loss or gradient norm skips the update, and is counted as such (with a loss
+    scaler too: NaN gradients under a finite loss would otherwise make it halve the scale
+    forever, unseen). ``agree`` makes the flag true on every rank if it is on one (under
+    DDP): all ranks skip alike. On CUDA the fused optimizer reads the flag as ``found_inf`` on
+    the device (no host sync); elsewhere it is checked on the host, which costs nothing on a CPU.
     """
     optimizer.zero_grad(set_to_none=True)
     amp_dtype = precision.autocast
@@ -63,12 +67,12 @@ def train_step(
         scaler.unscale_(optimizer)
     max_norm = cfg.clip_grad_norm if cfg.clip_grad_norm > 0 else float("inf")
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    # the gradients are all-reduced already (every rank has the same norm); the loss is this rank's
+    nonfinite = agree(~(torch.isfinite(grad_norm) & torch.isfinite(loss_sum)))
     if scaler is not None:
-        scaler.step(optimizer)  # skipped on overflow, without a host sync for fused optimizers
+        scaler.step(optimizer)  # skipped when the gradients are not finite, without a host sync for fused optimizers
         scaler.update()
-        nonfinite = ~torch.isfinite(loss_sum)
-        return StepResult(loss_sum.detach(), nonfinite, torch.nan_to_num(grad_norm.detach(), posinf=0.0))
-    nonfinite = ~(torch.isfinite(grad_norm) & torch.isfinite(loss_sum))
+        return StepResult(loss_sum.detach(), nonfinite, grad_norm.detach())
     if loss_sum.is_cuda and optimizer.defaults.get("fused"):
         optimizer.found_inf = nonfinite.float()
         optimizer.step()

@@ -6,8 +6,10 @@
         validate                 -- dev loss, greedy BLEU/chrF through core search
         step the LR schedule, checkpoint 'last' (and 'best'), append to metrics.jsonl
 
-Under torchrun every process trains its share of each batch; only rank 0 validates,
-logs and writes, and its validation is broadcast so every rank decides alike.
+Under torchrun every process trains its share of each batch and validates its share of the
+dev set; every rank gets the gathered scores, so every rank decides alike; only rank 0 logs
+and writes. A stop signal (SIGINT, SIGTERM, SIGHUP) is answered with a checkpoint within a
+step or a validation chunk: torchrun kills its workers 30 s after its own SIGTERM.
 """
 
 from __future__ import annotations
@@ -22,25 +24,25 @@ from tqdm import tqdm
 from nmt.checkpoint import save_training_checkpoint
 from nmt.config import Config, save_config
 from nmt.data.batching import Batch, padding_fraction
-from nmt.device import make_deterministic, select_precision
+from nmt.device import ProcessSettings, make_deterministic, select_precision
 from nmt.errors import NmtError
 from nmt.hardware import hardware_description
 from nmt.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
+from nmt.model.encoder import encoder_input
 from nmt.model.seq2seq import count_parameters
 from nmt.paths import run_paths
 from nmt.tokenizer import Tokenizer
 from nmt.train.averaging import WeightAverage
 from nmt.train.budget import TimeBudget
 from nmt.train.data import (
+    EpochLoader,
     TrainData,
     batch_lengths,
     epoch_batches,
     epoch_examples,
-    iterate_batches,
     load_train_data,
-    loader_workers,
 )
-from nmt.train.distributed import Distributed
+from nmt.train.distributed import Distributed, rank_seed
 from nmt.train.log import RunLog
 from nmt.train.metrics import MetricsFile
 from nmt.train.optim import build_optimizer, build_scheduler
@@ -49,7 +51,7 @@ from nmt.train.schedule import RunPosition, step_settings
 from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.train.step import StepResult, train_step
 from nmt.train.timeline import Timeline, probe_sources, probe_translations
-from nmt.train.validate import validate, validation_seconds
+from nmt.train.validate import ValidationStopped, validate, validation_seconds
 
 PACE_BATCHES = 20  # an epoch's length is estimated after this many batches
 
@@ -76,50 +78,66 @@ class EpochStats:
 
 
 class EpochMeter:
-    """One epoch's running sums, kept on the device: reading them syncs a GPU, so the loop
-    reads them only every few steps. Continues the sums a mid-epoch checkpoint saved."""
+    """One epoch's running sums. Each step adds to float32 sums on the device (no host sync;
+    MPS has no float64); reading them (every few steps: it syncs a GPU) folds them into
+    Python floats, so the epoch's totals keep double precision. Continues the sums a
+    mid-epoch checkpoint saved."""
 
     def __init__(self, progress: Progress, device: torch.device):
-        self.loss = torch.tensor(progress.epoch_loss, device=device, dtype=torch.float64)
-        self.tokens = torch.tensor(progress.epoch_tokens, device=device, dtype=torch.float64)
-        self.in_a_row = torch.zeros((), device=device)  # non-finite steps in a row
+        self.earlier = (progress.epoch_loss, progress.epoch_tokens)  # all ranks' sums at the checkpoint resumed
+        self.loss, self.tokens = 0.0, 0.0  # this rank's, this session
+        self.norm_sum, self.norm_steps = 0.0, 0  # this session's finite steps
+        self.pending = torch.zeros(4, device=device)  # since the last read: loss, tokens, norm sum, finite steps
+        self.in_a_row = torch.zeros((), device=device)  # skipped steps in a row
         self.skipped = torch.zeros((), device=device)  # not yet counted in progress.nonfinite_steps
-        self.norm_sum = torch.zeros((), device=device, dtype=torch.float64)  # this session's finite steps
-        self.norm_steps = torch.zeros((), device=device)
         self.start = time.perf_counter() - progress.epoch_seconds
 
     def add(self, result: StepResult, tokens: int) -> None:
-        nonfinite = result.nonfinite
-        self.loss += torch.where(nonfinite, 0.0, result.loss_sum.double())
-        self.tokens += torch.where(nonfinite, 0.0, float(tokens))
-        self.in_a_row = (self.in_a_row + 1) * nonfinite
-        self.skipped += nonfinite
-        self.norm_sum += torch.where(nonfinite, 0.0, result.grad_norm.double())
-        self.norm_steps += ~nonfinite
+        finite = (~result.nonfinite).float()  # a skipped step adds nothing but its count
+        loss, norm = torch.nan_to_num(torch.stack([result.loss_sum.float(), result.grad_norm.float()]), 0.0, 0.0, 0.0)
+        self.pending += torch.stack([loss * finite, finite * tokens, norm * finite, finite])
+        self.in_a_row = (self.in_a_row + 1) * result.nonfinite
+        self.skipped += result.nonfinite
+
+    def fold(self) -> None:
+        """Move the device sums into the Python totals (one host sync)."""
+        loss, tokens, norm, steps = self.pending.tolist()
+        self.loss, self.tokens, self.norm_sum, self.norm_steps = (
+            self.loss + loss,
+            self.tokens + tokens,
+            self.norm_sum + norm,
+            self.norm_steps + round(steps),
+        )
+        self.pending.zero_()
 
     def postfix(self) -> dict[str, str]:
+        self.fold()
         seconds = time.perf_counter() - self.start
-        return {
-            "loss": f"{self.loss.item() / max(1.0, self.tokens.item()):.3f}",
-            "tok_s": f"{self.tokens.item() / seconds:.0f}",
-        }
+        return {"loss": f"{self.loss / max(1.0, self.tokens):.3f}", "tok_s": f"{self.tokens / seconds:.0f}"}  # rank 0's
 
-    def save_into(self, progress: Progress) -> None:
-        """Write the sums into ``progress``, as a checkpoint must carry them."""
-        progress.epoch_loss = self.loss.item()
-        progress.epoch_tokens = int(self.tokens.item())
+    def save_into(self, progress: Progress, ddp: Distributed) -> None:
+        """Write the sums of every rank into ``progress``, as a checkpoint must carry them (under
+        torchrun a collective: every rank calls it at the same step)."""
+        self.fold()
+        loss, tokens = ddp.sum([self.loss, self.tokens], self.pending.device)
+        progress.epoch_loss = self.earlier[0] + loss
+        progress.epoch_tokens = self.earlier[1] + round(tokens)
         progress.epoch_seconds = time.perf_counter() - self.start
         progress.nonfinite_steps += int(self.skipped.item())
         self.skipped.zero_()
 
     def grad_norm(self) -> float:
-        return self.norm_sum.item() / max(1.0, self.norm_steps.item())
+        self.fold()
+        return self.norm_sum / max(1, self.norm_steps)
 
 
 def build_trainer(config: Config, device: torch.device, ddp: Distributed | None = None, show_bar: bool = True):
     """The ``Trainer`` of ``config``: its tokenizers, prepared data and a new model, made in the
     order that makes a run reproducible (threads and determinism first, then the seed the
-    model's initial weights come from)."""
+    model's initial weights come from). Under torchrun each rank then draws its own random
+    numbers. What it sets process-wide is put back when the run ends."""
+    ddp = ddp or Distributed()
+    before = ProcessSettings.current()
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
     if config.train.deterministic:
@@ -128,7 +146,11 @@ def build_trainer(config: Config, device: torch.device, ddp: Distributed | None 
     src_tok, tgt_tok = load_tokenizers(config)
     data = load_train_data(config, src_tok, tgt_tok)
     model = new_model(config, src_tok, tgt_tok)
-    return Trainer(config, model, data, (src_tok, tgt_tok), device, ddp, show_bar)
+    if ddp.rank:  # the same initial weights everywhere, not the same dropout: rank 0 draws on as one process does
+        seed_everything(rank_seed(config.train.seed, ddp.rank))
+    trainer = Trainer(config, model, data, (src_tok, tgt_tok), device, ddp, show_bar)
+    trainer.settings_before = before
+    return trainer
 
 
 class Trainer:
@@ -172,21 +194,29 @@ class Trainer:
         self.epoch_length = 1  # batches in the epoch being trained (the budget schedule reads it)
         self.trained: torch.nn.Module = self.model  # what the step calls; run() wraps it in DDP under torchrun
         self.pace_logged = False  # the epoch-length estimate is logged once per session
+        self.loader = EpochLoader(data, ddp, self.cfg, device)  # kept across epochs (its workers too)
+        self.last_saved = self.clock()  # for train.checkpoint_minutes
+        self.settings_before: ProcessSettings | None = None  # put back when run() ends (build_trainer sets it)
 
     def run(self, resume: bool = False) -> Progress:
         """Train until ``train.epochs`` or early stopping; keep ``last`` and ``best`` checkpoints."""
-        self.start(resume)
-        self.budget = TimeBudget(self.cfg.max_minutes, self.progress.elapsed_seconds, self.clock)
-        self.trained = self.ddp.wrap(self.model, self.device)
-        with self.stop.installed(), self.monitor() as monitor:
-            while not (self.progress.epoch >= self.cfg.epochs or self.progress.stopped_early or self.time_is_up()):
-                self.run_epoch(monitor)
-                if self.ddp.any(bool(self.stop), self.device):  # arrived during validation: the checkpoint is written
-                    raise TrainingInterrupted(
-                        f"Training stopped by {self.stop.signal_name} after epoch {self.progress.epoch}."
-                    )
-        self.log_summary()
-        return self.progress
+        try:
+            self.start(resume)
+            self.budget = TimeBudget(self.cfg.max_minutes, self.progress.elapsed_seconds, self.clock)
+            self.trained = self.ddp.wrap(self.model, self.device)
+            with self.stop.installed(), self.monitor() as monitor:
+                while not (self.progress.epoch >= self.cfg.epochs or self.progress.stopped_early or self.time_is_up()):
+                    self.run_epoch(monitor)
+                    if self.ddp.any(bool(self.stop), self.device):  # arrived while recording: the checkpoint is written
+                        raise TrainingInterrupted(
+                            f"Training stopped by {self.stop.signal_name} after epoch {self.progress.epoch}."
+                        )
+            self.log_summary()
+            return self.progress
+        finally:
+            self.loader.close()
+            if self.settings_before is not None:
+                self.settings_before.restore()
 
     def start(self, resume: bool) -> None:
         """Resume from ``last``, or start a new run (refusing to overwrite an old one)."""
@@ -220,7 +250,11 @@ class Trainer:
             self.average_is_better = payload.get("translate_with") == "ema"
         if self.scaler is not None and "scaler" in payload:
             self.scaler.load_state_dict(payload["scaler"])
-        set_rng_state(payload["rng"], self.device, self.ddp.rank)
+        saved = payload["rng"] if isinstance(payload["rng"], list) else [payload["rng"]]
+        if self.ddp.rank < len(saved):
+            set_rng_state(saved[self.ddp.rank], self.device)
+        else:  # more ranks than the checkpoint saved: a stream of this rank's own, not rank 0's again
+            seed_everything(rank_seed(self.cfg.seed, self.ddp.rank, self.progress.step))
         if self.ddp.is_main:
             self.metrics.trim(self.progress.epoch)
             self.timeline.trim(self.progress.epoch)
@@ -233,7 +267,13 @@ class Trainer:
         """Train one epoch, validate, step the LR schedule, checkpoint, record."""
         epoch = self.progress.epoch + 1
         stats = self.train_epoch(epoch)
-        metrics = self.ddp.broadcast(self.validate() if self.ddp.is_main else None)
+        try:
+            metrics = self.validate()
+        except ValidationStopped:  # the epoch's training is in the checkpoint: --resume validates it first
+            self.save()
+            raise TrainingInterrupted(
+                f"Training stopped by {self.stop.signal_name or 'a signal'} while validating epoch {epoch}."
+            ) from None
         if self.out_of_time:  # a partial epoch: kept if best, resumable where it stopped
             improved = self.progress.note_partial_epoch(epoch, metrics["dev_bleu"])
         else:
@@ -241,6 +281,7 @@ class Trainer:
             if self.cfg.lr_schedule == "plateau":
                 self.scheduler.step(metrics["dev_bleu"])
             improved = self.progress.end_epoch(epoch, metrics["dev_bleu"], self.cfg.patience)
+            self.progress.close_epoch()
         self.save(best=improved)
         self.record(epoch, stats, metrics, improved, monitor)
         self.record_probes(epoch, metrics["dev_bleu"])
@@ -259,7 +300,7 @@ class Trainer:
         progress, device = self.progress, self.device
         self.trained.train()
         examples = epoch_examples(self.data, self.src_tok, self.tgt_tok, self.cfg, epoch)
-        batches = epoch_batches(examples, self.cfg, epoch, self.ddp.world)
+        batches = self.epoch_plan(examples, epoch)
         self.epoch_length = len(batches)
         meter = EpochMeter(progress, device)
         check_every = 1 if device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
@@ -272,9 +313,7 @@ class Trainer:
             leave=False,
         )
         first = progress.batch_in_epoch + 1
-        loaded = iterate_batches(
-            examples, batches[first - 1 :], self.ddp, loader_workers(self.cfg, device), device.type == "cuda"
-        )
+        loaded = self.loader.batches(examples, batches[first - 1 :])
         started = time.perf_counter()
         for number, batch in enumerate(loaded, start=first):
             tokens = batch.num_tgt_tokens  # counting them syncs a GPU: once per step
@@ -288,31 +327,47 @@ class Trainer:
                 self.check_nonfinite(meter, epoch)
             if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
                 bar.set_postfix(**meter.postfix())
-            # one collective for both flags under DDP: a single host sync per step
-            stopped, out_of_time = self.ddp.any_of([bool(self.stop), self.budget_spent()], device)
+            # one collective for the three flags under DDP: a single host sync per step
+            stopped, out_of_time, interval_due = self.ddp.any_of(
+                [bool(self.stop), self.budget_spent(), self.checkpoint_due()], device
+            )
             if stopped:
-                meter.save_into(progress)
+                meter.save_into(progress, self.ddp)
                 self.save()
                 raise TrainingInterrupted(
                     f"Training stopped by {self.stop.signal_name or 'a signal'} at epoch {epoch}, step {progress.step}."
                 )
-            if self.cfg.checkpoint_every and progress.step % self.cfg.checkpoint_every == 0 and number < len(batches):
-                meter.save_into(progress)
+            every = self.cfg.checkpoint_every and progress.step % self.cfg.checkpoint_every == 0
+            if (every or interval_due) and number < len(batches):
+                meter.save_into(progress, self.ddp)
                 self.save()
             if number < len(batches) and out_of_time:
                 self.out_of_time = True
                 break
         bar.close()
-        meter.save_into(progress)
-        stats = EpochStats(
+        meter.save_into(progress, self.ddp)
+        return EpochStats(  # every rank's loss and tokens; rank 0's time
             progress.epoch_loss / max(1, progress.epoch_tokens),
             progress.epoch_tokens,
             progress.epoch_seconds,
             meter.grad_norm(),
         )
-        if not self.out_of_time:
-            progress.close_epoch()
-        return stats
+
+    def epoch_plan(self, examples, epoch: int) -> list[list[int]]:
+        """This epoch's global batches for this number of processes. A mid-epoch checkpoint
+        resumed under another number keeps what was trained: the examples its batches covered
+        are left out, and the rest are batched for the processes there are now."""
+        progress, world = self.progress, self.ddp.world
+        if progress.batch_in_epoch and progress.epoch_world != world:
+            progress.epoch_done.append([progress.epoch_world, progress.batch_in_epoch])
+            progress.batch_in_epoch = 0
+            self.log(f"Epoch {epoch} goes on over {world} process(es); the examples already trained are not repeated.")
+        progress.epoch_world = world
+        return epoch_batches(examples, self.cfg, epoch, world, done=progress.epoch_done)
+
+    def checkpoint_due(self) -> bool:
+        """train.checkpoint_minutes have passed since the last checkpoint (on this rank's clock)."""
+        return bool(self.cfg.checkpoint_minutes) and self.clock() - self.last_saved >= 60 * self.cfg.checkpoint_minutes
 
     def train_batch(self, batch: Batch, tokens: int, epoch: int, number: int, sentences: int) -> StepResult:
         """One update, with the settings the schedules give this step; under DDP the loss is
@@ -324,7 +379,9 @@ class Trainer:
                 group["lr"] = settings.learning_rate
         batch = word_dropout(batch.to(self.device), settings.word_dropout)
         try:
-            result = train_step(self.trained, batch, self.optimizer, self.cfg, normalizer, self.precision, self.scaler)
+            result = train_step(
+                self.trained, batch, self.optimizer, self.cfg, normalizer, self.precision, self.scaler, self.ddp.agree
+            )
         except torch.cuda.OutOfMemoryError:
             raise NmtError(
                 f"CUDA ran out of memory at epoch {epoch}, batch {number} ({sentences} sentences, {tokens} target "
@@ -340,16 +397,23 @@ class Trainer:
             raise NmtError(
                 f"Training stopped at epoch {epoch}, step {self.progress.step}: "
                 f"{int(meter.in_a_row.item())} steps in a row had a non-finite loss or gradient (skipped). "
-                "Lower train.learning_rate or check the data; --resume continues from the last checkpoint."
+                + (
+                    "fp16's loss scale could not find a finite gradient: try train.precision: bf16 or float32. "
+                    if self.scaler is not None
+                    else ""
+                )
+                + "Lower train.learning_rate or check the data; --resume continues from the last checkpoint."
             )
 
     def validate(self) -> dict[str, float]:
-        """The dev scores of the weights, or of their average when it does better."""
-        metrics = validate(self.model, self.data, self.config, self.tgt_tok, self.device)
+        """The dev scores of the weights, or of their average when it does better (every rank
+        validates its share; ``ValidationStopped`` when a stop signal arrives meanwhile)."""
+        stop = self.stop.__bool__
+        metrics = validate(self.model, self.data, self.config, self.tgt_tok, self.device, self.ddp, stop)
         if self.average is None:
             return metrics
         with self.average.swapped_in():
-            averaged = validate(self.model, self.data, self.config, self.tgt_tok, self.device)
+            averaged = validate(self.model, self.data, self.config, self.tgt_tok, self.device, self.ddp, stop)
         self.average_is_better = averaged["dev_bleu"] > metrics["dev_bleu"]
         chosen = averaged if self.average_is_better else metrics
         return {**chosen, "raw_dev_bleu": metrics["dev_bleu"], "ema_dev_bleu": averaged["dev_bleu"]}
@@ -357,6 +421,7 @@ class Trainer:
     def save(self, best: bool = False) -> None:
         """Checkpoint everything resuming needs (rank 0 writes; every rank's random state goes in)."""
         rng = self.ddp.gather(rng_state(self.device))  # on every rank: a collective
+        self.last_saved = self.clock()
         if not self.ddp.is_main:
             return
         self.progress.elapsed_seconds = self.budget.spent()
@@ -436,6 +501,11 @@ class Trainer:
             f"({data.skipped_long} longer than {cfg.max_len} subwords skipped); device {self.device}, "
             f"{self.precision.describe()}{', deterministic' if cfg.deterministic else ''}."
         )
+        if self.config.model.rnn_input == "auto" and encoder_input("auto", self.device) == "padded":
+            self.log(
+                "The encoder runs padded on MPS (packed sequences have open faults there); "
+                "model.rnn_input: packed overrides."
+            )
         first_batches = epoch_batches(data.train, cfg, 1, ddp.world)
         padding = padding_fraction(first_batches, batch_lengths(data.train))
         self.log(f"{len(first_batches)} batches per epoch; padding is {100 * padding:.1f}% of batch positions.")
