@@ -107,8 +107,10 @@ def block_repeats(logits: torch.Tensor, history: torch.Tensor, max_span: int) ->
         if 2 * span - 1 > steps:
             break
         first, second = history[:, steps + 1 - 2 * span : steps - span], history[:, steps + 1 - span :]
-        rows = (first == second).all(dim=1).nonzero(as_tuple=True)[0]  # (for span 1 both are empty: every row)
-        logits[rows, history[rows, steps - span]] = float("-inf")
+        repeats = (first == second).all(dim=1, keepdim=True)  # (R, 1); for span 1 both are empty: every row
+        # -inf added at the token that would repeat, 0 elsewhere: a mask, not a row list (no host sync)
+        blocked = torch.zeros_like(logits[:, :1]).masked_fill(repeats, float("-inf"))
+        logits.scatter_add_(1, history[:, steps - span].unsqueeze(1), blocked)
 
 
 def max_output_length(src_lengths: torch.Tensor, ratio: float, offset: int) -> int:
@@ -155,18 +157,21 @@ def greedy_search(
         best_logprobs = best_logits.squeeze(1) - log_z
         if no_repeat_span:
             history = torch.cat([history, prev.unsqueeze(1)], dim=1)
-        for row, token, logprob in zip(active, prev.tolist(), best_logprobs.tolist()):
+        # the step's one read on the host: tokens (exact in float32) and their log-probabilities
+        step_tokens, step_logprobs = torch.stack([prev.to(best_logprobs.dtype), best_logprobs]).tolist()
+        for row, token, logprob in zip(active, step_tokens, step_logprobs):
             logprobs[row].append(logprob)
             if token != EOS_ID:
-                tokens[row].append(token)
+                tokens[row].append(int(token))
         if attention is not None:
-            for row, row_weights in zip(active, weights.cpu().unbind(0)):
+            for row, row_weights in zip(active, weights.unbind(0)):  # to the CPU once, at the end
                 attention[row].append(row_weights)
-        still = (prev != EOS_ID).nonzero(as_tuple=True)[0]  # positions in the active batch
-        if still.numel() == 0:
+        ended = sum(token == EOS_ID for token in step_tokens)
+        if ended == len(active):
             break
-        if still.numel() < len(active):
-            active = [active[i] for i in still.tolist()]
+        if ended:
+            still = (prev != EOS_ID).nonzero(as_tuple=True)[0]  # positions in the active batch
+            active = [active[i] for i, token in enumerate(step_tokens) if token != EOS_ID]
             memory, state, prev = memory.select(still), state.select(still), prev.index_select(0, still)
             if no_repeat_span:
                 history = history.index_select(0, still)
@@ -235,8 +240,6 @@ class _Beams:
     def set_aside(self, which: torch.Tensor, scores, origins, token_logprobs, weights, step: int):
         """Candidates ``which`` (A, C) bool, ending with <eos> at ``step``: into ``ended``."""
         rows, cols = torch.nonzero(which, as_tuple=True)
-        if rows.numel() == 0:
-            return
         picked = origins[rows, cols]
         logprobs = torch.cat([self.logprobs[picked], token_logprobs[rows, cols].unsqueeze(1)], dim=1).tolist()
         attention = [None] * len(logprobs)
@@ -348,11 +351,14 @@ def beam_search(
         is_eos = top_tokens == EOS_ID
         # Set aside hypotheses that end here (only among each sentence's first K candidates).
         ending = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])
-        beams.set_aside(ending, top_scores, origins, token_logprobs, weights, step)
+        # the step's one read on the host: does anything end, and does each sentence's best candidate
+        any_ending, *best_ended = torch.cat([ending.any().view(1), is_eos[:, 0]]).tolist()
+        if any_ending:
+            beams.set_aside(ending, top_scores, origins, token_logprobs, weights, step)
         # Continue with the best K candidates that did not end, in the sentences that are not done.
         columns = (top_tokens, origins, token_logprobs, kept_column_ids(top_scores))
         keep_scores, kept = _best_unended(top_scores, is_eos, k, columns)
-        still_open = beams.keep_open(keep_scores, kept[:3], is_eos[:, 0].tolist(), k, n_best)
+        still_open = beams.keep_open(keep_scores, kept[:3], best_ended, k, n_best)
         if trace is not None:
             candidates = (top_scores, top_tokens, origins, token_logprobs, ending, weights)
             trace.expand(step, *candidates, kept[3] if still_open is not None else None, src_lengths)

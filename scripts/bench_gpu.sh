@@ -2,26 +2,48 @@
 # Every CUDA figure of docs/benchmarks.md in one command, on a machine with an NVIDIA GPU
 # (JoeyNMT rows when joeynmt is installed; see docs/benchmarks.md). Run from the repository root:
 #   bash scripts/bench_gpu.sh 2>&1 | tee bench-gpu.txt
-# Resumable: run it again after an interruption and the training runs go on where they stopped
-# (a finished run is evaluated again, not retrained). BENCH_GPU_MINUTES sets the quality runs' budget.
-set -euo pipefail
+# Each part runs even when one before it failed; the last lines say which failed (and the exit
+# status is 1 if any did). Resumable: run it again after an interruption and the training runs
+# go on where they stopped (a finished run is evaluated again, not retrained).
+# BENCH_GPU_MINUTES sets the quality runs' budget.
+set -uo pipefail
 export PYTHONUNBUFFERED=1
 minutes=${BENCH_GPU_MINUTES:-5}
+failed=()
+
+part() {  # part NAME COMMAND...: run it, note it if it fails, go on
+  local name=$1
+  shift
+  echo "=== $name"
+  "$@" || { echo "=== $name FAILED (exit $?)"; failed+=("$name"); }
+}
+
 nvidia-smi -L || true
-# 1. The GPU test tier: end to end, exact resume, autocast dtypes, GPU -> CPU, compile, NCCL.
-python -m pytest -q -m gpu -rs
+python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
+# 1. The GPU test tier: end to end, exact resume (mid-epoch, 2 layers), autocast dtypes, fp16
+#    loss scaling, no host sync in the steps, the variants, GPU -> CPU, compile, NCCL.
+part "gpu test tier" python -m pytest -q -m gpu -rs
 # 2. Training throughput: precision, batches by tokens, packed against padded encoder input,
 #    the compiled step, the cost of deterministic mode.
-python scripts/bench_train.py --device cuda --rows default precision batching encoder compile deterministic peer \
-  --steps 300 --repeats 3
+part "training throughput" python scripts/bench_train.py --device cuda \
+  --rows default precision batching encoder compile deterministic peer --steps 300 --repeats 3
 # 3. Decoding throughput after 1000 training steps of each model, greedy and beam 5.
-python scripts/bench_decode.py --device cuda --sentences 1000 --train-steps 1000 --repeats 3
+part "decoding throughput" python scripts/bench_decode.py --device cuda --sentences 1000 --train-steps 1000 --repeats 3
 # 4. Quality and time to the best dev BLEU of configs/eng-mar.yaml, float32 against mixed precision
 #    (the log's last line says when the best was reached; evaluate prints test BLEU and chrF).
-for precision in float32 auto; do
-  run=runs/eng-mar-gpu-$precision
+quality() {
+  local run=runs/eng-mar-gpu-$1
   python -m nmt train --config configs/eng-mar.yaml --device cuda --resume --minutes "$minutes" \
-    --set run_dir=$run --set train.precision=$precision
-  tail -n 1 $run/train.log
-  python -m nmt evaluate --config configs/eng-mar.yaml --device cuda --set run_dir=$run
+    --set run_dir="$run" --set train.precision="$1" &&
+    tail -n 1 "$run/train.log" &&
+    python -m nmt evaluate --config configs/eng-mar.yaml --device cuda --set run_dir="$run"
+}
+for precision in float32 auto; do
+  part "quality ($precision)" quality "$precision"
 done
+
+if [ ${#failed[@]} -gt 0 ]; then
+  printf 'Failed parts: %s\n' "$(IFS=,; echo "${failed[*]}")"
+  exit 1
+fi
+echo "Every part ran."

@@ -14,6 +14,7 @@ from nmt.config import TrainConfig, config_from_dict
 from nmt.data.batching import Batch
 from nmt.device import FP16, ProcessSettings, enable_tf32
 from nmt.errors import NmtError
+from nmt.model.encoder import encoder_input
 from nmt.prepare import prepare
 from nmt.search import search_sentences
 from nmt.train.distributed import Distributed, rank_seed
@@ -205,3 +206,32 @@ def test_the_compiled_step_body_is_one_graph_for_every_length(overrides):
     first = train_on(4, 3)  # one graph, or two where the first step has no fed vector yet
     assert first <= 2 and [train_on(b, n) for b, n in ((3, 5), (5, 9), (2, 14))] == [first] * 3
     assert not counters["graph_break"], dict(counters["graph_break"])
+
+
+def test_the_encoder_runs_padded_where_packing_is_unsafe_and_says_so(tmp_path):
+    assert encoder_input("auto", torch.device("mps")) == "padded"  # packed sequences: open MPS faults
+    assert encoder_input("auto", torch.device("cuda"), stacked_dropout=True) == "padded"  # cuDNN's dropout state
+    assert encoder_input("auto", torch.device("cuda")) == encoder_input("auto", torch.device("cpu")) == "packed"
+    assert encoder_input("packed", torch.device("mps")) == "packed"  # the config's word is kept
+    trainer = built_trainer(tmp_path)
+    trainer.device = torch.device("mps")  # only the log line is checked: no MPS needed
+    trainer.log_encoder_choice()
+    assert "The encoder runs padded (packed sequences have open faults on MPS)" in trainer.run_dir.train_log.read_text(
+        encoding="utf-8"
+    )
+
+
+def test_the_data_loader_and_its_workers_are_kept_across_epochs(tmp_path, monkeypatch):
+    made = []
+
+    class Counted(torch.utils.data.DataLoader):
+        def __init__(self, *args, **kwargs):
+            made.append(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(torch.utils.data, "DataLoader", Counted)
+    trainer = built_trainer(tmp_path, epochs=3, loader_workers=1)
+    trainer.run()
+    assert trainer.progress.epoch == 3
+    assert len(made) == 1 and made[0]["persistent_workers"]  # one loader, its worker forked once
+    assert trainer.loader.loader is None  # and stopped when training ended

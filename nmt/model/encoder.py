@@ -44,6 +44,7 @@ class Encoder(nn.Module):
         )
         self.output_dim = 2 * config.encoder_hidden
         self.rnn_input = config.rnn_input  # auto | packed | padded: how the RNN is run, not what it computes
+        self.stacked_dropout = config.encoder_layers > 1 and config.dropout > 0
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S), src_lengths (B,) on CPU -> enc_outputs (B, S, 2H) (zeros at padding),
@@ -58,7 +59,7 @@ class Encoder(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The bidirectional RNN over embedded (B, S, E) -> (B, S, 2H), ←h_1 (B, H); the lengths
         (B,) on the CPU (packing reads them there) and on embedded's device."""
-        if encoder_input(self.rnn_input, embedded.device) == "padded":
+        if encoder_input(self.rnn_input, embedded.device, self.stacked_dropout) == "padded":
             return padded_birnn(self.rnn, embedded, device_lengths)
         # Packing wants sentences longest first. pack_padded_sequence(enforce_sorted=False) would
         # sort on the CPU and copy the order to the GPU (a host sync every step); the same stable
@@ -72,9 +73,14 @@ class Encoder(nn.Module):
         return enc_outputs.index_select(0, restore), self.rnn.final_output(final)[-1].index_select(0, restore)
 
 
-def encoder_input(rnn_input: str, device: torch.device) -> str:
-    """``model.rnn_input`` on ``device``: auto runs the padded encoder on Apple's MPS, where
-    packed sequences have open upstream faults (GRU outputs NaN, LSTM crashes), packed elsewhere."""
+def encoder_input(rnn_input: str, device: torch.device, stacked_dropout: bool = False) -> str:
+    """``model.rnn_input`` on ``device``. auto runs the padded encoder on Apple's MPS, where
+    packed sequences have open upstream faults (GRU outputs NaN, LSTM crashes), and on a CUDA
+    GPU when dropout falls between stacked layers: cuDNN's multi-layer call draws that dropout
+    from a state of its own that no checkpoint can carry, so a resume would not be exact (the
+    padded encoder calls one layer at a time and draws it from PyTorch's generator). Packed
+    elsewhere."""
     if rnn_input == "auto":
-        return "padded" if device.type == "mps" else "packed"
+        padded = device.type == "mps" or (device.type == "cuda" and stacked_dropout)
+        return "padded" if padded else "packed"
     return rnn_input

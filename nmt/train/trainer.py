@@ -327,10 +327,13 @@ class Trainer:
                 self.check_nonfinite(meter, epoch)
             if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
                 bar.set_postfix(**meter.postfix())
-            # one collective for the three flags under DDP: a single host sync per step
-            stopped, out_of_time, interval_due = self.ddp.any_of(
-                [bool(self.stop), self.budget_spent(), self.checkpoint_due()], device
-            )
+            # the flags are host values; under DDP one collective agrees on all three, and on a GPU
+            # only every check_every steps (it syncs the host)
+            stopped = out_of_time = interval_due = False
+            if number % check_every == 0 or number == len(batches) or not self.ddp.enabled:
+                stopped, out_of_time, interval_due = self.ddp.any_of(
+                    [bool(self.stop), self.budget_spent(), self.checkpoint_due()], device
+                )
             if stopped:
                 meter.save_into(progress, self.ddp)
                 self.save()
@@ -501,11 +504,7 @@ class Trainer:
             f"({data.skipped_long} longer than {cfg.max_len} subwords skipped); device {self.device}, "
             f"{self.precision.describe()}{', deterministic' if cfg.deterministic else ''}."
         )
-        if self.config.model.rnn_input == "auto" and encoder_input("auto", self.device) == "padded":
-            self.log(
-                "The encoder runs padded on MPS (packed sequences have open faults there); "
-                "model.rnn_input: packed overrides."
-            )
+        self.log_encoder_choice()
         first_batches = epoch_batches(data.train, cfg, 1, ddp.world)
         padding = padding_fraction(first_batches, batch_lengths(data.train))
         self.log(f"{len(first_batches)} batches per epoch; padding is {100 * padding:.1f}% of batch positions.")
@@ -517,6 +516,17 @@ class Trainer:
                 f"Data parallel over {ddp.world} processes: effective batch {ddp.world} x {cfg.batch_size} = "
                 f"{ddp.world * cfg.batch_size} sentences{tokens}."
             )
+
+    def log_encoder_choice(self) -> None:
+        """Say so where model.rnn_input: auto runs the padded encoder (nmt.model.encoder.encoder_input)."""
+        encoder = self.model.encoder
+        if encoder.rnn_input == "auto" and encoder_input("auto", self.device, encoder.stacked_dropout) == "padded":
+            why = (
+                "packed sequences have open faults on MPS"
+                if self.device.type == "mps"
+                else "cuDNN's own dropout between stacked layers could not be resumed exactly"
+            )
+            self.log(f"The encoder runs padded ({why}); model.rnn_input: packed overrides.")
 
     def log_pace(self, batches: int, seconds_per_batch: float) -> None:
         """How long an epoch will take, at the pace of this session's first batches."""
