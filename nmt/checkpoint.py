@@ -101,7 +101,7 @@ def upgrade_weight_names(weights: dict[str, Any]) -> dict[str, Any]:
 _FREE_MODEL_KEYS = {"dropout", "gumbel_temperature", "rnn_input"}
 
 
-def _differences(saved: dict, current: dict, prefix: str) -> list[str]:
+def model_differences(saved: dict, current: dict, prefix: str) -> list[str]:
     keys = sorted((set(saved) | set(current)) - _FREE_MODEL_KEYS)
     return [
         f"{prefix}{k}: checkpoint has {saved.get(k)!r}, config has {current.get(k)!r}"
@@ -114,7 +114,7 @@ def check_compatible(payload: dict, config: Config, spm_sha256: dict[str, str], 
     """Refuse a checkpoint whose model settings or SentencePiece models differ from ours."""
     # Keys added after a checkpoint was written take their defaults, which is what it was trained with.
     saved_model = {**asdict(ModelConfig()), **payload["config"]["model"]}
-    problems = _differences(saved_model, config.to_dict()["model"], "model.")
+    problems = model_differences(saved_model, config.to_dict()["model"], "model.")
     for side in ("src", "tgt"):
         if payload["spm_sha256"][side] != spm_sha256[side]:
             problems.append(
@@ -135,7 +135,7 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     payloads = [load_checkpoint(path) for path in paths]
     newest = payloads[-1]
     for path, payload in zip(paths, payloads):
-        if payload["spm_sha256"] != newest["spm_sha256"] or _differences(
+        if payload["spm_sha256"] != newest["spm_sha256"] or model_differences(
             payload["config"]["model"], newest["config"]["model"], ""
         ):
             raise NmtError(

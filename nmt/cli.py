@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 
 from nmt.config import Config, load_config, save_config
 from nmt.errors import NmtError
@@ -60,6 +61,15 @@ ModelOption = Annotated[
         "--model",
         help="A model package folder from `nmt export`: no config, checkpoint or prepared data needed. "
         "Repeat for an ensemble.",
+    ),
+]
+InitFromOption = Annotated[
+    str | None,
+    typer.Option(
+        "--init-from",
+        help="Start from a model you have (init_from): a run directory (its best checkpoint) or a package "
+        "from `nmt export`; continued training, fine-tuning or transfer to a related pair. The same on prepare "
+        "(which takes the parent's tokenizers where they fit) and train.",
     ),
 ]
 MinutesOption = Annotated[
@@ -132,6 +142,7 @@ def prepare(
     url: Annotated[
         str | None, typer.Option("--url", help="Address to fetch instead, '{lang}' replaced by --download's LANG.")
     ] = None,
+    init_from: InitFromOption = None,
 ) -> None:
     """Read the data (a TSV file, or line-aligned files), clean it, split it by source sentence
     (or take the given dev/test sets), train SentencePiece models.
@@ -147,6 +158,7 @@ def prepare(
     from nmt.prepare import prepare as run_prepare
 
     cfg = _load(config, set_)
+    cfg.init_from = init_from or cfg.init_from
     if download:
         from nmt.data.download import download_anki
 
@@ -173,6 +185,7 @@ def train(
     ] = False,
     device: DeviceOption = None,
     minutes: MinutesOption = None,
+    init_from: InitFromOption = None,
 ) -> None:
     """Train the model on the prepared data (prepares it first if needed).
 
@@ -189,6 +202,7 @@ def train(
     from nmt.train.trainer import build_trainer
 
     cfg = _load(config, set_)
+    cfg.init_from = init_from or cfg.init_from
     if minutes is not None:
         cfg.train.max_minutes = minutes
     requested = _device(cfg, device)
@@ -576,6 +590,58 @@ def _learning_curves(run_dir: Path, output: Path | None = None) -> tuple[Path, i
     path = output or run.learning_curves
     plot_learning_curves(records, path)
     return path, len(records)
+
+
+@app.command()
+@user_errors
+def tune(
+    config: ConfigOption,
+    set_: SetOption = None,
+    trials: Annotated[int | None, typer.Option("--trials", help="Trials in the study (tune.trials).")] = None,
+    minutes: Annotated[
+        float | None,
+        typer.Option("--minutes", help="The budget the recipe is for (train.max_minutes); trials get a share of it."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Trials at once (tune.workers; default: measured).")
+    ] = None,
+    space: Annotated[
+        Path | None,
+        typer.Option("--space", help="A YAML search space instead of tune.space: KEY: {low, high} or {choices}."),
+    ] = None,
+    storage: Annotated[
+        str, typer.Option("--storage", help="An Optuna RDB URL shared by several machines (default: a journal file).")
+    ] = "",
+    device: DeviceOption = None,
+) -> None:
+    """Find the best recipe for this corpus, this machine and this budget: a study of short trials.
+
+    Each trial trains the config with values from the search space for tune.trial_fraction of the
+    budget and reports its dev BLEU to a pruner; the best tune.confirm trials are trained again at
+    the full budget with each of tune.seeds, and the winner is written as <run_dir>/tune/tuned.yaml,
+    with report.md beside it. Stopped (Ctrl-C) and run again, the study goes on where it was.
+    docs/tuning.md has a worked example.
+    """
+    from nmt.train.state import TrainingInterrupted
+    from nmt.tune import tune as run_study
+
+    cfg = _load(config, set_)
+    if minutes is not None:
+        cfg.train.max_minutes = minutes
+    if trials is not None:
+        cfg.tune.trials = trials
+    if workers is not None:
+        cfg.tune.workers = workers
+    raw_space = None
+    if space is not None:
+        raw_space = yaml.safe_load(space.read_text(encoding="utf-8")) or {}
+        if not isinstance(raw_space, dict):
+            raise NmtError(f"{space}: a search space is a mapping of config keys to ranges or choices.")
+    try:
+        run_study(cfg, _device(cfg, device), raw_space, storage, log=lambda msg: typer.echo(msg, err=True))
+    except TrainingInterrupted as exc:
+        typer.echo(f"{exc} The study is kept in {cfg.run_dir}/tune: run the same command again to go on.", err=True)
+        raise typer.Exit(130) from None
 
 
 @app.command()

@@ -30,6 +30,8 @@ WindowName = Literal[WINDOWS]  # type: ignore[valid-type]
 DeviceName = Literal[DEVICE_NAMES]  # type: ignore[valid-type]
 PrecisionName = Literal[PRECISION_NAMES]  # type: ignore[valid-type]
 RnnInput = Literal["auto", "packed", "padded"]
+# train.freeze: parts of a model kept as its parent left them (nmt/parent.py maps each to its tensors)
+FREEZE_PARTS = ("src_embeddings", "tgt_embeddings", "embeddings", "encoder", "bridge", "attention", "decoder")
 HeaderMode = Literal["auto", True, False]
 
 
@@ -75,6 +77,10 @@ class TokenizerConfig:
     # SentencePiece learns from a seeded sample of this many training pairs (all when fewer):
     # its memory grows with what it reads, not with the corpus
     sample_pairs: int = 200_000
+    # with init_from, a side in another language than the parent's: auto (whichever of the parent's
+    # SentencePiece model and a new one cuts the training text into fewer pieces), parent, or new
+    # (a side in the parent's language always keeps the parent's, unless new)
+    parent_vocab: Literal["auto", "parent", "new"] = "auto"
 
 
 @dataclass
@@ -143,6 +149,9 @@ class TrainConfig:
     probes: int = 3  # the first N dev sentences' attention at every validation, in <run_dir>/timeline.jsonl (0 = off)
     # validate on a fixed seeded sample of this many distinct dev sources and their pairs (0 = all of them)
     validation_sentences: int = 0
+    # with init_from: parts kept as the parent left them, any of src_embeddings, tgt_embeddings,
+    # embeddings, encoder, bridge, attention, decoder
+    freeze: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -162,13 +171,32 @@ class DecodeConfig:
 
 
 @dataclass
+class TuneConfig:
+    """``nmt tune``: a study of recipes for this config's corpus, machine and budget (nmt/tune.py)."""
+
+    trials: int = 20  # trials in the study (--trials)
+    trial_fraction: float = 0.3  # each trial trains for this share of train.max_minutes
+    confirm: int = 2  # the best N trials are trained again at the full budget, with each seed
+    seeds: list[int] = field(default_factory=lambda: [1, 2])  # the confirmation's seeds
+    workers: int = 0  # trials at once on this machine (0 = auto: measured, one thread each or all threads)
+    sampler_seed: int = 0  # the TPE sampler's seed
+    # config key -> {low: x, high: y[, log: true]} or {choices: [...]}; empty: the default space
+    # (docs/tuning.md); model.width sets every width of the model at once
+    space: dict = field(default_factory=dict)
+
+
+@dataclass
 class Config:
     run_dir: str = ""  # default: runs/<config file name without extension>
+    # start from a model you have: a run directory (its best checkpoint) or a package (nmt export);
+    # continued training, fine-tuning or transfer (nmt/parent.py); --init-from on prepare and train
+    init_from: str = ""
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    tune: TuneConfig = field(default_factory=TuneConfig)
 
     @property
     def prepared_dir(self) -> Path:
@@ -232,6 +260,12 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.keep_checkpoints": _POSITIVE,
     "train.max_nonfinite": _POSITIVE,
     "train.probes": _NON_NEGATIVE,
+    "train.freeze": (lambda v: set(v) <= set(FREEZE_PARTS), "a list of: " + ", ".join(FREEZE_PARTS)),
+    "tune.trials": _POSITIVE,
+    "tune.trial_fraction": (lambda v: 0.0 < v <= 1.0, "a number in (0, 1]"),
+    "tune.confirm": _NON_NEGATIVE,
+    "tune.seeds": (lambda v: len(v) > 0, "a list of at least one integer"),
+    "tune.workers": _NON_NEGATIVE,
     "decode.beam_size": _POSITIVE,
     "decode.length_penalty": _NON_NEGATIVE,
     "decode.coverage_penalty": _NON_NEGATIVE,
@@ -256,7 +290,9 @@ def _describe_type(tp: Any) -> str:
         # strings as Python writes them, booleans as YAML does: one of 'auto', true, false
         return "one of " + ", ".join(repr(a) if isinstance(a, str) else str(a).lower() for a in _allowed(tp))
     if typing.get_origin(tp) is list:
-        return "a list of strings"
+        return "a list of integers" if typing.get_args(tp)[0] is int else "a list of strings"
+    if tp is dict:
+        return "a mapping"
     if typing.get_origin(tp) is dict:
         return "a mapping of language to file (or, for a target, to a list of files)"
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
@@ -268,7 +304,12 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     if typing.get_origin(tp) in (Literal, Annotated):  # by type too: 1 is not true
         ok = any(value == allowed and type(value) is type(allowed) for allowed in _allowed(tp))
     elif typing.get_origin(tp) is list:
-        ok = isinstance(value, list) and all(isinstance(item, str) for item in value)
+        item_type = typing.get_args(tp)[0]
+        ok = isinstance(value, list) and all(
+            isinstance(item, item_type) and not (item_type is int and isinstance(item, bool)) for item in value
+        )
+    elif tp is dict:  # a free mapping (tune.space), checked where it is read
+        ok = isinstance(value, dict) and all(isinstance(key, str) for key in value)
     elif typing.get_origin(tp) is dict:
         ok = isinstance(value, dict) and all(
             isinstance(k, str) and (isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)))

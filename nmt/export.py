@@ -54,6 +54,13 @@ def _model_card(config: Config, payload: dict, parameters: int, report: dict | N
         f"best dev BLEU {progress.get('best_bleu', float('nan')):.2f} "
         f"(greedy) at epoch {progress.get('best_epoch', '?')}; hardware: {payload.get('hardware', 'not recorded')}."
     )
+    parent = payload.get("parent")
+    if parent:
+        own = f", test BLEU {parent['test_bleu']:.2f}" if parent.get("test_bleu") is not None else ""
+        lines.append(
+            f"- **Parent**: trained from `{parent['name']}` ({parent['pair']}, sha256 {parent['sha256'][:16]}…{own}) "
+            "with `init_from`."
+        )
     if scores:
         lines.append(
             f"- **Test** ({scores['num_sentences']} sentences, up to {scores['num_references']} references, beam "
@@ -96,7 +103,13 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path
         if timeline.is_file():
             shutil.copyfile(timeline, staging.root / timeline.name)
         source = run_paths(config).checkpoint(checkpoint)
-        manifest = {"format": PACKAGE_FORMAT, "spm_sha256": spm_hashes(src_tok, tgt_tok), "exported_from": str(source)}
+        manifest = {
+            "format": PACKAGE_FORMAT,
+            "spm_sha256": spm_hashes(src_tok, tgt_tok),
+            "exported_from": str(source),
+            "parent": payload.get("parent"),  # the model it was trained from (init_from), if any
+            "test_scores": {"bleu": scores["bleu"], "chrf": scores["chrf"]} if scores else None,
+        }
         write_text_atomic(staging.manifest, json.dumps(manifest, indent=2))
         write_text_atomic(staging.model_card, _model_card(config, payload, parameters, report, scores))
         if out_dir.exists():

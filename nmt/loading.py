@@ -35,6 +35,7 @@ class LoadedModel:
     src_tok: Tokenizer
     tgt_tok: Tokenizer
     device: torch.device
+    parent: dict | None = None  # the model it was trained from (init_from): name, pair, sha256, test BLEU
 
 
 def load_tokenizers(config: Config) -> tuple[Tokenizer, Tokenizer]:
@@ -73,28 +74,32 @@ def load_checked_checkpoint(config: Config, name: str, src_tok: Tokenizer, tgt_t
 def load_checkpoints(config: Config, names: list[str], device: torch.device) -> LoadedModel:
     """One checkpoint, or several (an ensemble) trained with this config."""
     src_tok, tgt_tok = load_tokenizers(config)
-    models = []
+    models, parent = [], None
     for name in names:
         model = new_model(config, src_tok, tgt_tok)
-        model.load_state_dict(translation_weights(load_checked_checkpoint(config, name, src_tok, tgt_tok)))
+        payload = load_checked_checkpoint(config, name, src_tok, tgt_tok)
+        model.load_state_dict(translation_weights(payload))
         models.append(model)
-    return LoadedModel(config, _one_or_ensemble(models, device), src_tok, tgt_tok, device)
+        parent = parent or payload.get("parent")
+    return LoadedModel(config, _one_or_ensemble(models, device), src_tok, tgt_tok, device, parent)
 
 
 def load_packages(model_dirs: list[Path], device: torch.device) -> LoadedModel:
     """Folders written by `nmt export` (the config is the first's); several make an
     ensemble and must share their SentencePiece models."""
-    loaded = [_load_package(model_dir) for model_dir in model_dirs]
+    loaded = [load_package(model_dir) for model_dir in model_dirs]
     config, _, src_tok, tgt_tok = loaded[0]
+    parent = json.loads(PackagePaths(model_dirs[0]).manifest.read_text(encoding="utf-8")).get("parent")
     for model_dir, (_, _, other_src, other_tgt) in zip(model_dirs[1:], loaded[1:]):
         if spm_hashes(other_src, other_tgt) != spm_hashes(src_tok, tgt_tok):
             raise NmtError(
                 f"{model_dir} uses other SentencePiece models than {model_dirs[0]}: they cannot be ensembled."
             )
-    return LoadedModel(config, _one_or_ensemble([model for _, model, _, _ in loaded], device), src_tok, tgt_tok, device)
+    models = _one_or_ensemble([model for _, model, _, _ in loaded], device)
+    return LoadedModel(config, models, src_tok, tgt_tok, device, parent)
 
 
-def _load_package(model_dir: Path) -> tuple[Config, Seq2Seq, Tokenizer, Tokenizer]:
+def load_package(model_dir: Path) -> tuple[Config, Seq2Seq, Tokenizer, Tokenizer]:
     """A package's config, model and tokenizers, its SentencePiece models checked against
     the hashes the weights were exported with."""
     from safetensors.torch import load_file

@@ -27,6 +27,7 @@ from nmt.data.streaming import Distribution, Survey, carve, carved_references, d
 from nmt.errors import NmtError
 from nmt.fileio import atomic_text_writer, count_lines, sha256_file, write_lines_atomic, write_text_atomic
 from nmt.fonts import missing_font_warning, missing_scripts
+from nmt.parent import Parent, child_tokenizers, load_parent
 from nmt.paths import SPLITS, PreparedPaths, prepared_paths
 from nmt.tokenizer import Tokenizer, encoded_lines, train_sentencepiece
 
@@ -105,12 +106,14 @@ class PrepareReport:
         return warnings
 
 
-def _fingerprint(config: Config, input_sha256: str) -> str:
+def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> str:
     payload = {
         "format": FORMAT_VERSION,
         "input_sha256": input_sha256,
         "data": {k: v for k, v in asdict(config.data).items() if k != "prepared_dir"},
         "tokenizer": asdict(config.tokenizer),
+        # a parent's tokenizers decide the child's: another parent, another preparation
+        "parent_spm": [parent.src_tok.sha256, parent.tgt_tok.sha256] if parent else None,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -139,8 +142,9 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
     """Read, clean, split and tokenize the config's data into the prepared directory.
     ``show_bar``: progress bars (lines per second) on a terminal."""
     paths = prepared_paths(config)
+    parent = load_parent(config.init_from) if config.init_from else None  # refused before anything is written
     input_sha256 = _sha256_of(input_files(config.data))
-    fingerprint = _fingerprint(config, input_sha256)
+    fingerprint = _fingerprint(config, input_sha256, parent)
     reused = _reusable_report(config, paths, fingerprint, force)
     if reused is not None:
         return reused
@@ -154,8 +158,13 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
         if created and not any(paths.root.iterdir()):
             paths.root.rmdir()  # a refused corpus leaves nothing behind
         raise
-    src_tok, tgt_tok = _train_tokenizers(config, paths, distribution.sample)
-    log(f"SentencePiece trained on {len(distribution.sample):,} training pairs; encoding the splits.")
+    if parent is None:
+        src_tok, tgt_tok = _train_tokenizers(config, paths, distribution.sample)
+        log(f"SentencePiece trained on {len(distribution.sample):,} training pairs; encoding the splits.")
+    else:
+        log(f"Tokenizers from the parent {parent.path} where they fit ({len(distribution.sample):,} pairs measured):")
+        child_tokenizers(config, paths, parent, distribution.sample, log)
+        src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
     lengths = _write_shards(paths, distribution.split_pairs, src_tok, tgt_tok, show_bar)
     report = _report(config, input_sha256, corpus, found, distribution, lengths, src_tok, tgt_tok)
     for warning in report.warnings():

@@ -125,6 +125,17 @@ def _attention_rows(rows: list[torch.Tensor] | torch.Tensor | None, source_lengt
     return matrix[:, :source_length].float().cpu()
 
 
+def _record_greedy_step(rows, step_tokens, step_logprobs, weights, tokens, logprobs, attention) -> None:
+    """One greedy step's results into each active row's lists (attention stays on the device,
+    moved to the CPU once, at the end)."""
+    for position, (row, token, logprob) in enumerate(zip(rows, step_tokens, step_logprobs)):
+        logprobs[row].append(logprob)
+        if token != EOS_ID:
+            tokens[row].append(int(token))
+        if attention is not None:
+            attention[row].append(weights[position])
+
+
 @torch.inference_mode()
 def greedy_search(
     model: SearchModel,
@@ -159,13 +170,7 @@ def greedy_search(
             history = torch.cat([history, prev.unsqueeze(1)], dim=1)
         # the step's one read on the host: tokens (exact in float32) and their log-probabilities
         step_tokens, step_logprobs = torch.stack([prev.to(best_logprobs.dtype), best_logprobs]).tolist()
-        for row, token, logprob in zip(active, step_tokens, step_logprobs):
-            logprobs[row].append(logprob)
-            if token != EOS_ID:
-                tokens[row].append(int(token))
-        if attention is not None:
-            for row, row_weights in zip(active, weights.unbind(0)):  # to the CPU once, at the end
-                attention[row].append(row_weights)
+        _record_greedy_step(active, step_tokens, step_logprobs, weights, tokens, logprobs, attention)
         ended = sum(token == EOS_ID for token in step_tokens)
         if ended == len(active):
             break
@@ -237,8 +242,17 @@ class _Beams:
     def _coverage(self, sums: torch.Tensor | None, sentence: int) -> torch.Tensor | None:
         return None if sums is None else sums[: self.source_lengths[sentence]]
 
-    def set_aside(self, which: torch.Tensor, scores, origins, token_logprobs, weights, step: int):
-        """Candidates ``which`` (A, C) bool, ending with <eos> at ``step``: into ``ended``."""
+    def set_aside(self, which: torch.Tensor, best_is_eos: torch.Tensor, scores, origins, token_logprobs, weights,
+                  step: int) -> list[bool]:  # fmt: skip
+        """Candidates ``which`` (A, C) bool, ending with <eos> at ``step``: into ``ended``. Returns
+        whether each sentence's best candidate ends (``best_is_eos`` (A,)), read with whether
+        anything ends at all in the step's one look at the host."""
+        any_ending, *best_ended = torch.cat([which.any().view(1), best_is_eos]).tolist()
+        if any_ending:
+            self._set_aside(which, scores, origins, token_logprobs, weights, step)
+        return best_ended
+
+    def _set_aside(self, which: torch.Tensor, scores, origins, token_logprobs, weights, step: int) -> None:
         rows, cols = torch.nonzero(which, as_tuple=True)
         picked = origins[rows, cols]
         logprobs = torch.cat([self.logprobs[picked], token_logprobs[rows, cols].unsqueeze(1)], dim=1).tolist()
@@ -351,10 +365,7 @@ def beam_search(
         is_eos = top_tokens == EOS_ID
         # Set aside hypotheses that end here (only among each sentence's first K candidates).
         ending = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])
-        # the step's one read on the host: does anything end, and does each sentence's best candidate
-        any_ending, *best_ended = torch.cat([ending.any().view(1), is_eos[:, 0]]).tolist()
-        if any_ending:
-            beams.set_aside(ending, top_scores, origins, token_logprobs, weights, step)
+        best_ended = beams.set_aside(ending, is_eos[:, 0], top_scores, origins, token_logprobs, weights, step)
         # Continue with the best K candidates that did not end, in the sentences that are not done.
         columns = (top_tokens, origins, token_logprobs, kept_column_ids(top_scores))
         keep_scores, kept = _best_unended(top_scores, is_eos, k, columns)

@@ -183,7 +183,9 @@ def epochs_reached(records: list[dict]) -> float:
     return len(full) + ((records[-1]["step"] - done_before) / steps_per_epoch if steps_per_epoch else 0.5)
 
 
-def evaluate_run(base: str, run_dir: Path, train_overrides: list[str], decode_overrides: list[str], device) -> dict:
+def evaluate_run(
+    base: str, run_dir: Path, train_overrides: list[str], decode_overrides: list[str], device, samples: int = 8
+) -> dict:
     config = load_config(base, [*train_overrides, *decode_overrides, f"run_dir={run_dir}",
                                 f"data.prepared_dir={prepared_dir(run_dir.parent, train_overrides)}"])  # fmt: skip
     test_set = read_references(prepared_paths(config).multi("test"))
@@ -199,7 +201,7 @@ def evaluate_run(base: str, run_dir: Path, train_overrides: list[str], decode_ov
         "best_dev_bleu": max((r["dev_bleu"] for r in records), default=0.0),
         "beam_size": config.decode.beam_size,
         "signature": scores["signature"]["bleu"],
-        "samples": hypotheses[:8],
+        "samples": hypotheses[:samples],
     }
 
 

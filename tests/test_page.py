@@ -103,6 +103,7 @@ def test_the_page_translates_as_you_type_draws_attention_and_follows_a_chosen_al
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.expected_conditions import staleness_of
 
+    browser.get_log("performance")  # drained: the browser is shared, and other tests' requests are not this page's
     browser.get(server + "/")
     wait_for(browser, lambda d: "bahdanau:" in d.find_element(By.ID, "model-list").text)
     nbest = browser.find_element(By.ID, "nbest")

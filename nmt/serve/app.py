@@ -75,6 +75,7 @@ class ServedModel:
             "scripts_without_font": self.scripts_without_font,
             "attention_window": config.model.attention_window,
             "has_timeline": run_paths(config).timeline.is_file(),
+            "parent": self.translator.loaded.parent,  # the model it was trained from (init_from), or null
         }
 
     def check_prefix(self, prefix: str | list[str]) -> None:

@@ -18,6 +18,11 @@ class WeightAverage:
         self.average = [param.detach().clone() for param in self.params]
 
     @torch.no_grad()
+    def reset(self) -> None:
+        """Start the average again from the weights as they are now (a checkpoint without one loaded)."""
+        torch._foreach_copy_(self.average, [param.detach() for param in self.params])
+
+    @torch.no_grad()
     def update(self) -> None:
         torch._foreach_lerp_(self.average, [param.detach() for param in self.params], 1.0 - self.decay)
 

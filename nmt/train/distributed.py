@@ -102,14 +102,6 @@ class Distributed:
         dist.gather_object(obj, gathered, dst=0)
         return gathered
 
-    def broadcast(self, obj):
-        """Rank 0's ``obj`` on every rank."""
-        if not self.enabled:
-            return obj
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
     def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         """The module the training step calls: ``model`` itself, or DDP around it under torchrun."""
         if not self.enabled:

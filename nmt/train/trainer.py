@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -30,6 +31,7 @@ from nmt.hardware import hardware_description
 from nmt.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.model.encoder import encoder_input
 from nmt.model.seq2seq import count_parameters
+from nmt.parent import check_architecture, freeze, inherit_weights, load_parent
 from nmt.paths import run_paths
 from nmt.tokenizer import Tokenizer
 from nmt.train.averaging import WeightAverage
@@ -146,10 +148,24 @@ def build_trainer(config: Config, device: torch.device, ddp: Distributed | None 
     src_tok, tgt_tok = load_tokenizers(config)
     data = load_train_data(config, src_tok, tgt_tok)
     model = new_model(config, src_tok, tgt_tok)
+    parent, inherited = None, ""
+    if config.init_from and not run_paths(config).checkpoint("last").is_file():  # a run resumed has its own weights
+        parent = load_parent(config.init_from)
+        check_architecture(parent, config)
+        inherited = inherit_weights(model, parent, (src_tok, tgt_tok))  # before the Trainer: its average starts here
+    frozen = freeze(model, config.train.freeze)
     if ddp.rank:  # the same initial weights everywhere, not the same dropout: rank 0 draws on as one process does
         seed_everything(rank_seed(config.train.seed, ddp.rank))
     trainer = Trainer(config, model, data, (src_tok, tgt_tok), device, ddp, show_bar)
     trainer.settings_before = before
+    if parent is not None:
+        trainer.parent = parent.lineage
+        trainer.notes.append(
+            f"Started from the parent {parent.path} ({parent.lineage['pair']}, sha256 {parent.sha256[:12]}…): "
+            f"every tensor copied; {inherited}. Optimizer, schedule, step count and best score start fresh."
+        )
+    if frozen:
+        trainer.notes.append(f"Frozen (train.freeze: {', '.join(config.train.freeze)}): {frozen:,} parameters.")
     return trainer
 
 
@@ -197,6 +213,11 @@ class Trainer:
         self.loader = EpochLoader(data, ddp, self.cfg, device)  # kept across epochs (its workers too)
         self.last_saved = self.clock()  # for train.checkpoint_minutes
         self.settings_before: ProcessSettings | None = None  # put back when run() ends (build_trainer sets it)
+        self.parent: dict | None = None  # the lineage of the model this run started from (init_from)
+        self.notes: list[str] = []  # what build_trainer did, logged with the setup
+        # called after each validation with its record (rank 0); one returning True ends the run
+        # there, as early stopping would (nmt tune's pruner is one)
+        self.callbacks: list[Callable[[dict], bool]] = []
 
     def run(self, resume: bool = False) -> Progress:
         """Train until ``train.epochs`` or early stopping; keep ``last`` and ``best`` checkpoints."""
@@ -205,6 +226,8 @@ class Trainer:
             self.budget = TimeBudget(self.cfg.max_minutes, self.progress.elapsed_seconds, self.clock)
             self.trained = self.ddp.wrap(self.model, self.device)
             with self.stop.installed(), self.monitor() as monitor:
+                if self.parent is not None and self.progress.step == 0:
+                    self.validate_parent()
                 while not (self.progress.epoch >= self.cfg.epochs or self.progress.stopped_early or self.time_is_up()):
                     self.run_epoch(monitor)
                     if self.ddp.any(bool(self.stop), self.device):  # arrived while recording: the checkpoint is written
@@ -248,8 +271,11 @@ class Trainer:
         if self.average is not None and "ema" in payload:
             self.average.load_state_dict(payload["ema"])
             self.average_is_better = payload.get("translate_with") == "ema"
+        if self.average is not None and "ema" not in payload:
+            self.average.reset()  # from the weights just loaded, not the ones it was built with
         if self.scaler is not None and "scaler" in payload:
             self.scaler.load_state_dict(payload["scaler"])
+        self.parent = payload.get("parent")
         saved = payload["rng"] if isinstance(payload["rng"], list) else [payload["rng"]]
         if self.ddp.rank < len(saved):
             set_rng_state(saved[self.ddp.rank], self.device)
@@ -282,9 +308,24 @@ class Trainer:
                 self.scheduler.step(metrics["dev_bleu"])
             improved = self.progress.end_epoch(epoch, metrics["dev_bleu"], self.cfg.patience)
             self.progress.close_epoch()
+        record = self.record(epoch, stats, metrics, improved, monitor)
+        asked = [callback(record) for callback in self.callbacks] if record else []  # every one sees it
+        if self.ddp.any(any(asked), self.device):
+            self.progress.stopped_early = True
+            self.log(f"Stopped after epoch {epoch} by a callback (nmt tune's pruner, say).")
         self.save(best=improved)
-        self.record(epoch, stats, metrics, improved, monitor)
         self.record_probes(epoch, metrics["dev_bleu"])
+
+    def validate_parent(self) -> None:
+        """The parent's weights as they are, on this dev set: the timeline's epoch 0 (the lab then
+        shows the parent's alignments turning into the child's)."""
+        try:
+            metrics = self.validate()
+        except ValidationStopped:
+            raise TrainingInterrupted(f"Training stopped by {self.stop.signal_name} before it began.") from None
+        bleu, chrf = metrics["dev_bleu"], metrics["dev_chrf"]
+        self.log(f"The parent as it is, on this dev set: BLEU {bleu:.2f}, chrF {chrf:.2f}.")
+        self.record_probes(0, metrics["dev_bleu"])
 
     def budget_spent(self) -> bool:
         """The budget (train.max_minutes) is spent, on this rank."""
@@ -327,13 +368,7 @@ class Trainer:
                 self.check_nonfinite(meter, epoch)
             if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
                 bar.set_postfix(**meter.postfix())
-            # the flags are host values; under DDP one collective agrees on all three, and on a GPU
-            # only every check_every steps (it syncs the host)
-            stopped = out_of_time = interval_due = False
-            if number % check_every == 0 or number == len(batches) or not self.ddp.enabled:
-                stopped, out_of_time, interval_due = self.ddp.any_of(
-                    [bool(self.stop), self.budget_spent(), self.checkpoint_due()], device
-                )
+            stopped, out_of_time, interval_due = self.step_flags(number % check_every == 0 or number == len(batches))
             if stopped:
                 meter.save_into(progress, self.ddp)
                 self.save()
@@ -355,6 +390,14 @@ class Trainer:
             progress.epoch_seconds,
             meter.grad_norm(),
         )
+
+    def step_flags(self, check_point: bool) -> tuple[bool, bool, bool]:
+        """(stop signal, budget spent, interval checkpoint due) after a step. They are host
+        values; under DDP one collective agrees on all three, and on a GPU only at the steps
+        that read figures anyway (``check_point``), since it syncs the host."""
+        if self.ddp.enabled and not check_point:
+            return False, False, False
+        return tuple(self.ddp.any_of([bool(self.stop), self.budget_spent(), self.checkpoint_due()], self.device))
 
     def epoch_plan(self, examples, epoch: int) -> list[list[int]]:
         """This epoch's global batches for this number of processes. A mid-epoch checkpoint
@@ -440,15 +483,19 @@ class Trainer:
         }
         if self.scaler is not None:
             payload["scaler"] = self.scaler.state_dict()
+        if self.parent is not None:
+            payload["parent"] = self.parent
         if self.average is not None:
             payload["ema"] = self.average.state_dict()
             payload["translate_with"] = "ema" if self.average_is_better else "model"
         save_training_checkpoint(self.run_dir, payload, self.progress.step, self.cfg.keep_checkpoints, best)
 
-    def record(self, epoch: int, stats: EpochStats, metrics: dict[str, float], improved: bool, monitor=None) -> None:
-        """Append the epoch to metrics.jsonl (and TensorBoard), and log a line (rank 0 only)."""
+    def record(
+        self, epoch: int, stats: EpochStats, metrics: dict[str, float], improved: bool, monitor=None
+    ) -> dict | None:
+        """Append the epoch to metrics.jsonl (and TensorBoard), and log a line (rank 0 only): the record."""
         if not self.ddp.is_main:
-            return
+            return None
         record = {
             "epoch": epoch,
             "step": self.progress.step,
@@ -471,6 +518,7 @@ class Trainer:
             f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
             f"{stats.tokens_per_second:.0f} tok/s  {stats.seconds:.0f}s" + ("  *best*" if improved else "")
         )
+        return record
 
     def record_probes(self, epoch: int, dev_bleu: float) -> None:
         """The probe sentences' translation and attention into timeline.jsonl (rank 0), with
@@ -505,6 +553,8 @@ class Trainer:
             f"{self.precision.describe()}{', deterministic' if cfg.deterministic else ''}."
         )
         self.log_encoder_choice()
+        for note in self.notes:
+            self.log(note)
         first_batches = epoch_batches(data.train, cfg, 1, ddp.world)
         padding = padding_fraction(first_batches, batch_lengths(data.train))
         self.log(f"{len(first_batches)} batches per epoch; padding is {100 * padding:.1f}% of batch positions.")

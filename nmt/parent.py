@@ -1,0 +1,232 @@
+"""Starting from a model you already have (``init_from``): continued training on more data of
+the same pair, fine-tuning to a domain, and transfer to a pair that shares a side or a script.
+
+``init_from: PARENT`` (or ``--init-from PARENT`` on ``nmt prepare`` and ``nmt train``) names a
+run directory (its best checkpoint) or a model package (``nmt export``); ``load_parent`` reads
+either, through the loaders translation uses.
+
+* **prepare**: a side whose language is the parent's on that side takes the parent's
+  SentencePiece model as it is, so its embeddings carry over whole. A side in another language
+  gets, by measurement on the training sample (``tokenizer.parent_vocab: auto``), whichever of
+  the parent's model and a new one cuts its sentences into fewer pieces; SentencePiece's byte
+  fallback lets the parent's cover any text, but a model of another language cuts it finely.
+* **train**: a new model of the child's config, whose architecture must be the parent's; every
+  tensor is copied from the parent, and the vocabulary's (embeddings, output layer) row by row
+  for the pieces the two vocabularies share. The optimizer, the schedule, the step count and the
+  best score start fresh (the parent's dev BLEU is not the child's). ``train.freeze`` keeps
+  parts of the model as the parent left them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from nmt.checkpoint import model_differences, translation_weights, upgrade_weight_names
+from nmt.config import Config
+from nmt.errors import NmtError
+from nmt.fileio import sha256_file
+from nmt.loading import load_checked_checkpoint, load_package, load_run_config, load_tokenizers
+from nmt.paths import PackagePaths, PreparedPaths, RunPaths
+from nmt.tokenizer import Tokenizer, train_sentencepiece
+
+# The model's tensors indexed by vocabulary entry, and the side whose vocabulary that is.
+VOCABULARY_TENSORS = {
+    "encoder.embedding.weight": "src",
+    "decoder.embedding.weight": "tgt",
+    "decoder.output.weight": "tgt",
+    "decoder.output.bias": "tgt",
+}
+
+# train.freeze: the parts of a model that can be kept as the parent left them (config.FREEZE_PARTS),
+# by the names of their tensors.
+FREEZABLE = {
+    "src_embeddings": ("encoder.embedding.",),
+    "tgt_embeddings": ("decoder.embedding.",),
+    "embeddings": ("encoder.embedding.", "decoder.embedding."),
+    "encoder": ("encoder.",),
+    "bridge": ("bridge.",),
+    "attention": ("decoder.attention.",),
+    "decoder": ("decoder.",),
+}
+
+NEW_PIECES_FACTOR = 1.1  # auto: the parent's tokenizer is kept unless it cuts >10 % more pieces than a new one
+
+
+@dataclass
+class Parent:
+    path: Path
+    config: Config
+    weights: dict[str, torch.Tensor]
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
+    sha256: str  # of the weights' file
+    test_bleu: float | None  # its own test BLEU, where it was evaluated
+
+    def tokenizer(self, side: str) -> Tokenizer:
+        return self.src_tok if side == "src" else self.tgt_tok
+
+    def lang(self, side: str) -> str:
+        return self.config.data.src_lang if side == "src" else self.config.data.tgt_lang
+
+    @property
+    def lineage(self) -> dict:
+        """What a child's checkpoint, model card and /api/models say of its parent."""
+        data = self.config.data
+        return {
+            "name": self.path.name,
+            "path": str(self.path),
+            "pair": f"{data.src_lang}-{data.tgt_lang}",
+            "sha256": self.sha256,
+            "test_bleu": self.test_bleu,
+        }
+
+
+def load_parent(path: str | Path) -> Parent:
+    """A run directory (its best checkpoint) or a model package, as a parent; a clear error for
+    anything else, or for damaged files."""
+    path = Path(path)
+    if PackagePaths(path).manifest.is_file():
+        package = PackagePaths(path)
+        try:
+            config, model, src_tok, tgt_tok = load_package(path)
+        except NmtError:
+            raise
+        except Exception as error:  # safetensors' own errors for a damaged weights file
+            raise NmtError(f"Cannot read the parent model {package.weights}: {error}") from None
+        scores = json.loads(package.manifest.read_text(encoding="utf-8")).get("test_scores") or {}
+        return Parent(path, config, model.state_dict(), src_tok, tgt_tok, sha256_file(package.weights),
+                      scores.get("bleu"))  # fmt: skip
+    run = RunPaths(path)
+    if run.config.is_file() and run.checkpoint("best").is_file():
+        config = load_run_config(path)
+        src_tok, tgt_tok = load_tokenizers(config)
+        payload = load_checked_checkpoint(config, str(run.checkpoint("best")), src_tok, tgt_tok)
+        weights = upgrade_weight_names(translation_weights(payload))
+        report = run.eval_report("test")
+        test_bleu = json.loads(report.read_text(encoding="utf-8"))["bleu"] if report.is_file() else None
+        return Parent(path, config, weights, src_tok, tgt_tok, sha256_file(run.checkpoint("best")), test_bleu)
+    raise NmtError(
+        f"init_from: {path} is neither a run directory (config.yaml and checkpoints/best.pt) nor a model "
+        "package (manifest.json, from `nmt export`)."
+    )
+
+
+def check_architecture(parent: Parent, config: Config) -> None:
+    """Refuse a child whose model settings would not hold the parent's weights, naming each."""
+    problems = model_differences(asdict(parent.config.model), asdict(config.model), "model.")
+    if config.tokenizer.joint != parent.config.tokenizer.joint:
+        joint = (parent.config.tokenizer.joint, config.tokenizer.joint)
+        problems.append(f"tokenizer.joint: parent has {joint[0]}, config has {joint[1]}")
+    if problems:
+        raise NmtError(
+            f"The parent {parent.path} has another architecture than the config:\n  "
+            + "\n  ".join(p.replace("checkpoint has", "parent has") for p in problems)
+            + "\nCopy the parent's model section (its config.yaml) into the config."
+        )
+
+
+# ---- prepare: the child's tokenizers ----
+
+
+def child_tokenizers(config: Config, paths: PreparedPaths, parent: Parent, sample: list, log) -> None:
+    """Write the child's SentencePiece models into ``paths``: the parent's for a side in the
+    parent's language, and for another language the parent's or a new one (tokenizer.parent_vocab)."""
+    tok = config.tokenizer
+    if tok.joint:
+        same = {config.data.src_lang, config.data.tgt_lang} == {parent.lang("src"), parent.lang("tgt")}
+        sentences = [p.src for p in sample] + [p.tgt for p in sample]
+        _side_tokenizer(paths.spm("src"), parent.src_tok, same, sentences, tok.src_vocab_size, config, "joint", log)
+        return
+    for side, vocab_size in (("src", tok.src_vocab_size), ("tgt", tok.tgt_vocab_size)):
+        lang = config.data.src_lang if side == "src" else config.data.tgt_lang
+        sentences = [p.src if side == "src" else p.tgt for p in sample]
+        same = lang == parent.lang(side)
+        _side_tokenizer(paths.spm(side), parent.tokenizer(side), same, sentences, vocab_size, config, lang, log)
+
+
+def _side_tokenizer(target: Path, inherited: Tokenizer, same_language: bool, sentences: list[str], vocab_size: int,
+                    config: Config, label: str, log) -> None:  # fmt: skip
+    choice = config.tokenizer.parent_vocab
+    if same_language and choice != "new":
+        shutil.copyfile(inherited.path, target)
+        log(f"{label}: the parent's SentencePiece model ({inherited.vocab_size:,} pieces), embeddings reused whole.")
+        return
+    tok = config.tokenizer
+    train_sentencepiece(sentences, target, vocab_size, tok.model_type, tok.character_coverage)
+    if choice == "new" or not sentences:
+        log(f"{label}: a new SentencePiece model (tokenizer.parent_vocab: new).")
+        return
+    new_pieces = _pieces_per_sentence(Tokenizer(target), sentences)
+    parent_pieces = _pieces_per_sentence(inherited, sentences)
+    keep_parent = choice == "parent" or parent_pieces <= NEW_PIECES_FACTOR * new_pieces
+    measured = (
+        f"the parent's SentencePiece model cuts the training text into {parent_pieces:.1f} pieces a sentence, "
+        f"a new one into {new_pieces:.1f}"
+    )
+    if keep_parent:
+        shutil.copyfile(inherited.path, target)
+        log(f"{label}: {measured}: the parent's is kept, its embeddings reused whole.")
+    else:
+        shared = len(shared_pieces(Tokenizer(target), inherited)[0])
+        log(f"{label}: {measured}: the new one, with the embeddings of the {shared:,} pieces both share.")
+
+
+def _pieces_per_sentence(tokenizer: Tokenizer, sentences: list[str]) -> float:
+    return sum(len(ids) for ids in tokenizer.encode(sentences)) / max(1, len(sentences))
+
+
+# ---- train: the child's first weights ----
+
+
+def shared_pieces(child: Tokenizer, parent: Tokenizer) -> tuple[list[int], list[int]]:
+    """(child ids, parent ids) of the pieces both vocabularies hold, specials included."""
+    child_ids, parent_ids = [], []
+    for child_id in range(child.vocab_size):
+        piece = child.processor.id_to_piece(child_id)
+        parent_id = parent.processor.piece_to_id(piece)
+        if parent.processor.id_to_piece(parent_id) == piece:
+            child_ids.append(child_id)
+            parent_ids.append(parent_id)
+    return child_ids, parent_ids
+
+
+@torch.no_grad()
+def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[Tokenizer, Tokenizer]) -> str:
+    """Copy the parent's weights into ``model`` (the vocabulary's row by shared piece); what was
+    copied, in words."""
+    sides = dict(zip(("src", "tgt"), tokenizers))
+    rows = {}
+    for name, tensor in model.state_dict().items():
+        source = parent.weights.get(name)
+        if source is None or (name not in VOCABULARY_TENSORS and source.shape != tensor.shape):
+            raise NmtError(f"The parent {parent.path} has no tensor {name} of shape {tuple(tensor.shape)}.")
+        side = VOCABULARY_TENSORS.get(name)
+        if side is None:
+            tensor.copy_(source)
+            continue
+        child_tok, parent_tok = sides[side], parent.tokenizer(side)
+        if child_tok.sha256 == parent_tok.sha256:
+            tensor.copy_(source)
+            rows[side] = f"{side} vocabulary the parent's ({child_tok.vocab_size:,} pieces)"
+            continue
+        child_ids, parent_ids = shared_pieces(child_tok, parent_tok)
+        tensor[child_ids] = source[parent_ids].to(tensor.dtype)
+        rows[side] = f"{side} vocabulary new, {len(child_ids):,} of its {child_tok.vocab_size:,} pieces from the parent"
+    return "; ".join(rows[side] for side in ("src", "tgt") if side in rows)
+
+
+def freeze(model: torch.nn.Module, parts: list[str]) -> int:
+    """Keep ``parts`` (train.freeze) as they are: no gradient, so no update. The number of
+    parameters frozen."""
+    prefixes = tuple(prefix for part in parts for prefix in FREEZABLE[part])
+    frozen = 0
+    for name, parameter in model.named_parameters():
+        if name.startswith(prefixes):
+            parameter.requires_grad_(False)
+            frozen += parameter.numel()
+    return frozen

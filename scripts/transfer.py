@@ -1,0 +1,98 @@
+#!/usr/bin/env python
+"""From scratch against from a parent, on the 2,549-pair English-Hindi export (docs/transfer.md).
+
+    bash scripts/main.sh                      # the parent: configs/eng-mar-cpu.yaml in runs/eng-mar-cpu
+    python scripts/transfer.py --seeds 1 2    # every variant below, 5 minutes each
+
+Each variant is a config plus overrides, trained under the same wall-clock budget with each seed
+and scored on the eng-hin test split (beam search, all references) with the helpers of
+scripts/quality.py. Finished runs are reused. Writes docs/transfer/results.json and prints a
+markdown table, then a dozen test sentences with the reference and each variant's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from quality import evaluate_run, table, train_run
+
+from nmt.data.references import read_references
+from nmt.device import select_device
+from nmt.fileio import write_text_atomic
+from nmt.paths import prepared_paths
+
+HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi", "data.dev_size=200", "data.test_size=400"]
+
+# name -> (config, overrides); runs of one variant share their prepared data
+VARIANTS: dict[str, tuple[str, list[str]]] = {
+    "transfer, configs/eng-hin-transfer.yaml": ("configs/eng-hin-transfer.yaml", []),
+    "scratch, configs/eng-hin.yaml": ("configs/eng-hin.yaml", []),
+    "scratch, the eng-mar CPU recipe": ("configs/eng-mar-cpu.yaml", HINDI),
+    "scratch, eng-hin, dropout 0.3": ("configs/eng-hin.yaml", ["model.dropout=0.3"]),
+    "scratch, eng-hin, 128 wide": (
+        "configs/eng-hin.yaml",
+        ["model.embed_dim=128", "model.encoder_hidden=128", "model.decoder_hidden=128", "model.attention_dim=128",
+         "model.output_dim=128"],
+    ),  # fmt: skip
+    "parent, all its weights and both its tokenizers": (
+        "configs/eng-hin-transfer.yaml",
+        ["tokenizer.parent_vocab=parent"],
+    ),
+    "transfer, learning rate 0.002": ("configs/eng-hin-transfer.yaml", ["train.learning_rate=0.002"]),
+    "transfer, frozen encoder": ("configs/eng-hin-transfer.yaml", ["train.freeze=[encoder]"]),
+    "eng-mar continued on its own data": (
+        "configs/eng-mar-cpu.yaml",
+        ["init_from=runs/eng-mar-cpu", "train.learning_rate=0.0005", "train.lr_hold=0.0"],
+    ),
+}
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=5.0, help="training budget per run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--runs", default="runs/transfer", help="where the runs go")
+    parser.add_argument("--out", default="docs/transfer", help="where results.json goes")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    device = select_device(args.device)
+    results_path = Path(args.out) / "results.json"
+    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    for name in args.variants:
+        config, overrides = VARIANTS[name]
+        runs = Path(args.runs) / slug(name)
+        rows = [row for row in results.get(name, []) if row["seed"] not in args.seeds]
+        for seed in args.seeds:
+            print(f"== {name}, seed {seed}", file=sys.stderr, flush=True)
+            run_dir = train_run(config, overrides, seed, args.minutes, runs, device)
+            row = {"seed": seed, **evaluate_run(config, run_dir, overrides, [], device, samples=12)}
+            rows.append(row)
+            print(f"   test BLEU {row['bleu']:.2f}, chrF {row['chrf']:.2f}", file=sys.stderr, flush=True)
+        results[name] = sorted(rows, key=lambda row: row["seed"])
+        write_text_atomic(results_path, json.dumps(results, indent=2, ensure_ascii=False))
+    print(table(results, [n for n in VARIANTS if n in results], args.minutes))
+    return 0
+
+
+def side_by_side(results: dict, names: list[str], config: str = "configs/eng-hin.yaml", count: int = 12) -> str:
+    """The first ``count`` test sources, a reference, and each variant's (first seed's) output."""
+    from nmt.config import load_config
+
+    test = read_references(prepared_paths(load_config(config)).multi("test"))
+    lines = []
+    for i in range(min(count, len(test.sources))):
+        lines.append(f"- **{test.sources[i]}** — reference: {test.references[i][0]}")
+        lines += [f"  - {name}: {results[name][0]['samples'][i]}" for name in names if name in results]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

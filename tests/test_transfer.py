@@ -1,0 +1,180 @@
+"""Starting from a parent model (init_from): continued training, fine-tuning and transfer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.config import FREEZE_PARTS, load_config
+from nmt.errors import NmtError
+from nmt.loading import load_tokenizers
+from nmt.parent import FREEZABLE, load_parent, shared_pieces
+from nmt.prepare import prepare
+from nmt.train.trainer import build_trainer
+
+from .helpers import synthetic_pairs, tiny_config, write_anki
+
+runner = CliRunner()
+
+
+def nmt(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def write_config(tmp_path: Path, name: str, pairs, tgt_lang: str = "mr", **sections) -> Path:
+    data = write_anki(tmp_path / f"{name}.tsv", pairs)
+    raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / name), **sections)
+    raw["data"]["tgt_lang"] = tgt_lang
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+def hindi_like(pairs):
+    """Another target language in the same script: other words for some, the same for others."""
+    swap = {"पाहतो": "देखता", "आवडते": "पसंद", "खातो": "खाता", "पाणी": "पानी", "भात": "चावल"}
+    changed = []
+    for src, tgt in pairs:
+        for old, new in swap.items():
+            tgt = tgt.replace(old, new)
+        changed.append((src, tgt))
+    return changed
+
+
+@pytest.fixture(scope="module")
+def parent_run(tmp_path_factory) -> Path:
+    """An English->Marathi parent, trained for a few epochs, with its test scores."""
+    tmp_path = tmp_path_factory.mktemp("parent")
+    config = write_config(tmp_path, "parent", synthetic_pairs(), train={"epochs": 4})
+    nmt("train", "--config", str(config))
+    nmt("evaluate", "--config", str(config))
+    return tmp_path / "parent"
+
+
+def child_trainer(tmp_path: Path, parent: Path, tgt_lang: str = "hi", **sections):
+    pairs = hindi_like(synthetic_pairs(seed=1)) if tgt_lang == "hi" else synthetic_pairs(seed=1)
+    config = load_config(write_config(tmp_path, "child", pairs, tgt_lang=tgt_lang, **sections), [])
+    config.init_from = str(parent)
+    prepare(config, log=lambda _: None)
+    return build_trainer(config, torch.device("cpu"), show_bar=False)
+
+
+def test_a_child_of_another_pair_keeps_the_parents_rows_for_shared_pieces(tmp_path, parent_run):
+    parent = load_parent(parent_run)
+    trainer = child_trainer(tmp_path, parent_run)
+    src_tok, tgt_tok = trainer.src_tok, trainer.tgt_tok
+    assert src_tok.sha256 == parent.src_tok.sha256  # English: the parent's tokenizer as it is
+    state = trainer.model.state_dict()
+    assert torch.equal(state["encoder.embedding.weight"], parent.weights["encoder.embedding.weight"])
+    assert torch.equal(state["encoder.rnn.weight_hh_l0"], parent.weights["encoder.rnn.weight_hh_l0"])
+    child_ids, parent_ids = shared_pieces(tgt_tok, parent.tgt_tok)
+    assert tgt_tok.sha256 != parent.tgt_tok.sha256  # measured: a new one cuts "Hindi" into fewer pieces
+    assert 4 <= len(child_ids) < tgt_tok.vocab_size
+    for name in ("decoder.embedding.weight", "decoder.output.weight", "decoder.output.bias"):
+        assert torch.equal(state[name][child_ids], parent.weights[name][parent_ids]), name
+    log = trainer.run_dir.train_log
+    trainer.run()
+    text = log.read_text(encoding="utf-8")
+    assert "Started from the parent" in text and "The parent as it is, on this dev set" in text
+    # a fresh start: the child's own steps and best score, not the parent's
+    saved = torch.load(trainer.run_dir.checkpoint("last"), weights_only=True)
+    assert saved["progress"]["step"] == trainer.progress.step and saved["progress"]["epoch"] == 2
+    assert all(s["step"] == trainer.progress.step for s in saved["optimizer"]["state"].values())
+    assert saved["parent"]["name"] == "parent" and saved["parent"]["pair"] == "en-mr"
+    assert saved["parent"]["test_bleu"] is not None
+    timeline = [json.loads(line)["epoch"] for line in trainer.run_dir.timeline.read_text().splitlines()]
+    assert timeline[:2] == [0, 1]  # the lab's timeline starts at the parent
+
+
+def test_continued_training_of_the_same_pair_takes_both_tokenizers(tmp_path, parent_run):
+    trainer = child_trainer(tmp_path, parent_run, tgt_lang="mr")
+    parent = load_parent(parent_run)
+    assert (trainer.src_tok.sha256, trainer.tgt_tok.sha256) == (parent.src_tok.sha256, parent.tgt_tok.sha256)
+    for name, tensor in trainer.model.state_dict().items():
+        assert torch.equal(tensor, parent.weights[name]), name
+    assert trainer.progress.best_bleu == -1.0 and trainer.optimizer.state == {}
+
+
+def test_a_package_is_a_parent_and_the_childs_card_and_api_name_it(tmp_path, parent_run):
+    package = tmp_path / "package"
+    nmt("export", str(parent_run), str(package))
+    child = write_config(tmp_path, "child", hindi_like(synthetic_pairs(seed=1)), tgt_lang="hi")
+    nmt("prepare", "--config", str(child), "--init-from", str(package))
+    nmt("train", "--config", str(child), "--init-from", str(package))
+    out = nmt("translate", "--config", str(child), "--text", "I see apples.")
+    assert out.strip()
+    child_package = tmp_path / "child-package"
+    nmt("export", str(tmp_path / "child"), str(child_package))
+    card = (child_package / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "**Parent**: trained from `package` (en-mr" in card and "test BLEU" in card
+    from starlette.testclient import TestClient
+
+    from nmt.loading import load_packages
+    from nmt.serve.app import build_app
+    from nmt.translate import Translator
+
+    served = TestClient(build_app({"child": Translator(load_packages([child_package], torch.device("cpu")))}))
+    (info,) = served.get("/api/models").json()["models"]
+    assert info["parent"]["name"] == "package" and info["parent"]["pair"] == "en-mr"
+
+
+@pytest.mark.parametrize("parts", [["encoder"], ["embeddings", "attention"]])
+def test_frozen_parts_stay_bit_identical_to_the_parent(tmp_path, parent_run, parts):
+    trainer = child_trainer(tmp_path, parent_run, tgt_lang="mr", train={"epochs": 2, "freeze": parts})
+    parent = load_parent(parent_run)
+    trainer.run()
+    prefixes = tuple(prefix for part in parts for prefix in FREEZABLE[part])
+    moved = []
+    for name, tensor in trainer.model.state_dict().items():
+        if name.startswith(prefixes):
+            assert torch.equal(tensor, parent.weights[name]), name
+        elif not torch.equal(tensor, parent.weights[name]):
+            moved.append(name)
+    assert moved  # the rest did train
+    assert set(FREEZABLE) == set(FREEZE_PARTS)
+
+
+def test_a_parent_of_another_architecture_names_each_difference(tmp_path, parent_run):
+    with pytest.raises(NmtError) as error:
+        child_trainer(tmp_path, parent_run, model={"embed_dim": 48, "attention": "luong-dot", "decoder_hidden": 64})
+    message = str(error.value)
+    assert "model.embed_dim: parent has 32, config has 48" in message
+    assert "model.attention: parent has 'bahdanau', config has 'luong-dot'" in message
+    assert "model.decoder_hidden: parent has 32, config has 64" in message
+
+
+def test_a_damaged_parent_or_no_model_is_refused_and_nothing_is_written(tmp_path, parent_run):
+    damaged = tmp_path / "damaged"
+    nmt("export", str(parent_run), str(damaged))
+    (damaged / "model.safetensors").write_bytes(b"not a safetensors file")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    child = write_config(tmp_path, "child", hindi_like(synthetic_pairs(seed=1)), tgt_lang="hi")
+    for parent, expected in ((damaged, "Cannot read the parent model"), (plain, "neither a run directory")):
+        result = runner.invoke(app, ["prepare", "--config", str(child), "--init-from", str(parent)])
+        assert result.exit_code != 0 and expected in result.output and "Traceback" not in result.output
+        assert not (tmp_path / "child" / "data").exists()
+    broken = tmp_path / "broken-run"
+    nmt("export", str(parent_run), str(tmp_path / "unused"))  # (the run itself stays intact)
+    (broken / "checkpoints").mkdir(parents=True)
+    (broken / "config.yaml").write_text((parent_run / "config.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (broken / "checkpoints" / "best.pt").write_bytes(b"\x00" * 100)
+    result = runner.invoke(app, ["prepare", "--config", str(child), "--init-from", str(broken)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "damaged" in result.output or "Cannot read" in result.output
+
+
+def test_shared_pieces_pair_the_same_strings(tmp_path, parent_run):
+    parent = load_parent(parent_run)
+    trainer_config = load_config(parent_run / "config.yaml", [])
+    src_tok, _ = load_tokenizers(trainer_config)
+    child_ids, parent_ids = shared_pieces(src_tok, parent.src_tok)
+    assert child_ids == parent_ids == list(range(src_tok.vocab_size))  # the same model: every piece
