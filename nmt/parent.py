@@ -11,8 +11,9 @@ either, through the loaders translation uses.
   the parent's model and a new one cuts its sentences into fewer pieces; SentencePiece's byte
   fallback lets the parent's cover any text, but a model of another language cuts it finely.
 * **train**: a new model of the child's config, whose architecture must be the parent's; every
-  tensor is copied from the parent, and the vocabulary's (embeddings, output layer) row by row
-  for the pieces the two vocabularies share. The optimizer, the schedule, the step count and the
+  tensor is copied from the parent, and the vocabulary's (embeddings, output layer) row by row:
+  a piece both vocabularies hold takes the parent's row, a new piece the mean of the rows of
+  the parent's pieces its text is cut into. The optimizer, the schedule, the step count and the
   best score start fresh (the parent's dev BLEU is not the child's). ``train.freeze`` keeps
   parts of the model as the parent left them.
 """
@@ -183,6 +184,25 @@ def _pieces_per_sentence(tokenizer: Tokenizer, sentences: list[str]) -> float:
 # ---- train: the child's first weights ----
 
 
+def composed_pieces(child: Tokenizer, parent: Tokenizer, skip: set[int]) -> dict[int, list[int]]:
+    """For each child piece not in ``skip`` (the shared ones), the parent's pieces its text is
+    cut into: a new piece of a related language (Hindi's "हूँ") is often a few of the parent's
+    (Marathi's "ह", "ूँ"), whose embeddings' mean is a better start than noise. Specials and
+    byte pieces are left out."""
+    word_start = parent.processor.piece_to_id("▁")
+    composed = {}
+    for child_id in range(child.vocab_size):
+        piece = child.processor.id_to_piece(child_id)
+        if child_id in skip or child.processor.is_control(child_id) or child.processor.is_byte(child_id):
+            continue
+        ids = parent.encode([piece.replace("▁", " ")])[0]
+        if not piece.startswith("▁") and ids and ids[0] == word_start:
+            ids = ids[1:]  # SentencePiece starts every text with a word boundary; this piece has none
+        if ids and not any(parent.processor.is_unknown(i) for i in ids):
+            composed[child_id] = ids
+    return composed
+
+
 def shared_pieces(child: Tokenizer, parent: Tokenizer) -> tuple[list[int], list[int]]:
     """(child ids, parent ids) of the pieces both vocabularies hold, specials included."""
     child_ids, parent_ids = [], []
@@ -216,7 +236,13 @@ def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[To
             continue
         child_ids, parent_ids = shared_pieces(child_tok, parent_tok)
         tensor[child_ids] = source[parent_ids].to(tensor.dtype)
-        rows[side] = f"{side} vocabulary new, {len(child_ids):,} of its {child_tok.vocab_size:,} pieces from the parent"
+        composed = composed_pieces(child_tok, parent_tok, set(child_ids))
+        for child_id, parts in composed.items():
+            tensor[child_id] = source[parts].mean(0).to(tensor.dtype)
+        rows[side] = (
+            f"{side} vocabulary new: {len(child_ids):,} of its {child_tok.vocab_size:,} pieces the parent's, "
+            f"{len(composed):,} more the mean of the parent's pieces they are made of"
+        )
     return "; ".join(rows[side] for side in ("src", "tgt") if side in rows)
 
 

