@@ -363,6 +363,14 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     return cls(**kwargs)
 
 
+def check_value(dotted: str, value: Any) -> Any:
+    """``value`` checked as config key ``dotted`` (``section.key``) would be, on its own: its type
+    and range, not how it combines with the other keys (a clear NmtError naming the key)."""
+    section, name = dotted.split(".", 1)
+    section_type = typing.get_type_hints(Config, include_extras=True)[section]
+    return _coerce(dotted, value, typing.get_type_hints(section_type, include_extras=True)[name])
+
+
 def _has_key(raw: dict, dotted: str) -> bool:
     node: Any = raw
     for part in dotted.split("."):

@@ -174,7 +174,10 @@ def _side_tokenizer(target: Path, inherited: Tokenizer, same_language: bool, sen
         log(f"{label}: {measured}: the parent's is kept, its embeddings reused whole.")
     else:
         shared = len(shared_pieces(Tokenizer(target), inherited)[0])
-        log(f"{label}: {measured}: the new one, with the embeddings of the {shared:,} pieces both share.")
+        log(
+            f"{label}: {measured}: the new one ({shared:,} of its pieces are the parent's; the others start "
+            "from the parent's pieces they are made of)."
+        )
 
 
 def _pieces_per_sentence(tokenizer: Tokenizer, sentences: list[str]) -> float:

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import yaml
 
-from nmt.config import Config, config_from_dict
+from nmt.config import Config, check_value, config_from_dict
 from nmt.errors import NmtError
 from nmt.fileio import write_text_atomic
 from nmt.prepare import prepare
@@ -91,7 +91,8 @@ def _config_keys(config: Config) -> list[str]:
 def parse_space(raw: dict, config: Config) -> list[Param]:
     """The search space, refused before anything trains when a key is not a config key (the
     closest are named), a range is empty or inverted, a choice list is empty, or a value is one
-    the config would refuse."""
+    the config would refuse for that key. A combination the config refuses (input feeding with
+    Bahdanau's order) is a trial's outcome: pruned, with the reason in the report."""
     if not raw:
         raise NmtError("The search space is empty: give tune.space (or --space FILE) at least one key.")
     keys = _config_keys(config)
@@ -119,8 +120,9 @@ def parse_space(raw: dict, config: Config) -> list[Param]:
             if log and low <= 0:
                 raise NmtError(f"Search space key {key!r}: a log range needs low > 0, got {low}.")
             param = Param(key, low, high, log)
-        for value in param.values_to_check():
-            apply_values(config, {key: value})  # the config's own checks, with the key named
+        for value in param.values_to_check():  # each on its own (combinations are the trials' business)
+            for target in ALIASES.get(key, (key,)):
+                check_value(target, value)
         params.append(param)
     return params
 
@@ -168,14 +170,16 @@ class Study:
             return optuna.storages.RDBStorage(self.storage)
         return optuna.storages.JournalStorage(JournalFileBackend(str(self.root / "study.journal")))
 
-    def load(self):
+    def load(self, worker: int = 0):
+        """The study, as worker ``worker`` sees it: each worker's sampler has a seed of its own
+        (the same seed in two processes would propose the same trials)."""
         import optuna
 
         return optuna.create_study(
             study_name=Path(self.config.run_dir).name,
             storage=self.optuna_storage(),
             direction="maximize",
-            sampler=optuna.samplers.TPESampler(seed=self.config.tune.sampler_seed),
+            sampler=optuna.samplers.TPESampler(seed=self.config.tune.sampler_seed + 1000 * worker),
             pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
             load_if_exists=True,
         )
@@ -244,21 +248,21 @@ def run_trial(study: Study, trial, threads: int) -> float:
     return best
 
 
-def _worker(study: Study, threads: int, trials: int) -> None:
+def _worker(study: Study, threads: int, trials: int, worker: int = 0) -> None:
     """Run ``trials`` trials of the study (each worker its share, so that the study has exactly
     tune.trials however many run at once)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if trials > 0:
-        study.load().optimize(lambda trial: run_trial(study, trial, threads), n_trials=trials,
+        study.load(worker).optimize(lambda trial: run_trial(study, trial, threads), n_trials=trials,
                               callbacks=[_progress(study)])  # fmt: skip
 
 
-def _worker_process(study: Study, threads: int, trials: int) -> None:
+def _worker_process(study: Study, threads: int, trials: int, worker: int) -> None:
     """A worker in a process of its own: a stop ends its trial cleanly and exits with 130."""
     try:
-        _worker(study, threads, trials)
+        _worker(study, threads, trials, worker)
     except TrainingInterrupted:
         sys.exit(130)
 
@@ -510,7 +514,10 @@ def tune(config: Config, device: torch.device, space: dict | None = None, storag
 
 def _parallel_workers(study: Study, threads: int, shares: list[int]) -> None:
     context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=_worker_process, args=(study, threads, share)) for share in shares]
+    processes = [
+        context.Process(target=_worker_process, args=(study, threads, share, worker))
+        for worker, share in enumerate(shares)
+    ]
     for process in processes:
         process.start()
     try:

@@ -160,7 +160,7 @@ def prepared_dir(runs: Path, overrides: list[str]) -> Path:
 
 
 def train_run(base: str, overrides: list[str], seed: int, minutes: float, runs: Path, device) -> Path:
-    key = "-".join(o.replace("=", "") for o in overrides) or "baseline"
+    key = "-".join(o.replace("=", "").replace("/", "_") for o in overrides) or "baseline"  # one folder level
     if len(key) > 245:  # a file name (key-seedN) holds 255 bytes: keep the start readable, hash the rest
         key = f"{key[:225]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     run_dir = runs / f"{key}-seed{seed}"

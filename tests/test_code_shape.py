@@ -18,7 +18,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nmt"
 MAX_FUNCTION_LINES = 60
 CLI = {"nmt.cli", "nmt.__main__"}
 PIPELINES = {
-    "nmt.prepare", "nmt.train", "nmt.tune", "nmt.translate", "nmt.lab", "nmt.evaluate", "nmt.export", "nmt.serve"
+    "nmt.prepare",
+    "nmt.train",
+    "nmt.tune",
+    "nmt.translate",
+    "nmt.lab",
+    "nmt.evaluate",
+    "nmt.export",
+    "nmt.serve",
 }
 
 

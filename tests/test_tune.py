@@ -91,6 +91,7 @@ def test_two_workers_share_one_study(tmp_path):
     assert result.exit_code == 0, result.output
     trials = trials_of(tmp_path)
     assert sorted(t.number for t in trials) == [0, 1, 2, 3]  # one study, not one each
+    assert len({t.params["model.dropout"] for t in trials}) == 4  # each worker its own proposals
     assert sum(t.state.name in ("COMPLETE", "PRUNED") for t in trials) == 4
     assert "2 at once with 1 thread(s) each" in result.output
 
@@ -119,3 +120,12 @@ def test_a_budget_too_short_for_a_validation_is_refused(tmp_path):
         tune_module.tune(config, torch.device("cpu"), log=lambda _: None)
     result = runner.invoke(app, ["tune", "--config", str(study_config(tmp_path)), "--minutes", "0"])
     assert result.exit_code == 1 and "set train.max_minutes" in result.output and "Traceback" not in result.output
+
+
+def test_the_documented_search_spaces_are_valid():
+    """docs/tuning.md's worked example and the default space both pass the checks."""
+    root = Path(__file__).resolve().parents[1]
+    config = load_config(root / "configs" / "eng-hin.yaml")
+    example = yaml.safe_load((root / "docs" / "tuning" / "space.yaml").read_text(encoding="utf-8"))
+    assert [p.key for p in tune_module.parse_space(example, config)] == list(example)
+    assert len(tune_module.parse_space(tune_module.DEFAULT_SPACE, config)) == len(tune_module.DEFAULT_SPACE)
