@@ -8,6 +8,7 @@ processes the tests start), so that no result depends on the machine's GPU. The 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ import yaml
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
 os.environ.setdefault("NMT_DEVICE", "cpu")  # what device 'auto' means (nmt/device.py)
+# torch.compile's on-disk kernel cache, fresh for each run of the suite (and the processes it
+# starts): a kernel cached by an earlier run under another ATEN_CPU_CAPABILITY was seen to abort
+# the compiled step's test, so no test may depend on what an earlier run left in /tmp.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="nmt-tests-inductor-"))
 
 
 @pytest.fixture
