@@ -195,8 +195,6 @@ def train(
     <run_dir>/train.log and metrics.jsonl.
     """
     from nmt.paths import run_paths
-    from nmt.prepare import is_prepared
-    from nmt.prepare import prepare as run_prepare
     from nmt.train import distributed
     from nmt.train.state import TrainingInterrupted
     from nmt.train.trainer import build_trainer
@@ -209,22 +207,18 @@ def train(
     ddp = distributed.setup(requested, cfg.train.ddp_timeout_minutes)  # under torchrun: join the process group
     run = run_paths(cfg)
     try:
-        if ddp.is_main:
-            report = run_prepare(cfg, log=lambda msg: typer.echo(msg, err=True))
-            if not report.reused:
-                typer.echo(report.summary())
-        ddp.barrier()
-        if not is_prepared(cfg):
-            raise NmtError(
-                f"Prepared data missing in {cfg.prepared_dir} after rank 0 prepared it: is it on a shared disk?"
-            )
+        _prepare_for_training(cfg, ddp)
         try:
+            if cfg.train.members > 1:
+                _train_members(cfg, requested, resume, ddp)
+                return
             progress = build_trainer(cfg, ddp.device(requested), ddp).run(resume)
             ddp.barrier()  # leave together: a rank tearing down while another still runs can abort it (gloo)
         except TrainingInterrupted as exc:
             again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])
             if ddp.is_main:
-                typer.echo(f"{exc} Checkpoint saved: {run.checkpoint('last')}.\nResume with: {again}", err=True)
+                saved = run.checkpoint("last") if cfg.train.members == 1 else run.root / "member-*/checkpoints/last.pt"
+                typer.echo(f"{exc} Checkpoint saved: {saved}.\nResume with: {again}", err=True)
             raise typer.Exit(130) from None
     finally:
         distributed.teardown(ddp)
@@ -235,6 +229,34 @@ def train(
         f"Best dev BLEU {progress.best_bleu:.2f} (epoch {progress.best_epoch}); "
         f"learning curves in {run.learning_curves}"
     )
+
+
+def _prepare_for_training(cfg: Config, ddp) -> None:
+    """Prepare the data if needed (rank 0), and make sure every rank sees it."""
+    from nmt.prepare import is_prepared
+    from nmt.prepare import prepare as run_prepare
+
+    if ddp.is_main:
+        report = run_prepare(cfg, log=lambda msg: typer.echo(msg, err=True))
+        if not report.reused:
+            typer.echo(report.summary())
+    ddp.barrier()
+    if not is_prepared(cfg):
+        raise NmtError(f"Prepared data missing in {cfg.prepared_dir} after rank 0 prepared it: is it on a shared disk?")
+
+
+def _train_members(cfg: Config, device, resume: bool, ddp) -> None:
+    """train.members > 1: the members side by side, then each one's learning curves."""
+    from nmt.paths import run_paths
+    from nmt.train.members import train_members
+
+    if ddp.world > 1:
+        raise NmtError("train.members trains several models in processes of its own: run it without torchrun.")
+    results = train_members(cfg, device, resume, log=lambda msg: typer.echo(msg, err=True))
+    for result in results:
+        _learning_curves(run_paths(cfg).member(result.member).root)
+        typer.echo(f"member-{result.member}: best dev BLEU {result.best_bleu:.2f} (epoch {result.best_epoch})")
+    typer.echo(f"Translation and evaluation of {cfg.run_dir} ensemble the {len(results)} members' best checkpoints.")
 
 
 @app.command()

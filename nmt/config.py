@@ -59,6 +59,10 @@ class DataConfig:
     max_carved: int = 5000  # a fractional dev_size / test_size carves at most this many sources (0 = no cap)
     split_seed: int = 1234
     prepared_dir: str = ""  # where prepare writes; default <run_dir>/data
+    # sequence-level knowledge distillation (nmt/distill.py): a teacher (run directory or package of
+    # this pair) translates the training sources, and its translations become the training targets
+    distill_from: str = ""
+    distill: Literal["replace", "add"] = "replace"  # the human targets replaced, or kept beside the teacher's
 
     @property
     def tsv_columns(self) -> list[str]:
@@ -132,6 +136,10 @@ class TrainConfig:
     lr_factor: float = 0.5
     min_lr: float = 1e-5
     seed: int = 42
+    # > 1: train this many models side by side (seeds seed, seed+1, ...), the threads shared among
+    # them, in <run_dir>/member-K; translation and evaluation ensemble their best checkpoints
+    # (nmt/train/members.py)
+    members: int = 1
     device: DeviceName = "auto"
     # auto: bf16 autocast on CUDA GPUs with native bf16, fp16 + loss scaling on older ones, else float32
     precision: PrecisionName = "auto"
@@ -168,6 +176,10 @@ class DecodeConfig:
         4000  # and at most this many padded source tokens (0 = no cap): long files never run out of memory
     )
     max_input_len: int = 250  # longer inputs are clipped to this many subwords (with a warning)
+    # > 1: minimum Bayes risk decoding (nmt/mbr.py) over this many beam candidates: the one the
+    # others agree with most (translate and evaluate; the page and the lab show the beam's own best)
+    mbr: int = 0
+    mbr_utility: Literal["chrf", "bleu"] = "chrf"  # the sentence-level agreement MBR maximises
 
 
 @dataclass
@@ -253,6 +265,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.lr_factor": (lambda v: 0.0 < v < 1.0, "a number in (0, 1)"),
     "train.min_lr": _NON_NEGATIVE,
     "train.threads": _NON_NEGATIVE,
+    "train.members": (lambda v: v >= 1, "an integer >= 1"),
     "train.loader_workers": (lambda v: v >= -1, "an integer >= 0, or -1 for auto"),
     "train.checkpoint_every": _NON_NEGATIVE,
     "train.checkpoint_minutes": _NON_NEGATIVE,
@@ -275,6 +288,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "decode.batch_size": _POSITIVE,
     "decode.batch_tokens": _NON_NEGATIVE,
     "decode.max_input_len": _POSITIVE,
+    "decode.mbr": (lambda v: v == 0 or v >= 2, "0 (off) or an integer >= 2 (the candidates MBR chooses among)"),
 }
 
 

@@ -80,6 +80,13 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path
     if out_dir.exists() and any(out_dir.iterdir()):
         raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the model package.")
     config = load_run_config(run_dir)
+    if config.train.members > 1:
+        members = range(1, config.train.members + 1)
+        raise NmtError(
+            f"{run_dir} trained {config.train.members} members (train.members): a package holds one model. Export "
+            f"each ({'; '.join(f'nmt export {run_dir}/member-{k} OUT-{k}' for k in members)}) and translate with "
+            f"{' '.join(f'--model OUT-{k}' for k in members)}, which ensembles them."
+        )
     src_tok, tgt_tok = load_tokenizers(config)
     payload = load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)
     # one copy per name: safetensors refuses tensors that share memory (tied embeddings)

@@ -21,7 +21,7 @@ from nmt.config import Config, config_from_dict
 from nmt.errors import NmtError
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Seq2Seq
-from nmt.paths import PackagePaths, RunPaths, prepared_paths, run_paths
+from nmt.paths import CHECKPOINT_NAMES, PackagePaths, RunPaths, prepared_paths, run_paths
 from nmt.search import SearchModel
 from nmt.tokenizer import Tokenizer
 
@@ -72,7 +72,13 @@ def load_checked_checkpoint(config: Config, name: str, src_tok: Tokenizer, tgt_t
 
 
 def load_checkpoints(config: Config, names: list[str], device: torch.device) -> LoadedModel:
-    """One checkpoint, or several (an ensemble) trained with this config."""
+    """One checkpoint, or several (an ensemble) trained with this config; a run of several
+    members (train.members) gives each member's checkpoint of each name."""
+    if config.train.members > 1:
+        run = run_paths(config)
+        members = range(1, config.train.members + 1)
+        names = [str(run.member(k).checkpoint(name)) if name in CHECKPOINT_NAMES else name
+                 for name in names for k in members]  # fmt: skip
     src_tok, tgt_tok = load_tokenizers(config)
     models, parent = [], None
     for name in names:
@@ -122,6 +128,33 @@ def load_package(model_dir: Path) -> tuple[Config, Seq2Seq, Tokenizer, Tokenizer
     model = new_model(config, src_tok, tgt_tok)
     model.load_state_dict(upgrade_weight_names(load_file(str(package.weights))))
     return config, model, src_tok, tgt_tok
+
+
+def load_trained(path: Path, device: torch.device) -> LoadedModel:
+    """A run directory (its best checkpoint) or a model package, whichever ``path`` is."""
+    path = Path(path)
+    if PackagePaths(path).manifest.is_file():
+        return load_packages([path], device)
+    if not RunPaths(path).config.is_file():
+        raise NmtError(
+            f"{path} is neither a run directory (config.yaml and checkpoints/best.pt) nor a model package "
+            "(manifest.json, from `nmt export`)."
+        )
+    config = load_run_config(path)
+    config.run_dir = str(path)  # the run may have been moved
+    return load_checkpoints(config, ["best"], device)
+
+
+def trained_weights_files(path: Path) -> list[Path]:
+    """The files holding the weights ``load_trained`` reads (what a fingerprint hashes)."""
+    path = Path(path)
+    if PackagePaths(path).manifest.is_file():
+        return [PackagePaths(path).weights]
+    if RunPaths(path).config.is_file():
+        config = load_run_config(path)
+        if config.train.members > 1:
+            return [RunPaths(path).member(k).checkpoint("best") for k in range(1, config.train.members + 1)]
+    return [RunPaths(path).checkpoint("best")]
 
 
 def _one_or_ensemble(models: list[Seq2Seq], device: torch.device) -> SearchModel:

@@ -89,6 +89,7 @@ class RunPaths:
     data/                       prepared data (unless data.prepared_dir is elsewhere)
     checkpoints/step-<N>.pt     step checkpoints; last.pt and best.pt link to two of them
     checkpoints/averaged.pt     written by `nmt average`
+    member-<K>/                 with train.members > 1: one run directory per member (no checkpoints/ here)
     train.log  metrics.jsonl  learning_curves.png  tensorboard/
     timeline.jsonl  timeline.png  the probe sentences' attention at every validation
     eval/<set>.hyp  eval/<set>.report.json
@@ -107,6 +108,10 @@ class RunPaths:
     def checkpoint(self, name: str) -> Path:
         """``best`` / ``last`` -> checkpoints/<name>.pt; anything else is taken as a path."""
         return self.checkpoints / f"{name}.pt" if name in CHECKPOINT_NAMES else Path(name)
+
+    def member(self, k: int) -> RunPaths:
+        """Member ``k`` (from 1) of a run of several (train.members): a run directory of its own."""
+        return RunPaths(self.root / f"member-{k}")
 
     def step_checkpoint(self, step: int) -> Path:
         return self.checkpoints / f"step-{step:08d}.pt"

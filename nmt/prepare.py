@@ -24,6 +24,7 @@ from nmt.data.references import write_references
 from nmt.data.shards import write_shard
 from nmt.data.sources import Corpus, describe, input_files, read_corpus
 from nmt.data.streaming import Distribution, Survey, carve, carved_references, distribute, survey
+from nmt.distill import distill_training_targets, teacher_sha256
 from nmt.errors import NmtError
 from nmt.fileio import atomic_text_writer, count_lines, sha256_file, write_lines_atomic, write_text_atomic
 from nmt.fonts import missing_font_warning, missing_scripts
@@ -107,14 +108,19 @@ class PrepareReport:
 
 
 def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> str:
+    data = {k: v for k, v in asdict(config.data).items() if k != "prepared_dir"}
+    if not config.data.distill_from:  # data prepared before distillation existed stays valid
+        data = {k: v for k, v in data.items() if k not in ("distill_from", "distill")}
     payload = {
         "format": FORMAT_VERSION,
         "input_sha256": input_sha256,
-        "data": {k: v for k, v in asdict(config.data).items() if k != "prepared_dir"},
+        "data": data,
         "tokenizer": asdict(config.tokenizer),
         # a parent's tokenizers decide the child's: another parent, another preparation
         "parent_spm": [parent.src_tok.sha256, parent.tgt_tok.sha256] if parent else None,
     }
+    if config.data.distill_from:
+        payload["teacher_sha256"] = teacher_sha256(config)  # another teacher, other training targets
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 
@@ -165,6 +171,8 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
         log(f"Tokenizers from the parent {parent.path} where they fit ({len(distribution.sample):,} pairs measured):")
         child_tokenizers(config, paths, parent, distribution.sample, log)
         src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+    if config.data.distill_from:
+        distribution.split_pairs["train"] = distill_training_targets(config, paths, log, show_bar)
     lengths = _write_shards(paths, distribution.split_pairs, src_tok, tgt_tok, show_bar)
     report = _report(config, input_sha256, corpus, found, distribution, lengths, src_tok, tgt_tok)
     for warning in report.warnings():

@@ -21,6 +21,7 @@ from nmt.errors import NmtError
 from nmt.fileio import read_lines, split_lines
 from nmt.forced import PrefixedModel, forced_steps, next_tokens, score_pairs
 from nmt.loading import LoadedModel
+from nmt.mbr import mbr_choice, utility_function
 from nmt.search import Hypothesis, Ranking, search_sentences
 
 
@@ -169,9 +170,24 @@ class Translator:
         return " ".join(self.tgt_tok.decode([hypothesis.tokens])[0].split())
 
     def translate(self, lines: list[str], beam_size: int | None = None, progress: bool = False) -> list[str]:
-        """One output line per input line; an empty (or blank) line gives an empty line."""
+        """One output line per input line; an empty (or blank) line gives an empty line. With
+        ``decode.mbr``, each line's translation is chosen from its n-best by MBR (nmt/mbr.py)."""
+        if self.decode.mbr:
+            return self.translate_mbr(lines, beam_size, progress)
         hypotheses = self.search(lines, beam_size, progress=progress)
         return [" ".join(text.split()) for text in self.tgt_tok.decode([best[0].tokens for best in hypotheses])]
+
+    def translate_mbr(self, lines: list[str], beam_size: int | None = None, progress: bool = False) -> list[str]:
+        """Beam search for ``decode.mbr`` candidates per line (a beam at least that wide), then
+        each line's candidate with the highest expected utility against the others."""
+        count = self.decode.mbr
+        found = self.search(lines, max(beam_size or self.decode.beam_size, count), n_best=count, progress=progress)
+        utility = utility_function(self.decode.mbr_utility)
+        chosen = []
+        for hypotheses in found:
+            texts = [" ".join(text.split()) for text in self.tgt_tok.decode([h.tokens for h in hypotheses])]
+            chosen.append(texts[mbr_choice(texts, [h.log_prob for h in hypotheses], utility)])
+        return chosen
 
     def heatmaps(self, lines: list[str], beam_size: int | None = None) -> list[Heatmap]:
         """Attention of the best translation of each non-blank line (``explain``'s, ready to draw)."""

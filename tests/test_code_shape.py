@@ -1,7 +1,7 @@
 """The package keeps its shape: short functions, and layers that only point down.
 
     CLI         nmt.cli, nmt.__main__
-    pipelines   nmt.prepare, nmt.train.*, nmt.tune, nmt.translate, nmt.lab, nmt.evaluate, nmt.export, nmt.serve.*
+    pipelines   nmt.prepare, nmt.distill, nmt.train.*, nmt.tune, nmt.translate, nmt.lab, nmt.evaluate, nmt.export, nmt.serve.*
     core        everything else: config, tokenizer, paths, data, model, search, checkpoint, loading, ...
 
 Every import counts, including those inside functions.
@@ -19,6 +19,7 @@ MAX_FUNCTION_LINES = 60
 CLI = {"nmt.cli", "nmt.__main__"}
 PIPELINES = {
     "nmt.prepare",
+    "nmt.distill",
     "nmt.train",
     "nmt.tune",
     "nmt.translate",

@@ -12,10 +12,11 @@ class RunLog:
     """Timestamped lines to ``path``, echoed to the console; silent when not ``enabled``
     (processes other than rank 0)."""
 
-    def __init__(self, path: Path, echo: bool = True, enabled: bool = True):
+    def __init__(self, path: Path, echo: bool = True, enabled: bool = True, prefix: str = ""):
         self.path = path
         self.echo = echo
         self.enabled = enabled
+        self.prefix = prefix  # on the console only: whose line it is when several runs share one (train.members)
         if enabled:
             path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -26,4 +27,4 @@ class RunLog:
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(f"{stamp} {message}\n")
         if self.echo:
-            tqdm.write(message)
+            tqdm.write(self.prefix + message)

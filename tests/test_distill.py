@@ -1,0 +1,130 @@
+"""Sequence-level knowledge distillation (data.distill_from): the teacher's translations as the
+student's training targets."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.config import load_config
+from nmt.data.references import read_references
+from nmt.distill import human_targets
+from nmt.errors import NmtError
+from nmt.fileio import read_lines
+from nmt.loading import load_trained
+from nmt.paths import prepared_paths
+from nmt.prepare import prepare
+from nmt.train.trainer import build_trainer
+from nmt.translate import Translator
+
+from .helpers import synthetic_pairs, tiny_config, write_anki
+
+runner = CliRunner()
+
+
+def write_config(tmp_path: Path, name: str, **sections) -> Path:
+    data = tmp_path / "pairs.tsv"
+    if not data.is_file():
+        write_anki(data, synthetic_pairs(), attribution=True)
+    raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / name), **sections)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory) -> Path:
+    """A teacher trained for a few epochs on the synthetic pairs (it translates some of them wrong)."""
+    tmp_path = tmp_path_factory.mktemp("teacher")
+    config = write_config(tmp_path, "teacher", train={"epochs": 30})
+    result = runner.invoke(app, ["train", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    return tmp_path / "teacher"
+
+
+def teacher_translations(teacher: Path, sources: list[str]) -> list[str]:
+    """The teacher's beam output for each source, each distinct source translated once (search's
+    length limit is its batch's, so a source's output may depend on which others are batched
+    with it when it runs to the limit: the same batches as the distiller's)."""
+    distinct = list(dict.fromkeys(sources))
+    translated = dict(zip(distinct, Translator(load_trained(teacher, torch.device("cpu"))).translate(distinct)))
+    return [translated[source] for source in sources]
+
+
+def student(tmp_path: Path, teacher: Path, mode: str = "replace"):
+    config = load_config(write_config(tmp_path, "student", data={"distill_from": str(teacher), "distill": mode}), [])
+    return config, prepared_paths(config)
+
+
+def test_the_distilled_training_set_is_the_teachers_beam_output_line_for_line(tmp_path, teacher):
+    config, paths = student(tmp_path, teacher)
+    plain = load_config(write_config(tmp_path, "plain"), [])
+    prepare(plain, log=lambda _: None)
+    logged = []
+    prepare(config, log=logged.append)
+    sources = read_lines(paths.text("train", "src"))
+    beam = teacher_translations(teacher, sources)
+    plain_paths = prepared_paths(plain)
+    assert sources == read_lines(plain_paths.text("train", "src"))  # the same split
+    human = read_lines(plain_paths.text("train", "tgt"))
+    # the teacher's beam output, in order (where it translates a source to nothing, the human target)
+    assert read_lines(paths.text("train", "tgt")) == [b or h for b, h in zip(beam, human)]
+    assert read_lines(human_targets(paths)) == human  # kept beside for comparison
+    assert beam != human  # the teacher is not perfect: distillation changed something
+    for split in ("dev", "test"):  # scored against people, as every model is
+        assert read_references(paths.multi(split)) == read_references(plain_paths.multi(split))
+    assert any("distinct training sources" in line and "beam 2" in line for line in logged)
+    assert any("the teacher's cost" in line for line in logged)
+
+
+def test_add_keeps_the_human_pairs_and_appends_the_teachers(tmp_path, teacher):
+    config, paths = student(tmp_path, teacher, mode="add")
+    report = prepare(config, log=lambda _: None)
+    sources, targets = read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
+    human = read_lines(human_targets(paths))
+    half = len(human)
+    assert len(sources) == len(targets) == 2 * half == report.split_pairs["train"]
+    assert sources[:half] == sources[half:] and targets[:half] == human
+    distilled = [b or h for b, h in zip(teacher_translations(teacher, sources[:half]), human)]
+    assert targets[half:] == distilled
+    assert len(read_lines(paths.attribution("train"))) == 2 * half
+
+
+def test_the_teacher_is_part_of_the_fingerprint(tmp_path, teacher):
+    config, _ = student(tmp_path, teacher)
+    prepare(config, log=lambda _: None)
+    assert prepare(config, log=lambda _: None).reused
+    other = tmp_path / "other-teacher"
+    shutil.copytree(teacher, other)
+    checkpoint = other / "checkpoints" / "best.pt"
+    payload = torch.load(checkpoint, weights_only=False)
+    payload["model"] = {k: v + 0.01 if v.is_floating_point() else v for k, v in payload["model"].items()}
+    torch.save(payload, checkpoint)
+    config.data.distill_from = str(other)
+    assert not prepare(config, log=lambda _: None).reused
+
+
+def test_a_student_trains_on_distilled_data(tmp_path, teacher):
+    config, _ = student(tmp_path, teacher)
+    prepare(config, log=lambda _: None)
+    trainer = build_trainer(config, torch.device("cpu"), show_bar=False)
+    trainer.run()
+    assert (Path(config.run_dir) / "checkpoints" / "best.pt").is_file()
+
+
+def test_a_teacher_that_is_not_a_model_or_of_another_pair_is_refused(tmp_path, teacher):
+    config, _ = student(tmp_path, tmp_path / "nowhere")
+    with pytest.raises(NmtError, match=r"data\.distill_from: .*nowhere is neither a run directory"):
+        prepare(config, log=lambda _: None)
+    raw = yaml.safe_load(write_config(tmp_path, "student-hi", data={"distill_from": str(teacher)}).read_text())
+    raw["data"]["tgt_lang"] = "hi"
+    path = tmp_path / "student-hi.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with pytest.raises(NmtError, match=r"translates en -> mr, this config en -> hi"):
+        prepare(load_config(path, []), log=lambda _: None)

@@ -1,0 +1,115 @@
+"""Ensembled training (train.members): models trained side by side, translated as one ensemble."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.config import load_config
+from nmt.loading import load_checkpoints
+from nmt.model.ensemble import Ensemble
+from nmt.train.members import member_config, member_threads
+
+from .helpers import synthetic_pairs, tiny_config, write_anki
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def write_config(tmp_path: Path, name: str = "pair", **train) -> Path:
+    data = write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
+    raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / name),
+                      train={"epochs": 3, "threads": 2, "members": 2, **train})  # fmt: skip
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+def test_each_member_is_a_run_of_its_own_seed_and_share_of_the_threads(tmp_path):
+    config = load_config(write_config(tmp_path, threads=4, members=3), [])
+    members = [member_config(config, k) for k in (1, 2, 3)]
+    assert [m.train.seed for m in members] == [7, 8, 9]
+    assert [m.train.threads for m in members] == [1, 1, 1] and member_threads(config) == 1
+    assert [Path(m.run_dir).name for m in members] == ["member-1", "member-2", "member-3"]
+    assert {m.prepared_dir for m in members} == {config.prepared_dir}  # one preparation for all
+    assert all(m.train.members == 1 for m in members)
+
+
+def training_span(run_dir: Path) -> tuple[datetime, datetime]:
+    stamps = [line[:19] for line in (run_dir / "train.log").read_text(encoding="utf-8").splitlines()]
+    return datetime.fromisoformat(stamps[0]), datetime.fromisoformat(stamps[-1])
+
+
+@pytest.fixture(scope="module")
+def members_run(tmp_path_factory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("members")
+    config = write_config(tmp_path)
+    result = runner.invoke(app, ["train", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "member-1: best dev BLEU" in result.output and "member-2: best dev BLEU" in result.output
+    return config
+
+
+def test_members_train_side_by_side_differ_and_decode_as_an_ensemble(members_run):
+    config = load_config(members_run, [])
+    run = Path(config.run_dir)
+    first, second = (torch.load(run / f"member-{k}" / "checkpoints" / "best.pt", weights_only=False) for k in (1, 2))
+    weight = "decoder.output.weight"
+    assert not torch.equal(first["model"][weight], second["model"][weight])  # other seeds, other models
+    (start_1, end_1), (start_2, end_2) = training_span(run / "member-1"), training_span(run / "member-2")
+    assert start_1 <= end_2 and start_2 <= end_1  # at the same time, not one after the other
+    loaded = load_checkpoints(config, ["best"], torch.device("cpu"))
+    assert isinstance(loaded.model, Ensemble) and len(loaded.model.members) == 2
+    result = runner.invoke(app, ["evaluate", "--config", str(members_run)])
+    assert result.exit_code == 0, result.output
+    assert "BLEU" in result.output
+    result = runner.invoke(app, ["translate", "--config", str(members_run)], input="I see apples.\n")
+    assert result.exit_code == 0 and result.output.strip(), result.output
+
+
+def test_a_members_run_is_exported_member_by_member(members_run, tmp_path):
+    run = load_config(members_run, []).run_dir
+    result = runner.invoke(app, ["export", run, str(tmp_path / "pkg")])
+    assert result.exit_code != 0
+    assert f"nmt export {run}/member-1 OUT-1" in result.output and "--model OUT-1 --model OUT-2" in result.output
+    for k in (1, 2):
+        result = runner.invoke(app, ["export", f"{run}/member-{k}", str(tmp_path / f"pkg-{k}")])
+        assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["translate", "--model", str(tmp_path / "pkg-1"), "--model", str(tmp_path / "pkg-2")],
+                           input="I see apples.\n")  # fmt: skip
+    assert result.exit_code == 0 and result.output.strip(), result.output
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_member_with_a_checkpoint_and_resume_finishes_them(tmp_path):
+    config = write_config(tmp_path, "stopped", epochs=200, batch_size=8, checkpoint_every=3)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config)], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    run = tmp_path / "stopped"
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        if all(list((run / f"member-{k}" / "checkpoints").glob("step-*.pt")) for k in (1, 2)):
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "training finished before it could be stopped"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "member-*/checkpoints/last.pt" in stderr
+    steps = [torch.load(run / f"member-{k}" / "checkpoints" / "last.pt", weights_only=True)["progress"]["step"]
+             for k in (1, 2)]  # fmt: skip
+    assert all(step > 0 for step in steps)
+    result = runner.invoke(app, ["train", "--config", str(config), "--resume", "--set", "train.epochs=2"])
+    assert result.exit_code == 0, result.output
