@@ -144,6 +144,17 @@ VARIANTS |= {
         GUARD,
     ),
 }
+# Round 3 (docs/quality.md), on the shipped recipe (--config configs/eng-mar-cpu.yaml): levers that
+# are features rather than settings. A decoding lever shares the baseline's runs.
+TEACHER = "runs/eng-mar-cpu"  # `bash scripts/main.sh`'s 5-minute model of the same split
+VARIANTS |= {
+    "MBR over 8 candidates, chrF": ([], ["decode.mbr=8"]),
+    "MBR over 8 candidates, BLEU": ([], ["decode.mbr=8", "decode.mbr_utility=bleu"]),
+    "MBR over 4 candidates, chrF": ([], ["decode.mbr=4"]),
+    "two members side by side, one thread each": (["train.members=2"], []),
+    "distilled from the 5-minute model": ([f"data.distill_from={TEACHER}"], []),
+    "distilled from the 5-minute model, human pairs kept": ([f"data.distill_from={TEACHER}", "data.distill=add"], []),
+}
 RECIPES = {  # shipped config -> (the base it was measured from, its variant)
     "configs/eng-mar-cpu.yaml": (
         "configs/baseline/eng-mar-cpu.yaml",
@@ -154,9 +165,11 @@ RECIPES = {  # shipped config -> (the base it was measured from, its variant)
 
 
 def prepared_dir(runs: Path, overrides: list[str]) -> Path:
-    """Runs share prepared data unless they change the tokenizer."""
-    tokenizer = [o.removeprefix("tokenizer.").replace("=", "") for o in overrides if o.startswith("tokenizer.")]
-    return runs / "-".join(["data", *tokenizer])
+    """Runs share prepared data unless they change the tokenizer or the data."""
+    changes = [o for o in overrides if o.startswith(("tokenizer.", "data."))]
+    return runs / "-".join(
+        ["data", *(o.removeprefix("tokenizer.").replace("=", "").replace("/", "_") for o in changes)]
+    )
 
 
 def train_run(base: str, overrides: list[str], seed: int, minutes: float, runs: Path, device) -> Path:
@@ -191,7 +204,8 @@ def evaluate_run(
     test_set = read_references(prepared_paths(config).multi("test"))
     hypotheses = Translator(load_checkpoints(config, ["best"], device)).translate(test_set.sources)
     scores = score(hypotheses, test_set.references, metrics=("bleu", "chrf"))
-    records = MetricsFile(run_paths(config).metrics).read()
+    run = run_paths(config)
+    records = MetricsFile((run.member(1) if config.train.members > 1 else run).metrics).read()  # a member's pace
     return {
         "bleu": scores["bleu"],
         "chrf": scores["chrf"],
