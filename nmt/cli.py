@@ -81,6 +81,13 @@ MinutesOption = Annotated[
         "training validates, keeps the best, checkpoints and stops; --resume with a larger value goes on.",
     ),
 ]
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="torch, or onnx: a package's ONNX graphs on onnxruntime (with --model; `nmt export --onnx` makes them).",
+    ),
+]
 BeamOption = Annotated[
     int | None, typer.Option("--beam-size", min=1, help="Beam width; 1 = greedy (default: decode.beam_size).")
 ]
@@ -295,6 +302,7 @@ def translate(
         ),
     ] = None,
     device: DeviceOption = None,
+    engine: EngineOption = "torch",
 ) -> None:
     """Translate text: exactly one output line per input line (an empty line gives an empty line).
 
@@ -306,7 +314,7 @@ def translate(
 
     if text is not None and input_ is not None:
         raise NmtError("Give either --text or --input, not both.")
-    translator = _translator(config, set_, checkpoint, model, device)
+    translator = _translator(config, set_, checkpoint, model, device, engine)
     lines = [text] if text is not None else read_input_lines(str(input_) if input_ else None)
     if n_best is None:
         written = translator.translate(lines, beam_size=beam_size, progress=input_ is not None)
@@ -423,6 +431,7 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
     beam_size: BeamOption = None,
     device: DeviceOption = None,
+    engine: EngineOption = "torch",
 ) -> None:
     """Translate a test set and score it with sacrebleu (BLEU, chrF, TER) against all references.
 
@@ -434,7 +443,7 @@ def evaluate(
 
     if model and src is None:
         raise NmtError("With --model, give the sentences to score: --src FILE --ref FILE [--ref FILE ...].")
-    translator = _translator(config, set_, checkpoint, model, device)
+    translator = _translator(config, set_, checkpoint, model, device, engine)
     cfg = translator.loaded.config
     test_set, name = evaluation_set(cfg, src, ref or [])
     report = run_evaluate(translator, test_set, name, beam_size or cfg.decode.beam_size, checkpoint or ["best"])
@@ -456,11 +465,14 @@ def _translator(
     checkpoints: list[str] | None,
     models: list[Path] | None,
     device: str | None,
+    engine: str = "torch",
 ):
     """A Translator from --config (+ --checkpoint ...) or from --model package(s)."""
-    from nmt.loading import load_checkpoints, load_packages
+    from nmt.loading import ENGINES, load_checkpoints, load_packages
     from nmt.translate import Translator
 
+    if engine not in ENGINES:
+        raise NmtError(f"--engine {engine!r}: one of {', '.join(ENGINES)}.")
     if models:
         if config is not None or set_ or checkpoints:
             raise NmtError(
@@ -468,7 +480,11 @@ def _translator(
                 "give --model alone, not with --config, --set or --checkpoint."
             )
         chosen = _device_named(device or "auto")
-        return Translator(load_packages(models, chosen))
+        return Translator(load_packages(models, chosen, engine))
+    if engine != "torch":
+        raise NmtError(
+            f"--engine {engine} runs a model package's graphs: give --model PKG (nmt export RUN PKG --onnx)."
+        )
     if config is None:
         raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
     cfg = _load(config, set_)
@@ -506,6 +522,7 @@ def serve(
         int | None,
         typer.Option("--max-queued", min=1, help="Texts waiting per model before 503 + Retry-After (512)."),
     ] = None,
+    engine: EngineOption = "torch",
 ) -> None:
     """A local page that translates as you type and draws attention, and its JSON API.
 
@@ -525,9 +542,9 @@ def serve(
         for path in model:  # named after their folders; a repeated name gets a number
             name = path.resolve().name
             name = name if name not in translators else f"{name}-{len(translators) + 1}"
-            translators[name] = Translator(load_packages([path], chosen))
+            translators[name] = Translator(load_packages([path], chosen, engine))
     else:
-        translator = _translator(config, set_, checkpoint, None, device)
+        translator = _translator(config, set_, checkpoint, None, device, engine)
         translators = {Path(translator.loaded.config.run_dir).name: translator}
     address = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     typer.echo(f"Serving {', '.join(translators)} on {address} (Ctrl-C stops)", err=True)
@@ -556,12 +573,17 @@ def export(
     run_dir: RunDirArgument,
     out_dir: Annotated[Path, typer.Argument(help="The folder to create (must not exist, or be empty).")],
     checkpoint: CheckpointOption = "best",
+    onnx: Annotated[
+        bool,
+        typer.Option("--onnx", help="Also the encoder and one decoder step as ONNX graphs (--engine onnx runs them)."),
+    ] = False,
 ) -> None:
     """Write a self-contained model package: weights (safetensors), the resolved config, both
-    SentencePiece models and a model card. Use it with `nmt translate --model OUT_DIR`."""
+    SentencePiece models and a model card. Use it with `nmt translate --model OUT_DIR`. With
+    --onnx, the graphs are checked against PyTorch before they are kept (needs `pip install 'nmt[onnx]'`)."""
     from nmt.export import export_model
 
-    path = export_model(run_dir, out_dir, checkpoint)
+    path = export_model(run_dir, out_dir, checkpoint, onnx)
     typer.echo(f"Exported {run_dir} ({checkpoint}) to {path}; see {path / 'MODEL_CARD.md'}")
 
 

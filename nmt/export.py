@@ -16,7 +16,14 @@ from nmt.config import Config, config_from_dict, save_config
 from nmt.data.languages import language_name
 from nmt.errors import NmtError
 from nmt.fileio import write_text_atomic
-from nmt.loading import PACKAGE_FORMAT, load_checked_checkpoint, load_run_config, load_tokenizers, spm_hashes
+from nmt.loading import (
+    PACKAGE_FORMAT,
+    load_checked_checkpoint,
+    load_run_config,
+    load_tokenizers,
+    new_model,
+    spm_hashes,
+)
 from nmt.paths import PackagePaths, prepared_paths, run_paths
 from nmt.prepare import load_report
 
@@ -73,8 +80,20 @@ def _model_card(config: Config, payload: dict, parameters: int, report: dict | N
     return "\n".join(lines)
 
 
-def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path:
-    """Write a model package for ``run_dir``'s ``checkpoint`` into ``out_dir`` (which must not exist)."""
+def _onnx_graphs(config: Config, weights: dict, src_tok, tgt_tok, root: Path) -> dict:
+    """The model of ``weights`` as ONNX graphs in ``root`` (what the manifest records of them)."""
+    from nmt.onnx_engine import onnxruntime_module
+    from nmt.onnx_export import export_graphs
+
+    onnxruntime_module()  # a clear error when the extra is not installed, before exporting
+    model = new_model(config, src_tok, tgt_tok)
+    model.load_state_dict(weights)
+    return export_graphs(model, root)
+
+
+def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: bool = False) -> Path:
+    """Write a model package for ``run_dir``'s ``checkpoint`` into ``out_dir`` (which must not
+    exist); ``onnx``: with the encoder and a decoder step as ONNX graphs (nmt/onnx_export.py)."""
     from safetensors.torch import save_file
 
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -110,8 +129,11 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path
         if timeline.is_file():
             shutil.copyfile(timeline, staging.root / timeline.name)
         source = run_paths(config).checkpoint(checkpoint)
+        graphs = _onnx_graphs(config, weights, src_tok, tgt_tok, staging.root) if onnx else None
         manifest = {
             "format": PACKAGE_FORMAT,
+            "parameters": parameters,
+            "onnx": graphs,  # the ONNX graphs' names, inputs and outputs, or null
             "spm_sha256": spm_hashes(src_tok, tgt_tok),
             "exported_from": str(source),
             "parent": payload.get("parent"),  # the model it was trained from (init_from), if any

@@ -175,6 +175,12 @@ class Lab:
 
     def _model(self) -> Seq2Seq:
         model = self.translator.model
+        if self.translator.loaded.engine != "torch":
+            raise LabInputError(
+                "model",
+                f"the attention lab's playback, edits and saliency look inside PyTorch's model; this one runs on "
+                f"{self.translator.loaded.engine}: serve it with --engine torch",
+            )
         if not isinstance(model, Seq2Seq):
             raise LabInputError(
                 "model", "the attention lab looks inside one model, not an ensemble: serve or load one checkpoint"

@@ -36,6 +36,14 @@ class LoadedModel:
     tgt_tok: Tokenizer
     device: torch.device
     parent: dict | None = None  # the model it was trained from (init_from): name, pair, sha256, test BLEU
+    engine: str = "torch"  # what runs the model: torch, or onnx (a package's ONNX graphs on onnxruntime)
+
+    @property
+    def parameters(self) -> int:
+        """The model's parameter count (an ensemble's: all members')."""
+        if self.engine == "onnx":
+            return self.model.parameters
+        return sum(p.numel() for p in self.model.parameters())
 
 
 def load_tokenizers(config: Config) -> tuple[Tokenizer, Tokenizer]:
@@ -90,9 +98,17 @@ def load_checkpoints(config: Config, names: list[str], device: torch.device) -> 
     return LoadedModel(config, _one_or_ensemble(models, device), src_tok, tgt_tok, device, parent)
 
 
-def load_packages(model_dirs: list[Path], device: torch.device) -> LoadedModel:
+ENGINES = ("torch", "onnx")
+
+
+def load_packages(model_dirs: list[Path], device: torch.device, engine: str = "torch") -> LoadedModel:
     """Folders written by `nmt export` (the config is the first's); several make an
-    ensemble and must share their SentencePiece models."""
+    ensemble and must share their SentencePiece models. ``engine`` onnx runs one package's
+    ONNX graphs (``nmt export --onnx``) on onnxruntime, on the CPU."""
+    if engine not in ENGINES:
+        raise NmtError(f"--engine {engine!r}: one of {', '.join(ENGINES)}.")
+    if engine == "onnx":
+        return _load_onnx_package(model_dirs)
     loaded = [load_package(model_dir) for model_dir in model_dirs]
     config, _, src_tok, tgt_tok = loaded[0]
     parent = json.loads(PackagePaths(model_dirs[0]).manifest.read_text(encoding="utf-8")).get("parent")
@@ -105,11 +121,30 @@ def load_packages(model_dirs: list[Path], device: torch.device) -> LoadedModel:
     return LoadedModel(config, models, src_tok, tgt_tok, device, parent)
 
 
+def _load_onnx_package(model_dirs: list[Path]) -> LoadedModel:
+    from nmt.onnx_engine import OnnxModel
+
+    if len(model_dirs) != 1:
+        raise NmtError("--engine onnx runs one package; an ensemble of packages runs on --engine torch.")
+    config, src_tok, tgt_tok, manifest = package_parts(model_dirs[0])
+    model = OnnxModel(model_dirs[0], config, parameters=manifest.get("parameters", 0))
+    return LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu"), manifest.get("parent"), engine="onnx")
+
+
 def load_package(model_dir: Path) -> tuple[Config, Seq2Seq, Tokenizer, Tokenizer]:
     """A package's config, model and tokenizers, its SentencePiece models checked against
     the hashes the weights were exported with."""
     from safetensors.torch import load_file
 
+    config, src_tok, tgt_tok, _ = package_parts(model_dir)
+    model = new_model(config, src_tok, tgt_tok)
+    model.load_state_dict(upgrade_weight_names(load_file(str(PackagePaths(model_dir).weights))))
+    return config, model, src_tok, tgt_tok
+
+
+def package_parts(model_dir: Path) -> tuple[Config, Tokenizer, Tokenizer, dict]:
+    """A package's config, tokenizers (checked against the hashes the weights were exported
+    with) and manifest."""
     package = PackagePaths(model_dir)
     if not package.manifest.is_file():
         raise NmtError(f"{model_dir} is not a model package (no manifest.json): make one with `nmt export`.")
@@ -125,9 +160,7 @@ def load_package(model_dir: Path) -> tuple[Config, Seq2Seq, Tokenizer, Tokenizer
     for side, tokenizer in (("src", src_tok), ("tgt", tgt_tok)):
         if tokenizer.sha256 != manifest["spm_sha256"][side]:
             raise NmtError(f"{tokenizer.path} does not match the SentencePiece model the weights were trained with.")
-    model = new_model(config, src_tok, tgt_tok)
-    model.load_state_dict(upgrade_weight_names(load_file(str(package.weights))))
-    return config, model, src_tok, tgt_tok
+    return config, src_tok, tgt_tok, manifest
 
 
 def load_trained(path: Path, device: torch.device) -> LoadedModel:

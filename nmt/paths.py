@@ -169,6 +169,7 @@ class PackagePaths:
 
     model.safetensors   config.yaml   spm.<src>.model   spm.<tgt>.model  (joint: spm.<src>-<tgt>.model)
     manifest.json       MODEL_CARD.md       timeline.jsonl (when the run recorded one)
+    encoder.onnx        decoder_step.onnx   (nmt export --onnx: nmt/onnx_export.py)
     """
 
     root: Path

@@ -1,7 +1,8 @@
 """The package keeps its shape: short functions, and layers that only point down.
 
     CLI         nmt.cli, nmt.__main__
-    pipelines   nmt.prepare, nmt.distill, nmt.train.*, nmt.tune, nmt.translate, nmt.lab, nmt.evaluate, nmt.export, nmt.serve.*
+    pipelines   nmt.prepare, nmt.distill, nmt.train.*, nmt.tune, nmt.translate, nmt.lab, nmt.evaluate,
+                nmt.export, nmt.serve.*
     core        everything else: config, tokenizer, paths, data, model, search, checkpoint, loading, ...
 
 Every import counts, including those inside functions.

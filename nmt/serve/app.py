@@ -61,7 +61,6 @@ class ServedModel:
 
     def info(self) -> dict:
         config = self.translator.loaded.config
-        model = self.translator.model
         return {
             "name": self.name,
             "src_lang": config.data.src_lang,
@@ -70,7 +69,8 @@ class ServedModel:
             "input_feeding": config.model.input_feeding,
             "rnn": config.model.rnn,
             "layers": [config.model.encoder_layers, config.model.decoder_layers],  # encoder, decoder
-            "parameters": sum(p.numel() for p in model.parameters()),
+            "parameters": self.translator.loaded.parameters,
+            "engine": self.translator.loaded.engine,
             "beam_size": config.decode.beam_size,
             "scripts_without_font": self.scripts_without_font,
             "attention_window": config.model.attention_window,

@@ -1,0 +1,82 @@
+"""The model as two graphs of flat, named tensors: what ONNX export traces (``nmt/onnx_export.py``)
+and what an engine other than PyTorch runs (``nmt/onnx_engine.py``).
+
+Search speaks to a model through ``encode`` and ``decode_step`` (``nmt/search.py``); their
+memory and state are nested Python objects (an LSTM's (h, c) per layer, the step a Python int).
+Here they are flat tensors with names, the step a tensor::
+
+    encoder       src (B, S) int64
+                  -> enc_outputs (B, S, 2H), keys, mask (B, S) bool, state_0 … state_n
+    decoder_step  prev_tokens (B,) int64, step (1,) int64, enc_outputs, keys, mask, state_0 … state_n
+                  -> logits (B, V) float32, attention (B, S), state_0 … state_n (the next step's)
+
+state_i are the decoder's cell states bottom layer first (h, or h then c, per layer), then
+h̃_{t-1} with input feeding (``state_names``). The graphs run the encoder padded (packed
+sequences do not export) and the decoder's fast step on the whole embedding (no per-vocabulary
+table: the graph stays the size of the weights); the outputs are the model's own.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.config import ModelConfig
+from nmt.model.cells import CELLS, layer_parts, layer_state
+from nmt.model.decoder import DecoderState, Memory
+from nmt.tokenizer import PAD_ID
+
+MEMORY_NAMES = ("enc_outputs", "keys", "mask")
+
+
+def state_names(config: ModelConfig) -> list[str]:
+    """The flat decoder state's names: h_0 (c_0) h_1 (c_1) … [feed]."""
+    parts = ("h", "c")[: CELLS[config.rnn].state_parts]
+    names = [f"{part}_{layer}" for layer in range(config.decoder_layers) for part in parts]
+    return names + (["feed"] if config.input_feeding else [])
+
+
+def flatten_state(state: DecoderState) -> list[torch.Tensor]:
+    """A DecoderState's tensors in ``state_names`` order (its step is not among them)."""
+    flat = [part for layer in state.cells for part in layer_parts(layer)]
+    return flat + ([state.feed] if state.feed is not None else [])
+
+
+def unflatten_state(tensors: list[torch.Tensor], config: ModelConfig, step: int | torch.Tensor = 0) -> DecoderState:
+    """The inverse of ``flatten_state``."""
+    parts = CELLS[config.rnn].state_parts
+    cells = tuple(layer_state(tuple(tensors[i : i + parts])) for i in range(0, config.decoder_layers * parts, parts))
+    feed = tensors[config.decoder_layers * parts] if config.input_feeding else None
+    return DecoderState(cells, step, feed)
+
+
+class EncoderGraph(nn.Module):
+    """``Seq2Seq.encode`` with flat outputs, on the padded encoder (lengths from the padding)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        lengths = src.ne(PAD_ID).sum(1)  # (B,)
+        memory, state = self.model.encode(src, lengths)
+        return (memory.enc_outputs, memory.keys, memory.mask, *flatten_state(state))
+
+
+class DecoderStepGraph(nn.Module):
+    """``Seq2Seq.decode_step`` with flat inputs and outputs; the step a tensor (1,)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, prev_tokens, step, enc_outputs, keys, mask, *state) -> tuple[torch.Tensor, ...]:
+        decoder = self.model.decoder
+        current = unflatten_state(list(state), self.model.config, step)
+        embedded = decoder.embedding(prev_tokens)  # (B, E); dropout is off in inference
+        input_gates, rest_weight = decoder.rnn.split_input(embedded)  # (B, gates·H)
+        memory = Memory(enc_outputs, keys, mask)
+        cells, output, weights = decoder.loop_step(input_gates, rest_weight, current.cells, current.feed, memory, step)
+        feed = output[0] if decoder.input_feeding else None
+        logits = decoder.readout(decoder.features(output, embedded))
+        return (logits.float(), weights, *flatten_state(DecoderState(cells, 0, feed)))
