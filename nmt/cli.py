@@ -577,10 +577,26 @@ def export(
         bool,
         typer.Option("--onnx", help="Also the encoder and one decoder step as ONNX graphs (--engine onnx runs them)."),
     ] = False,
+    web: Annotated[
+        bool, typer.Option("--web", help="Write a static page that translates in the browser instead of a package.")
+    ] = False,
+    runtime: Annotated[
+        Path | None,
+        typer.Option("--runtime", help="--web: the node_modules holding onnxruntime-web and sentencepiece-js."),
+    ] = None,
 ) -> None:
     """Write a self-contained model package: weights (safetensors), the resolved config, both
     SentencePiece models and a model card. Use it with `nmt translate --model OUT_DIR`. With
-    --onnx, the graphs are checked against PyTorch before they are kept (needs `pip install 'nmt[onnx]'`)."""
+    --onnx, the graphs are checked against PyTorch before they are kept (needs `pip install 'nmt[onnx]'`).
+    With --web, a folder any static file host serves: the page translates as you type and draws
+    attention, offline (onnxruntime-web and SentencePiece in the page; `npm ci --prefix web` once)."""
+    if web:
+        from nmt.web_export import export_web, folder_size
+
+        path = export_web(run_dir, out_dir, checkpoint, runtime)
+        typer.echo(f"Wrote the page for {run_dir} ({checkpoint}) to {path} ({folder_size(path) / 1e6:.1f} MB); "
+                   f"serve it with: python3 -m http.server --directory {path}")  # fmt: skip
+        return
     from nmt.export import export_model
 
     path = export_model(run_dir, out_dir, checkpoint, onnx)

@@ -98,13 +98,15 @@ def measure(
     sources = test_sources(config, count)
     src_ids = src_tok.encode(sources)
     torch.manual_seed(0)
-    if tool == "nmt":
+    if tool in ("nmt", "onnx"):
         if checkpoint:
             model = load_checkpoints(config, [checkpoint], device).model
         else:
             model = new_model(config, src_tok, tgt_tok).to(device).eval()
             if weights:
                 model.load_state_dict(torch.load(weights, weights_only=True))
+        if tool == "onnx":  # the same weights as ONNX graphs, on onnxruntime (nmt export --onnx)
+            model = onnx_model(model, config)
         search_sentences(model, src_ids[:64], config.decode, device, beam)  # warm-up
         bc.settle(device)
         start = time.perf_counter()
@@ -137,6 +139,18 @@ def measure(
     }
 
 
+def onnx_model(model, config):
+    import tempfile
+    from pathlib import Path
+
+    from nmt.onnx_engine import OnnxModel
+    from nmt.onnx_export import export_graphs
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-onnx-"))
+    export_graphs(model, folder)
+    return OnnxModel(folder, config)
+
+
 def _measure_kw(*args):
     return measure(*args)
 
@@ -151,6 +165,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--checkpoint", default="", help="also time this trained checkpoint (config's own model)")
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--onnx", action="store_true", help="also the same model's ONNX graphs on onnxruntime")
     parser.add_argument("--train-steps", type=int, default=0, help="train both models this many steps first")
     parser.add_argument("--weights-dir", default="", help="keep the trained weights here; reuse them if present")
     parser.add_argument(
@@ -181,6 +196,8 @@ def main() -> None:
     rows, ratios = [], {}
     for beam in args.beams:
         plan = [(f"nmt, JoeyNMT-equivalent, {state}", equivalent, "nmt", "")]
+        if args.onnx:
+            plan.append((f"nmt on onnxruntime, JoeyNMT-equivalent, {state}", equivalent, "onnx", ""))
         if peer:
             plan.append((f"JoeyNMT 2.3.0, {state}", args.set, "joeynmt", ""))
         if args.checkpoint:
@@ -199,7 +216,7 @@ def main() -> None:
                     args.threads,
                     tool,
                     checkpoint,
-                    weights[tool],
+                    weights["nmt" if tool == "onnx" else tool],
                 ),
             )
             for label, overrides, tool, checkpoint in plan
@@ -208,7 +225,8 @@ def main() -> None:
         rows += [bc.median_run(label_runs, "sentences_per_s") for label_runs in runs.values()]
         peer_runs = runs.get(f"JoeyNMT 2.3.0, {state}")
         if peer_runs:
-            ratios[beam] = bc.paired_ratio(next(iter(runs.values())), peer_runs, "sentences_per_s")
+            for label in [p[0] for p in plan if p[2] in ("nmt", "onnx") and not p[3]]:
+                ratios[f"beam {beam}: {label} / JoeyNMT"] = bc.paired_ratio(runs[label], peer_runs, "sentences_per_s")
     print(
         f"\nDecoding {args.sentences} test sentences, {args.config} {' '.join(args.set)}; median of {args.repeats} runs"
     )
@@ -224,8 +242,8 @@ def main() -> None:
             ("spread", "spread of runs", ".0%"),
         ],
     )
-    for beam, ratio in ratios.items():
-        print(f"beam {beam}: nmt / JoeyNMT = {ratio}")
+    for name, ratio in ratios.items():
+        print(f"{name} = {ratio}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""``nmt export RUN DIR --web``: a static folder that translates as you type and draws attention
+in any browser, offline, with no Python and no server of ours (any static file host will do)::
+
+    index.html  translate.js  heat.js  page.css        the page (nmt/web/, heat.js from the served page)
+    model/encoder.onnx  model/decoder_step.onnx        the graphs of nmt/onnx_export.py, checked against PyTorch
+    model/spm.<lang>.model  model/config.json          the tokenizers; decoding settings, state names, pieces
+    runtime/ort.wasm.min.js  runtime/ort-wasm-simd-threaded.{mjs,wasm}   onnxruntime-web (npm)
+    runtime/sentencepiece.js                           sentencepiece-js (npm): SentencePiece as WebAssembly
+
+The runtime comes from npm, installed once beside the code rather than fetched at export time
+(an export must work offline, and a page must not reach a CDN): ``npm ci --prefix web`` in a
+checkout puts the pinned versions of ``web/package.json`` in ``web/node_modules``, which export
+finds by itself; ``--runtime DIR`` (or ``NMT_WEB_RUNTIME``) names another ``node_modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from nmt.checkpoint import translation_weights
+from nmt.config import Config
+from nmt.data.languages import language_name
+from nmt.errors import NmtError
+from nmt.fileio import write_text_atomic
+from nmt.loading import load_checked_checkpoint, load_run_config, load_tokenizers, new_model
+from nmt.onnx_export import export_graphs
+
+PAGE = Path(__file__).parent / "web"
+HEATMAP = Path(__file__).parent / "serve" / "static" / "heat.js"
+CHECKOUT_RUNTIME = Path(__file__).resolve().parents[1] / "web" / "node_modules"
+# file in node_modules -> its name in runtime/
+RUNTIME_FILES = {
+    "onnxruntime-web/dist/ort.wasm.min.js": "ort.wasm.min.js",
+    "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": "ort-wasm-simd-threaded.mjs",
+    "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "ort-wasm-simd-threaded.wasm",
+    "sentencepiece-js/dist/index.js": "sentencepiece.js",
+}
+# the decode settings search in the page follows (nmt/web/translate.js)
+PAGE_DECODING = ("beam_size", "length_penalty", "length_form", "coverage_penalty", "no_repeat_span",
+                 "max_len_ratio", "max_len_offset", "max_input_len")  # fmt: skip
+INSTALL = (
+    "The page needs onnxruntime-web and sentencepiece-js from npm, installed once: `npm ci --prefix web` in a "
+    "checkout of nmt (web/package.json pins them), or `npm install onnxruntime-web@1.30.0 sentencepiece-js@1.1.0` "
+    "anywhere and --runtime path/to/node_modules."
+)
+
+
+def find_runtime(runtime: Path | None = None) -> Path:
+    """The node_modules folder holding every file of ``RUNTIME_FILES``: ``runtime``, else
+    $NMT_WEB_RUNTIME, else the checkout's web/node_modules."""
+    candidates = [Path(p) for p in (runtime, os.environ.get("NMT_WEB_RUNTIME")) if p] or [CHECKOUT_RUNTIME]
+    for folder in candidates:
+        missing = [name for name in RUNTIME_FILES if not (folder / name).is_file()]
+        if not missing:
+            return folder
+    raise NmtError(f"{candidates[0]} lacks {', '.join(missing)}. {INSTALL}")
+
+
+def page_config(config: Config, src_tok, tgt_tok, graphs: dict) -> dict:
+    """What the page reads: languages, decoding settings, the graphs' state names, the pieces."""
+    data = config.data
+    return {
+        "languages": {
+            "src": data.src_lang,
+            "tgt": data.tgt_lang,
+            "src_name": language_name(data.src_lang),
+            "tgt_name": language_name(data.tgt_lang),
+        },
+        "decode": {key: getattr(config.decode, key) for key in PAGE_DECODING},
+        "state": graphs["state"],
+        "spm": {"src": f"model/{src_tok.path.name}", "tgt": f"model/{tgt_tok.path.name}"},
+        "pieces": {
+            "src": src_tok.id_to_piece(list(range(src_tok.vocab_size))),
+            "tgt": tgt_tok.id_to_piece(list(range(tgt_tok.vocab_size))),
+        },
+    }
+
+
+def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: Path | None = None) -> Path:
+    """Write the page for ``run_dir``'s ``checkpoint`` into ``out_dir`` (new, or empty)."""
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the page.")
+    node_modules = find_runtime(runtime)  # before anything is written
+    config = load_run_config(run_dir)
+    if config.train.members > 1:
+        raise NmtError(f"{run_dir} trained {config.train.members} members: export one, e.g. {run_dir}/member-1.")
+    src_tok, tgt_tok = load_tokenizers(config)
+    model = new_model(config, src_tok, tgt_tok)
+    model.load_state_dict(translation_weights(load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)))
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        (staging / "model").mkdir()
+        graphs = export_graphs(model, staging / "model")
+        for tokenizer in (src_tok, tgt_tok):
+            shutil.copyfile(tokenizer.path, staging / "model" / tokenizer.path.name)
+        page = page_config(config, src_tok, tgt_tok, graphs)
+        write_text_atomic(staging / "model" / "config.json", json.dumps(page, ensure_ascii=False))
+        for name in ("index.html", "translate.js", "page.css"):
+            shutil.copyfile(PAGE / name, staging / name)
+        shutil.copyfile(HEATMAP, staging / HEATMAP.name)
+        (staging / "runtime").mkdir()
+        for source, name in RUNTIME_FILES.items():
+            shutil.copyfile(node_modules / source, staging / "runtime" / name)
+        if out_dir.exists():
+            out_dir.rmdir()
+        staging.rename(out_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return out_dir
+
+
+def folder_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())

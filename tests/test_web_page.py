@@ -1,0 +1,136 @@
+"""`nmt export RUN DIR --web`: the static page in a real browser (Debian's chromium), served from
+127.0.0.1 by a plain file server. It must translate a sentence to the CLI's words, draw the
+heatmap, and ask nothing of any other host. With NMT_BROWSER_TESTS=required (set by .ci/run) a
+missing browser or runtime is a failure, not a skip."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.errors import NmtError
+from nmt.web_export import RUNTIME_FILES, export_web, find_runtime
+
+from .helpers import synthetic_pairs, tiny_config, write_anki
+from .test_page import MISSING, REQUIRED, browser, wait_for  # noqa: F401 - the shared chromium fixture
+
+runner = CliRunner()
+try:
+    RUNTIME_MISSING = None
+    find_runtime()
+except NmtError as error:
+    RUNTIME_MISSING = str(error)
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(bool(MISSING or RUNTIME_MISSING) and not REQUIRED, reason=MISSING or RUNTIME_MISSING or ""),
+]
+
+
+class StaticFiles(SimpleHTTPRequestHandler):
+    """A plain static host, with the types a module script and WebAssembly need."""
+
+    extensions_map: ClassVar[dict] = {
+        **SimpleHTTPRequestHandler.extensions_map,
+        ".mjs": "text/javascript",
+        ".wasm": "application/wasm",
+    }
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+@contextlib.contextmanager
+def static_server(folder: Path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(StaticFiles, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[Path, Path]:
+    """A tiny trained run: (its config file, its run directory)."""
+    tmp_path = tmp_path_factory.mktemp("web")
+    data = write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
+    raw = tiny_config(tmp_path, data, train={"epochs": 12}, decode={"beam_size": 3, "no_repeat_span": 2})
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    result = runner.invoke(app, ["train", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    return config, Path(raw["run_dir"])
+
+
+@pytest.fixture(scope="module")
+def page(run, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("page") / "page"
+    result = runner.invoke(app, ["export", str(run[1]), str(out), "--web"])
+    assert result.exit_code == 0, result.output
+    assert "python3 -m http.server" in result.output
+    return out
+
+
+def test_the_folder_holds_the_page_the_graphs_the_tokenizers_and_the_runtime(page):
+    runtime = [f"runtime/{name}" for name in RUNTIME_FILES.values()]
+    page_files = ["index.html", "translate.js", "heat.js", "page.css"]
+    for name in [*page_files, "model/encoder.onnx", "model/decoder_step.onnx", "model/config.json", *runtime]:
+        assert (page / name).is_file(), name
+    assert len(list((page / "model").glob("spm.*.model"))) == 2
+
+
+SENTENCES = ["I see apples.", "they like tea.", "we eat rice."]
+
+
+def test_the_page_translates_like_the_cli_draws_attention_and_asks_no_other_host(page, run, browser):  # noqa: F811
+    config, _ = run
+    expected = {}
+    for sentence in SENTENCES:
+        result = runner.invoke(app, ["translate", "--config", str(config), "--text", sentence])
+        assert result.exit_code == 0, result.output
+        expected[sentence] = result.output.strip()
+    browser.get_log("performance")  # drained: the browser is shared with other tests
+    with static_server(page) as url:
+        browser.get(f"{url}/index.html")
+        wait_for(browser, lambda d: d.execute_script("return document.body.dataset.ready"), timeout=60)
+        assert browser.execute_script("return document.body.dataset.ready") == "true", browser.find_element(
+            "id", "status"
+        ).text
+        box = browser.find_element("id", "source")
+        for sentence in SENTENCES:
+            before = browser.execute_script("return document.body.dataset.translated || '0'")
+            box.clear()
+            box.send_keys(sentence)
+            wait_for(browser, lambda d, b=before: d.execute_script("return document.body.dataset.translated") not in
+                     (None, b))  # fmt: skip
+            shown = browser.find_element("id", "translation").text
+            assert shown == expected[sentence], sentence
+            rows = browser.execute_script("return document.querySelectorAll('#heatmap text.tgt').length")
+            cols = browser.execute_script("return document.querySelectorAll('#heatmap text.src').length")
+            cells = browser.execute_script("return document.querySelectorAll('#heatmap rect.cell').length")
+            assert rows >= 1 and cols >= 2 and cells == rows * cols
+        requests = [
+            entry["message"] for entry in browser.get_log("performance") if "requestWillBeSent" in entry["message"]
+        ]
+    import json
+
+    urls = {json.loads(m)["message"]["params"]["request"]["url"] for m in requests}
+    assert urls and all(u.startswith(url) or u.startswith(("data:", "blob:")) for u in urls), urls
+
+
+def test_a_missing_runtime_is_a_clear_error_before_anything_is_written(run, tmp_path):
+    out = tmp_path / "page"
+    with pytest.raises(NmtError, match=r"npm ci --prefix web"):
+        export_web(run[1], out, runtime=tmp_path / "nowhere")
+    assert not out.exists()
