@@ -159,7 +159,7 @@ def prepare(
     Malformed lines are reported with file and line number and skipped (data.on_malformed=skip) or
     refused (=error). Re-running with unchanged inputs and config reuses the outputs. data.path may
     also be an Anki zip archive (verified and unpacked); --download LANG fetches one into
-    data/<LANG>-eng/. README "Your own data" shows every source kind.
+    data/<LANG>-eng/. docs/tutorials/your-data.md shows every source kind.
     """
     from nmt.paths import run_paths
     from nmt.prepare import prepare as run_prepare
@@ -526,7 +526,7 @@ def serve(
 ) -> None:
     """A local page that translates as you type and draws attention, and its JSON API.
 
-    Open http://HOST:PORT/ in a browser; the API is under /api (see the README). Several --model
+    Open http://HOST:PORT/ in a browser; the API is under /api (docs/reference/api.md). Several --model
     folders are shown side by side; --config (with --checkpoint) serves a training run. Ctrl-C stops.
     """
     from nmt.loading import load_packages

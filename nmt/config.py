@@ -41,23 +41,23 @@ LanguageFiles = dict[str, str | list[str]]
 
 @dataclass
 class DataConfig:
-    # Training data, one of two kinds (docs: README "Your own data"):
+    # Training data, one of two kinds (docs/tutorials/your-data.md):
     path: str = ""  # a TSV file (Anki/Tatoeba or any: one pair per line) or an Anki zip
     train: LanguageFiles = field(default_factory=dict)  # or line-aligned text files, {language: file}
     src_lang: str = "en"  # the direction: translate from src_lang into tgt_lang
-    tgt_lang: str = "mr"
+    tgt_lang: str = "mr"  # the target language; both names the prepared files, the report and the model card
     columns: list[str] = field(default_factory=list)  # the TSV's language columns (default [src_lang, tgt_lang])
     header: HeaderMode = "auto"  # the TSV's first line names its columns: auto (detect), true, false
     # Dev and test: given as line-aligned files (used as they are), else carved out of the training data.
     dev: LanguageFiles = field(default_factory=dict)
-    test: LanguageFiles = field(default_factory=dict)
+    test: LanguageFiles = field(default_factory=dict)  # {src_lang: FILE, tgt_lang: FILE or [FILES]} (several references)
     on_malformed: Literal["skip", "error"] = "skip"  # skip (and count) or refuse bad lines
     max_pairs: int = 0  # keep only the first N pairs read (0 = all); for quick experiments
     max_chars: int = 1000  # longer sentences are clipped to this many characters (counted in the report)
     dev_size: float = 0.05  # carved sets, < 1: fraction of distinct source sentences; >= 1: their number
-    test_size: float = 0.05
+    test_size: float = 0.05  # the test set carved out of training when not given, as dev_size
     max_carved: int = 5000  # a fractional dev_size / test_size carves at most this many sources (0 = no cap)
-    split_seed: int = 1234
+    split_seed: int = 1234  # seed of the grouped split (every source sentence in one split)
     prepared_dir: str = ""  # where prepare writes; default <run_dir>/data
     # sequence-level knowledge distillation (nmt/distill.py): a teacher (run directory or package of
     # this pair) translates the training sources, and its translations become the training targets
@@ -71,10 +71,10 @@ class DataConfig:
 
 @dataclass
 class TokenizerConfig:
-    src_vocab_size: int = 4000
-    tgt_vocab_size: int = 4000
-    model_type: Literal["unigram", "bpe", "char", "word"] = "unigram"
-    character_coverage: float = 1.0
+    src_vocab_size: int = 4000  # SentencePiece vocabulary of the source (256 byte pieces included)
+    tgt_vocab_size: int = 4000  # and of the target
+    model_type: Literal["unigram", "bpe", "char", "word"] = "unigram"  # SentencePiece's segmentation model
+    character_coverage: float = 1.0  # SentencePiece's share of characters covered by pieces (rare ones: bytes)
     # true: one SentencePiece model for both languages (its size: src_vocab_size, which must equal
     # tgt_vocab_size), and the encoder and decoder share one embedding table
     joint: bool = False
@@ -89,24 +89,23 @@ class TokenizerConfig:
 
 @dataclass
 class ModelConfig:
-    embed_dim: int = 256
+    embed_dim: int = 256  # source and target embedding size
     encoder_hidden: int = 256  # per direction; encoder states are 2x this wide
-    encoder_layers: int = 1
-    decoder_hidden: int = 256
+    encoder_layers: int = 1  # stacked bidirectional encoder layers
+    decoder_hidden: int = 256  # the decoder cell's size
     decoder_layers: int = 1  # stacked cells; the top layer's h queries the attention
     rnn: CellName = "gru"  # the recurrent cell of encoder and decoder: gru | lstm
     attention: AttentionName = "bahdanau"  # luong-* use Luong's decoder order; none = Cho et al.
-    attention_window: WindowName = "global"
+    attention_window: WindowName = "global"  # global, or Luong et al.'s local-m / local-p windows (not with none)
     window_width: int = 5  # D: local windows cover [p_t - D, p_t + D]
     input_feeding: bool = False  # Luong: feed the attentional vector h̃_{t-1} into the next step
     bridge: Literal["backward", "both"] = "backward"  # s_0 from ←h_1 (Bahdanau) or from [→h_S; ←h_1]
     gumbel_temperature: float = 1.0  # hard attention's Gumbel-softmax temperature in training
     attention_dim: int = 256  # width of the additive (bahdanau, luong-concat, hard) scorer
     output_dim: int = 256  # width of the pre-softmax layer (Luong: of h̃_t)
-    tie_embeddings: bool = (
-        False  # the output layer shares the target embeddings (through a projection if widths differ)
-    )
-    dropout: float = 0.2
+    # the output layer shares the target embeddings (through a projection if widths differ)
+    tie_embeddings: bool = False
+    dropout: float = 0.2  # dropout on embeddings, between stacked layers and before the output layer
     encoder_output_dropout: float = 0.0  # dropout on the encoder's outputs h_j, the attention's memory (training only)
     # How the encoder's RNN is run (same weights, same outputs): packed sequences, or one padded
     # call per direction with each sentence reversed within its length (docs/benchmarks.md);
@@ -116,13 +115,13 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    epochs: int = 20
+    epochs: int = 20  # the most epochs (train.max_minutes often ends a run first)
     batch_size: int = 64  # sentences per batch (with batch_tokens: the most sentences per batch)
     batch_tokens: int = 0  # > 0: also cap each batch at this many padded tokens (longest side x sentences)
-    learning_rate: float = 1e-3
-    clip_grad_norm: float = 1.0
+    learning_rate: float = 1e-3  # Adam's learning rate
+    clip_grad_norm: float = 1.0  # gradient norm clipping (0 = off)
     teacher_forcing: float = 1.0  # probability of feeding the gold previous token
-    label_smoothing: float = 0.0
+    label_smoothing: float = 0.0  # label smoothing of the cross-entropy
     word_dropout: float = 0.0  # probability of replacing a source / target input token by <unk> in training
     ema_decay: float = 0.0  # > 0: also keep an exponential moving average of the weights; best of both kept
     subword_sampling: float = 0.0  # > 0: a fresh SentencePiece segmentation each epoch with this alpha (0 = off)
@@ -133,14 +132,14 @@ class TrainConfig:
     lr_schedule: Literal["plateau", "budget"] = "plateau"
     lr_hold: float = 0.0  # budget schedule: share of the run at the full learning rate before the decay
     lr_patience: int = 1  # plateau: epochs without a better dev BLEU before the LR is reduced
-    lr_factor: float = 0.5
-    min_lr: float = 1e-5
-    seed: int = 42
+    lr_factor: float = 0.5  # plateau: the learning rate is multiplied by this when dev BLEU stalls
+    min_lr: float = 1e-5  # plateau: the learning rate never goes below this
+    seed: int = 42  # seed of initialisation, dropout and batch order
     # > 1: train this many models side by side (seeds seed, seed+1, ...), the threads shared among
     # them, in <run_dir>/member-K; translation and evaluation ensemble their best checkpoints
     # (nmt/train/members.py)
     members: int = 1
-    device: DeviceName = "auto"
+    device: DeviceName = "auto"  # auto: a CUDA GPU, then Apple's MPS, then the CPU (--device overrides)
     # auto: bf16 autocast on CUDA GPUs with native bf16, fp16 + loss scaling on older ones, else float32
     precision: PrecisionName = "auto"
     deterministic: bool = False  # the same bits on a GPU too, a resume included (costs GPU speed)
@@ -170,7 +169,7 @@ class DecodeConfig:
     coverage_penalty: float = 0.0  # beta of Wu et al.'s coverage penalty in beam search (0 = off)
     no_repeat_span: int = 0  # > 0: no span of up to this many subwords may repeat back to back (0 = off)
     max_len_ratio: float = 1.5  # output limit: ratio * source length + max_len_offset
-    max_len_offset: int = 10
+    max_len_offset: int = 10  # output limit: + this many subwords
     batch_size: int = 64  # sentences per decoding batch
     batch_tokens: int = (
         4000  # and at most this many padded source tokens (0 = no cap): long files never run out of memory

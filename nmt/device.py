@@ -1,4 +1,4 @@
-"""The device and precision policy, in one place (README "Hardware and precision").
+"""The device and precision policy, in one place (docs/tutorials/hardware.md).
 
 Device (``train.device`` / ``--device``): ``auto`` takes a CUDA GPU, then Apple's MPS, then
 the CPU; ``NMT_DEVICE`` in the environment says what ``auto`` means instead (the test suite

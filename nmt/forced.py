@@ -9,10 +9,10 @@ so a hypothesis that search found scores here what search said it scored.
 from __future__ import annotations
 
 import torch
-from tqdm import tqdm
 
 from nmt.config import DecodeConfig
 from nmt.data.batching import pad_sequences, sorted_batches, source_tensor
+from nmt.progress import progress_bar
 from nmt.search import Hypothesis, SearchModel
 from nmt.tokenizer import BOS_ID, EOS_ID
 
@@ -99,7 +99,7 @@ def score_pairs(
     lengths = [len(src) + len(tgt) + 2 for src, tgt in zip(sources, targets)]
     was_training = model.training
     model.train(False)
-    bar = tqdm(total=len(sources), desc="score", unit="pair", disable=not progress, leave=False)
+    bar = progress_bar(len(sources), "score", "pair", progress)
     for batch in sorted_batches(lengths, decode.batch_size, decode.batch_tokens):
         src, src_lengths = source_tensor([sources[i] for i in batch])
         found = forced_log_probs(model, src.to(device), src_lengths, [targets[i] for i in batch])

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from nmt.config import Config
 from nmt.data.pairs import Pair, ReadResult
@@ -30,6 +29,7 @@ from nmt.fileio import atomic_text_writer, count_lines, sha256_file, write_lines
 from nmt.fonts import missing_font_warning, missing_scripts
 from nmt.parent import Parent, child_tokenizers, load_parent
 from nmt.paths import SPLITS, PreparedPaths, prepared_paths
+from nmt.progress import progress_bar
 from nmt.tokenizer import Tokenizer, encoded_lines, train_sentencepiece
 
 FORMAT_VERSION = 4  # 3: token-id shards; 4: shards written as they are encoded
@@ -226,9 +226,8 @@ def _split_corpus(
     return found, distribution
 
 
-def _bar(total: int, what: str, show: bool) -> tqdm:
-    return tqdm(total=total, desc=f"prepare: {what}", unit=" lines", unit_scale=True, leave=False,
-                disable=None if show else True)  # fmt: skip
+def _bar(total: int, what: str, show: bool):
+    return progress_bar(total, f"prepare: {what}", " lines", show, unit_scale=True)
 
 
 def _write_given(paths: PreparedPaths, split: str, pairs: list[Pair]) -> None:

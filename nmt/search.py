@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
-from tqdm import tqdm
 
 from nmt.beam_trace import BeamTrace, kept_column_ids
 from nmt.config import DecodeConfig
 from nmt.data.batching import sorted_batches, source_tensor
 from nmt.errors import NmtError
+from nmt.progress import progress_bar
 from nmt.tokenizer import BOS_ID, EOS_ID
 from nmt.topk import best_candidates
 
@@ -413,7 +413,7 @@ def search_sentences(
     batches = sorted_batches([len(sentences[i]) + 1 for i in todo], decode.batch_size, decode.batch_tokens // beam_size)
     was_training = model.training
     model.train(False)
-    bar = tqdm(total=len(todo), desc="translate", unit="sent", disable=not progress, leave=False)
+    bar = progress_bar(len(todo), "translate", "sent", progress)
     for batch in batches:
         rows = [todo[i] for i in batch]
         src, src_lengths = source_tensor([sentences[r] for r in rows])

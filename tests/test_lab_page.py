@@ -188,3 +188,61 @@ def test_every_lab_view_shows_the_models_numbers_and_exports(server, browser, do
         if '"Network.requestWillBeSent"' in entry["message"]
     ]
     assert urls and all(url.startswith((server + "/", "data:", "blob:" + server)) for url in urls), urls
+
+
+def test_the_beam_tree_of_a_long_sentence_fits_its_box_and_zooms(server, browser):
+    """A 40-subword sentence at beam 5 (the untrained model runs every hypothesis to the length
+    limit: the widest tree): at first sight every node lies inside the view's box, each label to
+    the right of its node; the wheel zooms in, a double click fits again."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    words = ["they", "like", "tea", "and", "we", "eat", "rice", "while", "you", "see", "apples"]
+    sentence = ""
+    for count in range(1, 200):  # as many words as make about 40 subwords for this model
+        sentence = " ".join(words[i % len(words)] for i in range(count))
+        tokens = post(server, "/api/lab/tree", {"text": sentence, "model": "random", "beam_size": 1})["source_tokens"]
+        if len(tokens) >= 40:
+            break
+    browser.get(server + "/")
+    wait_for(browser, lambda d: "copy:" in d.find_element(By.ID, "model-list").text)
+    Select(browser.find_element(By.ID, "lab-model")).select_by_value("random")
+    beam = browser.find_element(By.ID, "beam")
+    beam.clear()
+    beam.send_keys("5")
+    browser.find_element(By.ID, "source").send_keys(sentence)
+    view = browser.find_element(By.ID, "lab-tree")
+    wait_for(browser, lambda d: len(view.find_elements(By.CSS_SELECTOR, "svg.tree-figure g.node")) > 100, timeout=60)
+    tree = post(server, "/api/lab/tree", {"text": sentence, "model": "random", "beam_size": 5})
+    assert 40 <= len(tree["source_tokens"]) <= 50 and max(n["step"] for n in tree["nodes"]) >= 40
+    box = browser.execute_script(
+        "return document.querySelector('#lab-tree .tree-frame').getBoundingClientRect().toJSON()"
+    )
+    nodes = browser.execute_script(
+        "const rect = (e) => e.getBoundingClientRect().toJSON();"
+        "return [...document.querySelectorAll('#lab-tree svg.tree-figure g.node')].map(g => "
+        "[rect(g.querySelector('circle')), rect(g.querySelector('text'))])"
+    )
+    slack = 1.0
+    for circle, label in nodes:
+        assert box["left"] - slack <= circle["left"] and circle["right"] <= box["right"] + slack, (circle, box)
+        assert box["top"] - slack <= circle["top"] and circle["bottom"] <= box["bottom"] + slack, (circle, box)
+        assert label["left"] >= circle["left"] + circle["width"] / 2 - 0.5  # beside the node, not under it
+    svg = view.find_element(By.CSS_SELECTOR, "svg.tree-figure")
+
+    def view_box() -> list[float]:
+        return [float(v) for v in browser.execute_script("return arguments[0].getAttribute('viewBox')", svg).split()]
+
+    fitted = view_box()
+    ActionChains(browser).scroll_to_element(svg).perform()
+    browser.execute_script(
+        "const r = arguments[0].getBoundingClientRect();"
+        "arguments[0].dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: r.left + 50, clientY: r.top + 20,"
+        " bubbles: true, cancelable: true}));",
+        svg,
+    )
+    assert view_box()[2] < fitted[2]  # the wheel zoomed in
+    ActionChains(browser).double_click(svg).perform()
+    assert view_box() == fitted
+    screenshot(browser, "lab-tree-long")

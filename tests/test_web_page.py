@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -120,12 +121,11 @@ def test_the_page_translates_like_the_cli_draws_attention_and_asks_no_other_host
             cols = browser.execute_script("return document.querySelectorAll('#heatmap text.src').length")
             cells = browser.execute_script("return document.querySelectorAll('#heatmap rect.cell').length")
             assert rows >= 1 and cols >= 2 and cells == rows * cols
-        requests = [
-            entry["message"] for entry in browser.get_log("performance") if "requestWillBeSent" in entry["message"]
-        ]
-    import json
-
-    urls = {json.loads(m)["message"]["params"]["request"]["url"] for m in requests}
+        urls = {
+            json.loads(entry["message"])["message"]["params"]["request"]["url"]
+            for entry in browser.get_log("performance")
+            if '"Network.requestWillBeSent"' in entry["message"]
+        }
     assert urls and all(u.startswith(url) or u.startswith(("data:", "blob:")) for u in urls), urls
 
 

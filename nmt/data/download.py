@@ -12,10 +12,9 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from tqdm import tqdm
-
 from nmt.errors import NmtError
 from nmt.fileio import atomic_path
+from nmt.progress import progress_bar
 
 ANKI_URL = "https://www.manythings.org/anki/{lang}-eng.zip"
 USER_AGENT = "nmt (Anki sentence-pair downloader)"  # the site refuses Python's default agent
@@ -29,7 +28,7 @@ def fetch(url: str, dest: Path, timeout: float = 60.0) -> Path:
             total = int(response.headers.get("Content-Length") or 0) or None
             with (
                 open(tmp, "wb") as out,
-                tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, leave=False) as bar,
+                progress_bar(total, dest.name, "B", unit_scale=True) as bar,
             ):
                 for block in iter(lambda: response.read(1 << 16), b""):
                     out.write(block)

@@ -16,7 +16,7 @@ need one step at a time. It owns:
   (``run_direction``, for the padded encoder; cuDNN knows the cell by the module's ``mode``).
 
 ``CELLS`` is the registry: ``model.rnn``'s allowed values are its keys. Adding a cell is one
-class here (README "Adding a cell"); recurrences run in float32 under autocast.
+class here (docs/explanation/architecture.md, "Adding a cell"); recurrences run in float32 under autocast.
 """
 
 from __future__ import annotations

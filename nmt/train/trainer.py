@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
-from tqdm import tqdm
 
 from nmt.checkpoint import save_training_checkpoint
 from nmt.config import Config, save_config
@@ -33,6 +32,7 @@ from nmt.model.encoder import encoder_input
 from nmt.model.seq2seq import count_parameters
 from nmt.parent import check_architecture, freeze, inherit_weights, load_parent
 from nmt.paths import run_paths
+from nmt.progress import progress_bar
 from nmt.tokenizer import Tokenizer
 from nmt.train.averaging import WeightAverage
 from nmt.train.budget import TimeBudget
@@ -345,14 +345,7 @@ class Trainer:
         self.epoch_length = len(batches)
         meter = EpochMeter(progress, device)
         check_every = 1 if device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
-        bar = tqdm(
-            total=len(batches),
-            initial=progress.batch_in_epoch,
-            desc=f"epoch {epoch}",
-            unit="batch",
-            disable=not self.show_bar,
-            leave=False,
-        )
+        bar = progress_bar(len(batches), f"epoch {epoch}", "batch", self.show_bar, initial=progress.batch_in_epoch)
         first = progress.batch_in_epoch + 1
         loaded = self.loader.batches(examples, batches[first - 1 :])
         started = time.perf_counter()

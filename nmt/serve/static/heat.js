@@ -140,6 +140,11 @@ function download(name, blob) {
 
 function svgText(svg) {
   const copy = svg.cloneNode(true);
+  if (svg.dataset.width) {  // a figure fitted to its box (the beam tree): exported whole, at its own size
+    copy.setAttribute("width", svg.dataset.width);
+    copy.setAttribute("height", svg.dataset.height);
+    copy.setAttribute("viewBox", `0 0 ${svg.dataset.width} ${svg.dataset.height}`);
+  }
   const style = document.createElementNS(SVG_NS, "style");
   style.textContent = "text { font: 13px system-ui, 'Noto Sans', 'Noto Sans Devanagari', sans-serif; fill: #1d2430; } " +
     ".tick { font-size: 10px; } .dim { opacity: 0.25; }";
@@ -150,7 +155,8 @@ function svgText(svg) {
 function pngBlob(svg) {
   return new Promise((resolve, reject) => {
     const image = new Image();
-    const width = Number(svg.getAttribute("width")), height = Number(svg.getAttribute("height"));
+    const width = Number(svg.dataset.width || svg.getAttribute("width"));
+    const height = Number(svg.dataset.height || svg.getAttribute("height"));
     image.onload = () => {
       const canvas = document.createElement("canvas");
       canvas.width = 2 * width;

@@ -86,14 +86,65 @@ function treeLayout(nodes) {
   return { y, leaves: leaf };
 }
 
+// Zoom to fit at first sight; the wheel zooms about the pointer, dragging pans, a double click
+// (or the Fit button) fits again. It all moves the viewBox: the figure stays one SVG to export.
+function panZoom(svg, full) {
+  let box = [...full];
+  const apply = () => svg.setAttribute("viewBox", box.map((v) => v.toFixed(1)).join(" "));
+  const toBox = (event) => {
+    const rect = svg.getBoundingClientRect();
+    const scale = Math.max(box[2] / rect.width, box[3] / rect.height);  // "meet": the larger ratio applies
+    return [box[0] + (event.clientX - rect.left) * scale, box[1] + (event.clientY - rect.top) * scale, scale];
+  };
+  const zoom = (factor, at) => {
+    const [px, py] = at || [box[0] + box[2] / 2, box[1] + box[3] / 2];
+    const width = Math.min(full[2] * 4, Math.max(40, box[2] * factor));
+    const height = (width / box[2]) * box[3];
+    box = [px - ((px - box[0]) * width) / box[2], py - ((py - box[1]) * height) / box[3], width, height];
+    apply();
+  };
+  svg.addEventListener("wheel", (event) => {
+    event.preventDefault();
+    const [x, y] = toBox(event);
+    zoom(event.deltaY > 0 ? 1.2 : 1 / 1.2, [x, y]);
+  }, { passive: false });
+  let drag = null;
+  svg.addEventListener("pointerdown", (event) => { drag = [event.clientX, event.clientY]; });
+  svg.addEventListener("pointermove", (event) => {
+    if (!drag) return;
+    const scale = toBox(event)[2];
+    box[0] -= (event.clientX - drag[0]) * scale;
+    box[1] -= (event.clientY - drag[1]) * scale;
+    drag = [event.clientX, event.clientY];
+    apply();
+  });
+  ["pointerup", "pointerleave"].forEach((name) => svg.addEventListener(name, () => { drag = null; }));
+  const fit = () => { box = [...full]; apply(); };
+  svg.addEventListener("dblclick", fit);
+  apply();
+  return { fit, zoom };
+}
+
+function nodeLabel(n) {
+  return (n.rank ? `#${n.rank} ` : "") + (clean(n.token) || n.token);
+}
+
 async function drawTree(host, data) {
   const nodes = data.nodes;
   await fontsFor(nodes.map((n) => n.token));
   const { y, leaves } = treeLayout(nodes);
   const steps = Math.max(...nodes.map((n) => n.step));
-  const dx = 120, dy = 26, left = 30, top = 30;
-  const svg = svgElement(left + dx * (steps + 1) + 140, top + dy * Math.max(leaves, 1) + 20);
+  // each label sits beside its node, and the next step starts after the longest label
+  const labelWidth = Math.max(...nodes.map((n) => nodeLabel(n).length)) * 7.5;
+  const dx = Math.max(48, labelWidth + 22), dy = 24, left = 14, top = 16;
+  const width = left + dx * steps + labelWidth + 24, height = top + dy * Math.max(leaves - 1, 0) + 20;
+  const svg = svgElement(width, height);
   svg.classList.add("tree-figure");
+  svg.setAttribute("preserveAspectRatio", "xMidYMin meet");
+  svg.setAttribute("width", "100%");
+  svg.removeAttribute("height");  // CSS: as tall as the width allows, at most most of the window
+  svg.dataset.width = String(width);  // its own size, for export
+  svg.dataset.height = String(height);
   const pos = (n) => [left + dx * n.step, top + dy * y[n.id]];
   for (const n of nodes) {
     if (n.parent === null) continue;
@@ -104,7 +155,7 @@ async function drawTree(host, data) {
     const [x, yy] = pos(n);
     const group = add(svg, "g", { class: `node ${n.status}${n.rank ? " ranked" : ""}`, "data-id": n.id, tabindex: "0" });
     add(group, "circle", { cx: x, cy: yy, r: n.rank ? 7 : 5 });
-    add(group, "text", { x: x + 9, y: yy + 4, class: "token" }, (n.rank ? `#${n.rank} ` : "") + (clean(n.token) || n.token));
+    add(group, "text", { x: x + 9, y: yy + 4, class: "token" }, nodeLabel(n));
     add(group, "title", {}, `${n.token}  log p ${fmt(n.logprob)}  Σ ${fmt(n.log_prob_sum)}  ${n.status}`);
     group.addEventListener("click", () => showNode(n, nodes, data));
     group.addEventListener("keydown", (event) => { if (event.key === "Enter") showNode(n, nodes, data); });
@@ -113,10 +164,18 @@ async function drawTree(host, data) {
   nodes.forEach((n) => { if (n.status in counts) counts[n.status] += 1; });
   const summary = element("p", { class: "tree-summary" },
     `${nodes.length} nodes: ${counts.kept} kept, ${counts.ended} ended, ${counts.pruned} pruned; ` +
-    `#1…#${nodes.filter((n) => n.rank).length} are the n-best search returned (beam ${data.beam_size}).`);
-  const scroller = element("div", { class: "scroller" });
-  scroller.appendChild(svg);
-  host.replaceChildren(summary, scroller, element("div", { class: "node-detail" }, "Click a node: its attention row, and decoding continued from it."));
+    `#1…#${nodes.filter((n) => n.rank).length} are the n-best search returned (beam ${data.beam_size}). ` +
+    "Scroll to zoom, drag to pan, double-click to fit.");
+  const frame = element("div", { class: "tree-frame" });
+  frame.appendChild(svg);
+  const view = panZoom(svg, [0, 0, width, height]);
+  const controls = element("div", { class: "tree-controls" });
+  [["Fit", () => view.fit()], ["+", () => view.zoom(1 / 1.5)], ["−", () => view.zoom(1.5)]].forEach(([label, act]) => {
+    const button = element("button", { type: "button" }, label);
+    button.addEventListener("click", act);
+    controls.appendChild(button);
+  });
+  host.replaceChildren(summary, controls, frame, element("div", { class: "node-detail" }, "Click a node: its attention row, and decoding continued from it."));
   return svg;
 }
 

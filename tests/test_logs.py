@@ -1,0 +1,45 @@
+"""What a run writes when its output is a file, not a terminal (`bash scripts/main.sh > run.log`):
+lines a person reads top to bottom, no progress-bar redraws."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from .helpers import synthetic_pairs, tiny_config, write_anki
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def nmt_to_file(log: Path, *args: str, stdin: str | None = None) -> str:
+    """Run `nmt ARGS` with stdout and stderr into ``log`` (not a terminal); the log's text."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(log, "w", encoding="utf-8") as out:
+        result = subprocess.run([sys.executable, "-m", "nmt", *args], cwd=ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, input=stdin, text=True, timeout=600)  # fmt: skip
+    text = log.read_text(encoding="utf-8")
+    assert result.returncode == 0, text
+    return text
+
+
+def test_a_run_logged_to_a_file_has_no_redraws_and_a_few_lines_per_epoch(tmp_path):
+    data = write_anki(tmp_path / "pairs.tsv", synthetic_pairs() * 3)
+    epochs = 4
+    config = tmp_path / "tiny.yaml"
+    raw = tiny_config(tmp_path, data, train={"epochs": epochs, "batch_size": 4})
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    prepared = nmt_to_file(tmp_path / "prepare.log", "prepare", "--config", str(config))
+    trained = nmt_to_file(tmp_path / "train.log", "train", "--config", str(config))
+    sources = tmp_path / "sources.txt"
+    sources.write_text("I see apples.\nwe like tea.\n" * 100, encoding="utf-8")
+    translated = nmt_to_file(tmp_path / "translate.log", "translate", "--config", str(config), "--input", str(sources))
+    for text in (prepared, trained, translated):
+        assert "\r" not in text
+    epoch_lines = [line for line in trained.splitlines() if line.startswith("epoch")]
+    assert len(epoch_lines) == epochs  # each epoch says how it went, once
+    assert len(trained.splitlines()) <= 30 + 3 * epochs  # the setup, a line or few per epoch, the summary
+    assert len(translated.splitlines()) == 200  # the translations, nothing else
