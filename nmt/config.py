@@ -50,7 +50,9 @@ class DataConfig:
     header: HeaderMode = "auto"  # the TSV's first line names its columns: auto (detect), true, false
     # Dev and test: given as line-aligned files (used as they are), else carved out of the training data.
     dev: LanguageFiles = field(default_factory=dict)
-    test: LanguageFiles = field(default_factory=dict)  # {src_lang: FILE, tgt_lang: FILE or [FILES]} (several references)
+    test: LanguageFiles = field(
+        default_factory=dict
+    )  # {src_lang: FILE, tgt_lang: FILE or [FILES]} (several references)
     on_malformed: Literal["skip", "error"] = "skip"  # skip (and count) or refuse bad lines
     max_pairs: int = 0  # keep only the first N pairs read (0 = all); for quick experiments
     max_chars: int = 1000  # longer sentences are clipped to this many characters (counted in the report)

@@ -70,8 +70,8 @@ def key_docs() -> list[KeyDoc]:
     docs = []
     hints = typing.get_type_hints(Config, include_extras=True)
     sections = [("", Config, Config())]
-    sections += [(f.name, hints[f.name], getattr(Config(), f.name)) for f in dataclasses.fields(Config)
-                 if dataclasses.is_dataclass(hints[f.name])]  # fmt: skip
+    nested = [f for f in dataclasses.fields(Config) if dataclasses.is_dataclass(hints[f.name])]
+    sections += [(f.name, hints[f.name], getattr(Config(), f.name)) for f in nested]
     for section, cls, instance in sections:
         comments = _field_comments(cls)
         types = typing.get_type_hints(cls, include_extras=True)
@@ -79,11 +79,11 @@ def key_docs() -> list[KeyDoc]:
             if dataclasses.is_dataclass(types[field.name]):
                 continue
             key = f"{section}.{field.name}" if section else field.name
-            predicate_and_text = _RANGES.get(key)
+            allowed = _RANGES[key][1] if key in _RANGES else ""
+            required = key in REQUIRED_KEYS and key != "run_dir"  # run_dir defaults to runs/<file name>
+            value = _yaml_value(getattr(instance, field.name))
             docs.append(
-                KeyDoc(key, _describe_type(types[field.name]), _yaml_value(getattr(instance, field.name)),
-                       predicate_and_text[1] if predicate_and_text else "", key in REQUIRED_KEYS and key != "run_dir",
-                       comments.get(field.name, ""))  # fmt: skip
+                KeyDoc(key, _describe_type(types[field.name]), value, allowed, required, comments.get(field.name, ""))
             )
     return docs
 

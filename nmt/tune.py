@@ -59,6 +59,10 @@ DEFAULT_SPACE: dict[str, dict] = {
     "train.patience": {"choices": [0, 5, 10]},
 }
 MIN_TRIAL_MINUTES = 0.5  # a trial must have time for an epoch and a validation
+# No trial is pruned before it has spent this percent of its budget: the first validations of a
+# small corpus score about 0 BLEU in every trial (an eng-hin study pruned 12 of 16 trials on that
+# noise after one epoch, docs/tuning.md).
+PRUNE_AFTER = 40
 STOPPED = "The study was stopped; its trials so far are kept. Run nmt tune again to go on."
 
 
@@ -81,6 +85,12 @@ class Param:
 
     def values_to_check(self) -> list:
         return list(self.choices) if self.choices else [self.low, self.high]
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` is one this dimension can take."""
+        if self.choices:
+            return value in self.choices
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and self.low <= value <= self.high
 
 
 def _config_keys(config: Config) -> list[str]:
@@ -125,6 +135,20 @@ def parse_space(raw: dict, config: Config) -> list[Param]:
                 check_value(target, value)
         params.append(param)
     return params
+
+
+def starting_values(config: Config, params: list[Param]) -> dict[str, Any]:
+    """The config's own values for the searched keys (where the space holds them): the study's
+    first trial, so that the recipe a user brings is always among those compared."""
+    raw = config.to_dict()
+    values = {}
+    for param in params:
+        targets = [
+            raw[section][name] for section, name in (t.split(".", 1) for t in ALIASES.get(param.key, (param.key,)))
+        ]
+        if len(set(map(str, targets))) == 1 and param.holds(targets[0]):  # model.width: only when every width agrees
+            values[param.key] = targets[0]
+    return values
 
 
 def apply_values(config: Config, values: dict[str, Any], **top: Any) -> Config:
@@ -180,7 +204,9 @@ class Study:
             storage=self.optuna_storage(),
             direction="maximize",
             sampler=optuna.samplers.TPESampler(seed=self.config.tune.sampler_seed + 1000 * worker),
-            pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+            # steps are percent of the trial's run (run_position): trials are compared at the same
+            # share of their time, whatever their speed, and none is pruned before PRUNE_AFTER
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=PRUNE_AFTER),
             load_if_exists=True,
         )
 
@@ -217,6 +243,15 @@ def train_run(study: Study, values: dict, run_dir: Path, minutes: float, seed: i
     return trainer.progress.best_bleu, MetricsFile(trainer.run_dir.metrics).read()
 
 
+def run_position(record: dict, trial_minutes: float, epochs: int) -> int:
+    """How far into its run a trial was at a validation, in percent of its time budget or of its
+    epochs, whichever it is further into (the run ends at the first), in steps of ten: the
+    pruner's step. The pruner compares trials that reported at the same step, so nearby
+    positions share one."""
+    share = max(record["elapsed_seconds"] / (60 * trial_minutes), record["epoch"] / epochs)
+    return min(100, 10 * int(10 * share))
+
+
 def run_trial(study: Study, trial, threads: int) -> float:
     """Optuna's objective: a training run at the trial budget, pruned by its dev BLEU."""
     import optuna
@@ -225,12 +260,15 @@ def run_trial(study: Study, trial, threads: int) -> float:
     run_dir = Path(trial.user_attrs.get("run_dir") or study.root / f"trial-{trial.number}")  # a retry resumes
     trial.set_user_attr("run_dir", str(run_dir))
 
-    pruned = []
+    pruned, reported = [], set()
 
     def report(record: dict) -> bool:
-        trial.report(record["dev_bleu"], record["epoch"])
-        if trial.should_prune():
-            pruned.append(record["epoch"])
+        position = run_position(record, study.trial_minutes, study.config.train.epochs)
+        if position not in reported:  # the first validation in each tenth of the run speaks for it
+            reported.add(position)
+            trial.report(record["dev_bleu"], position)
+            if trial.should_prune():
+                pruned.append(record["epoch"])
         return bool(pruned)
 
     try:
@@ -304,7 +342,8 @@ def retry_interrupted(loaded) -> int:
     for trial in loaded.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.RUNNING)):
         if trial.user_attrs.get("interrupted") or trial.state == TrialState.RUNNING:
             if trial.number not in retried:
-                attrs = {"retry_of": trial.number, "run_dir": trial.user_attrs.get("run_dir", "")}
+                attrs = {"retry_of": trial.number, "run_dir": trial.user_attrs.get("run_dir", ""),
+                         "starting": trial.user_attrs.get("starting", False)}  # fmt: skip
                 loaded.enqueue_trial(trial.params, user_attrs=attrs)
                 count += 1
             if trial.state == TrialState.RUNNING:  # its process is gone (killed): no one will finish it
@@ -356,8 +395,9 @@ def _measure(study: Study, values: dict, run_dir: Path, threads: int, minutes: f
 
 
 def confirm(study: Study, loaded, log) -> tuple[dict, list[dict]]:
-    """The best ``tune.confirm`` trials trained again at the full budget with each seed: the
-    winner's values, and every confirmed run's figures."""
+    """The best ``tune.confirm`` trials, and the config's own recipe (trial 0) beside them,
+    trained again at the full budget with each seed: the winner's values (by mean dev BLEU), and
+    every confirmed run's figures. A study that finds nothing better keeps the config's recipe."""
     from optuna.trial import TrialState
 
     complete = sorted(
@@ -365,20 +405,25 @@ def confirm(study: Study, loaded, log) -> tuple[dict, list[dict]]:
     )
     if not complete:
         raise NmtError(f"No trial of the study finished unpruned: nothing to confirm (see {study.root}/report.md).")
+    chosen = complete[: max(1, study.config.tune.confirm)]
+    chosen += [t for t in complete if t.user_attrs.get("starting") and t not in chosen]
     rows = []
     threads = torch.get_num_threads()
-    for trial in complete[: max(1, study.config.tune.confirm)]:
+    for trial in chosen:
         for seed in study.config.tune.seeds:
             run_dir = study.root / f"confirm-trial-{trial.number}-seed{seed}"
             log(f"Confirming trial {trial.number} at the full budget ({study.minutes:g} min), seed {seed}...")
             best, records = train_run(study, trial.params, run_dir, study.minutes, seed, threads)
             rows.append({"trial": trial.number, "seed": seed, "dev_bleu": best, "epochs": len(records),
-                         "params": trial.params, "run_dir": str(run_dir)})  # fmt: skip
+                         "params": trial.params, "run_dir": str(run_dir),
+                         "starting": bool(trial.user_attrs.get("starting"))})  # fmt: skip
     by_trial: dict[int, list[float]] = {}
     for row in rows:
         by_trial.setdefault(row["trial"], []).append(row["dev_bleu"])
-    winner = max(by_trial, key=lambda number: statistics.fmean(by_trial[number]))
-    return next(t.params for t in complete if t.number == winner), rows
+    winner = next(t for t in chosen if t.number == max(by_trial, key=lambda n: statistics.fmean(by_trial[n])))
+    if winner.user_attrs.get("starting"):
+        log(f"The config's own recipe (trial {winner.number}) confirmed best: tuned.yaml keeps its values.")
+    return winner.params, rows
 
 
 def write_tuned(study: Study, values: dict, rows: list[dict]) -> Path:
@@ -389,14 +434,15 @@ def write_tuned(study: Study, values: dict, rows: list[dict]) -> Path:
     raw["init_from"] = raw["init_from"] or None
     raw = {k: v for k, v in raw.items() if v is not None}
     winner = [r for r in rows if r["params"] == values]
+    kept = " The config's own recipe won: these are its values." if any(r["starting"] for r in winner) else ""
     header = (
         f"# Found by `nmt tune` on {time.strftime('%Y-%m-%d')}: {study.trials} trials of "
         f"{study.trial_minutes:g} minutes ({study.config.tune.trial_fraction:g} of the {study.minutes:g}-minute "
         f"budget), TPE sampler seed {study.config.tune.sampler_seed}, median pruning; the best "
-        f"{study.config.tune.confirm} trained again at {study.minutes:g} minutes with seeds "
-        f"{', '.join(map(str, study.config.tune.seeds))}. This one's dev BLEU: "
+        f"{study.config.tune.confirm} and the config's own recipe trained again at {study.minutes:g} minutes with "
+        f"seeds {', '.join(map(str, study.config.tune.seeds))}. This one's dev BLEU: "
         + ", ".join(f"{r['dev_bleu']:.2f}" for r in winner)
-        + f".\n# Its values: {json.dumps(values)}\n"
+        + f".{kept}\n# Its values: {json.dumps(values)}\n"
     )
     path = study.root / "tuned.yaml"
     write_text_atomic(path, header + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
@@ -410,7 +456,8 @@ def write_report(study: Study, loaded, rows: list[dict]) -> Path:
     lines = [
         f"# nmt tune: {study.config.run_dir}",
         "",
-        f"{study.trials} trials of {study.trial_minutes:g} minutes; the best confirmed at {study.minutes:g} minutes.",
+        f"{study.trials} trials of {study.trial_minutes:g} minutes (trial 0: the config as it is); the best and the "
+        f"config's own confirmed at {study.minutes:g} minutes.",
         "",
         "| trial | state | dev BLEU | epochs | tokens/s | " + " | ".join(keys) + " |",
         "|---:|---|---:|---:|---:|" + "---|" * len(keys),
@@ -420,8 +467,9 @@ def write_report(study: Study, loaded, rows: list[dict]) -> Path:
         if trial.state.name == "PRUNED" and trial.intermediate_values:
             value = f"({max(trial.intermediate_values.values()):.2f})"
         cells = [_cell(trial.params.get(k, "")) for k in keys]
+        own = " (the config's own)" if trial.user_attrs.get("starting") else ""
         lines.append(
-            f"| {trial.number} | {trial.state.name.lower()} | {value} | {trial.user_attrs.get('epochs', '')} | "
+            f"| {trial.number}{own} | {trial.state.name.lower()} | {value} | {trial.user_attrs.get('epochs', '')} | "
             f"{trial.user_attrs.get('tokens_per_s', '')} | " + " | ".join(cells) + " |"
         )
     if rows:
@@ -483,6 +531,8 @@ def tune(config: Config, device: torch.device, space: dict | None = None, storag
     root.mkdir(parents=True, exist_ok=True)
     study = Study(config, params, root, config.tune.trials, 1, storage, device)
     loaded = study.load()
+    if not loaded.trials:  # trial 0: the config as it is (what the study must beat)
+        loaded.enqueue_trial(starting_values(config, params), user_attrs={"starting": True})
     retried = retry_interrupted(loaded)
     if retried:
         done = _finished(loaded)

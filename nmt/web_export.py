@@ -106,6 +106,9 @@ def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: 
         (staging / "runtime").mkdir()
         for source, name in RUNTIME_FILES.items():
             shutil.copyfile(node_modules / source, staging / "runtime" / name)
+        # readable by whatever serves it: a temporary folder and an atomic write are private by default
+        staging.chmod(0o755)
+        (staging / "model" / "config.json").chmod(0o644)
         if out_dir.exists():
             out_dir.rmdir()
         staging.rename(out_dir)

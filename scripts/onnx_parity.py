@@ -19,7 +19,7 @@ from nmt.data.references import read_references
 from nmt.device import select_device
 from nmt.export import export_model
 from nmt.hardware import hardware_description
-from nmt.loading import load_packages
+from nmt.loading import load_packages, load_run_config
 from nmt.paths import prepared_paths
 from nmt.translate import Translator
 
@@ -42,7 +42,7 @@ def main() -> int:
     package = Path(tempfile.mkdtemp(prefix="onnx-parity-")) / "pkg"
     export_model(Path(args.run), package, onnx=True)
     engines = {name: Translator(load_packages([package], select_device("cpu"), name)) for name in ("torch", "onnx")}
-    sources = read_references(prepared_paths(engines["torch"].loaded.config).multi("test")).sources
+    sources = read_references(prepared_paths(load_run_config(Path(args.run))).multi("test")).sources
     results = {name: timed_search(translator, sources, args.beam) for name, translator in engines.items()}
     texts = {name: [engines[name].detokenize(h[0]) for h in found] for name, (found, _) in results.items()}
     same = [i for i, (a, b) in enumerate(zip(texts["torch"], texts["onnx"])) if a == b]

@@ -24,7 +24,8 @@ SPACE = {"model.dropout": {"low": 0.0, "high": 0.3}, "train.learning_rate": {"ch
 
 def study_config(tmp_path: Path, trials: int = 4, **tune) -> Path:
     data = write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
-    raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / "run"), train={"epochs": 4, "max_minutes": 2.0})
+    train = {"epochs": 4, "max_minutes": 2.0, "learning_rate": 0.03}  # trial 0, the config's own, learns
+    raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / "run"), train=train)
     raw["decode"].update(max_len_ratio=1.2, max_len_offset=2)  # an untrained model's validation ends soon
     raw["tune"] = {"trials": trials, "confirm": 1, "seeds": [1], "workers": 1, "space": SPACE, **tune}
     path = tmp_path / "study.yaml"
@@ -48,8 +49,12 @@ def test_a_tiny_study_prunes_and_writes_a_tuned_config_that_trains(tmp_path):
     states = [t.state.name for t in trials]
     assert len(trials) == 6 and "PRUNED" in states and "COMPLETE" in states
     pruned = next(t for t in trials if t.state.name == "PRUNED")
-    assert pruned.params["train.learning_rate"] == 1e-7 and max(pruned.intermediate_values) < 3  # stopped early
+    assert pruned.params["train.learning_rate"] == 1e-7
+    steps = sorted(pruned.intermediate_values)  # percent of its run at each validation
+    assert tune_module.PRUNE_AFTER <= steps[-1] < 100  # stopped early, but not on its first, noisy validations
     assert "trial 5 (6/6)" in result.output and "best" in result.output  # a progress line per trial
+    assert trials[0].user_attrs["starting"] and trials[0].params["model.dropout"] == 0.0  # the config as it is
+    assert (tmp_path / "run" / "tune" / "confirm-trial-0-seed1").is_dir()  # confirmed beside the best
     tuned = tmp_path / "run" / "tune" / "tuned.yaml"
     text = tuned.read_text(encoding="utf-8")
     assert text.startswith("# Found by `nmt tune`") and "learning_rate: 0.03" in text
@@ -58,6 +63,38 @@ def test_a_tiny_study_prunes_and_writes_a_tuned_config_that_trains(tmp_path):
     assert (tmp_path / "run" / "tune" / "history.png").is_file()
     trained = runner.invoke(app, ["train", "--config", str(tuned), "--set", f"run_dir={tmp_path / 'tuned-run'}"])
     assert trained.exit_code == 0, trained.output
+
+
+def test_a_study_that_finds_nothing_better_keeps_the_configs_own_recipe(tmp_path, monkeypatch):
+    """Trial 0 is the config as it is, and it is confirmed at the full budget beside the best
+    trial even when the short trials rank it low: if it wins there, tuned.yaml keeps its values."""
+    config = load_config(study_config(tmp_path, trials=4), [])
+    start = tune_module.starting_values(config, tune_module.parse_space(SPACE, config))
+    assert start == {"model.dropout": 0.0, "train.learning_rate": 0.03}
+    config.train.learning_rate = 0.001  # a value the space does not hold is left to the sampler
+    assert tune_module.starting_values(config, tune_module.parse_space(SPACE, config)) == {"model.dropout": 0.0}
+
+    def fake_train_run(study, values, run_dir, minutes, seed, threads, callback=None):
+        own = values.get("model.dropout") == 0.0
+        full = minutes == study.minutes
+        best = (20.0 if own else 10.0) if full else (1.0 if own else 5.0)  # last in the trials, first in full
+        record = {"epoch": 1, "dev_bleu": best, "elapsed_seconds": 1.0, "tokens_per_s": 100.0}
+        return best, [record]
+
+    monkeypatch.setattr(tune_module, "train_run", fake_train_run)
+    monkeypatch.setattr(tune_module, "_save_plot", lambda *args: False)
+    logged = []
+    tuned = tune_module.tune(config, torch.device("cpu"), space=SPACE, log=logged.append)
+    text = tuned.read_text(encoding="utf-8")
+    assert "The config's own recipe won" in text and "dropout: 0.0" in text
+    assert any("confirmed best: tuned.yaml keeps its values" in line for line in logged)
+
+
+def test_a_trial_is_placed_by_the_share_of_its_time_or_epochs_it_has_used():
+    position = tune_module.run_position
+    assert position({"elapsed_seconds": 30, "epoch": 1}, trial_minutes=2, epochs=100) == 20  # by time, in tenths
+    assert position({"elapsed_seconds": 6, "epoch": 3}, trial_minutes=2, epochs=4) == 70  # by epochs
+    assert position({"elapsed_seconds": 200, "epoch": 9}, trial_minutes=2, epochs=100) == 100
 
 
 @pytest.mark.slow

@@ -89,6 +89,8 @@ def test_the_folder_holds_the_page_the_graphs_the_tokenizers_and_the_runtime(pag
     for name in [*page_files, "model/encoder.onnx", "model/decoder_step.onnx", "model/config.json", *runtime]:
         assert (page / name).is_file(), name
     assert len(list((page / "model").glob("spm.*.model"))) == 2
+    for path in [page, *page.rglob("*")]:  # a web server running as another user can read every file
+        assert path.stat().st_mode & 0o004, path
 
 
 SENTENCES = ["I see apples.", "they like tea.", "we eat rice."]
