@@ -131,7 +131,7 @@ def test_prepare_shows_its_passes_in_lines_per_second(tmp_path, monkeypatch):
     def visible_bar(*args, **kwargs):
         return tqdm(*args, **{**kwargs, "disable": False, "file": screen, "mininterval": 0, "leave": True})
 
-    monkeypatch.setattr("nmt.prepare.tqdm", visible_bar)
+    monkeypatch.setattr("nmt.progress.tqdm", visible_bar)
     data_path = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
     prepare(config_from_dict(tiny_config(tmp_path, data_path)), log=lambda _: None)
     shown = screen.getvalue()
