@@ -468,11 +468,10 @@ def _translator(
     engine: str = "torch",
 ):
     """A Translator from --config (+ --checkpoint ...) or from --model package(s)."""
-    from nmt.loading import ENGINES, load_checkpoints, load_packages
+    from nmt.loading import check_engine, load_checkpoints, load_packages
     from nmt.translate import Translator
 
-    if engine not in ENGINES:
-        raise NmtError(f"--engine {engine!r}: one of {', '.join(ENGINES)}.")
+    check_engine(engine)
     if models:
         if config is not None or set_ or checkpoints:
             raise NmtError(

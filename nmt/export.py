@@ -82,10 +82,8 @@ def _model_card(config: Config, payload: dict, parameters: int, report: dict | N
 
 def _onnx_graphs(config: Config, weights: dict, src_tok, tgt_tok, root: Path) -> dict:
     """The model of ``weights`` as ONNX graphs in ``root`` (what the manifest records of them)."""
-    from nmt.onnx_engine import onnxruntime_module
     from nmt.onnx_export import export_graphs
 
-    onnxruntime_module()  # a clear error when the extra is not installed, before exporting
     model = new_model(config, src_tok, tgt_tok)
     model.load_state_dict(weights)
     return export_graphs(model, root)

@@ -101,12 +101,17 @@ def load_checkpoints(config: Config, names: list[str], device: torch.device) -> 
 ENGINES = ("torch", "onnx")
 
 
+def check_engine(engine: str) -> None:
+    """Refuse an engine that is not one of ``ENGINES``, naming them."""
+    if engine not in ENGINES:
+        raise NmtError(f"--engine {engine!r}: one of {', '.join(ENGINES)}.")
+
+
 def load_packages(model_dirs: list[Path], device: torch.device, engine: str = "torch") -> LoadedModel:
     """Folders written by `nmt export` (the config is the first's); several make an
     ensemble and must share their SentencePiece models. ``engine`` onnx runs one package's
     ONNX graphs (``nmt export --onnx``) on onnxruntime, on the CPU."""
-    if engine not in ENGINES:
-        raise NmtError(f"--engine {engine!r}: one of {', '.join(ENGINES)}.")
+    check_engine(engine)
     if engine == "onnx":
         return _load_onnx_package(model_dirs)
     loaded = [load_package(model_dir) for model_dir in model_dirs]

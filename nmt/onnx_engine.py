@@ -16,18 +16,7 @@ import torch
 
 from nmt.errors import NmtError
 from nmt.model.graphs import MEMORY_NAMES, state_names
-from nmt.onnx_export import GRAPHS, graph_file
-
-INSTALL = "pip install 'nmt[onnx]' (onnx and onnxruntime)"
-
-
-def onnxruntime_module():
-    """onnxruntime, or a clear error saying how to install it."""
-    try:
-        import onnxruntime
-    except ImportError:
-        raise NmtError(f"The onnx engine needs onnxruntime: {INSTALL}.") from None
-    return onnxruntime
+from nmt.onnx_export import GRAPHS, graph_file, onnxruntime_module
 
 
 @dataclass

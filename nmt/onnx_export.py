@@ -26,6 +26,17 @@ OPSET = 17
 TOLERANCE = 1e-4  # largest difference allowed between PyTorch and onnxruntime on the probe batch
 GRAPHS = ("encoder", "decoder_step")
 EXPORTER = "torch.onnx.export (TorchScript-based, dynamo=False)"
+INSTALL = "pip install 'nmt[onnx]' (onnx and onnxruntime)"
+
+
+def onnxruntime_module():
+    """onnxruntime, or a clear error saying how to install it (exporting checks the graphs with
+    it, and the onnx engine runs them on it)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise NmtError(f"ONNX graphs are checked and run by onnxruntime: {INSTALL}.") from None
+    return onnxruntime
 
 
 def graph_file(root: Path, graph: str) -> Path:
@@ -62,6 +73,7 @@ def _export(module: torch.nn.Module, args: tuple, path: Path, inputs: list[str],
 def export_graphs(model: torch.nn.Module, out_dir: Path) -> dict:
     """Write encoder.onnx and decoder_step.onnx of ``model`` (a Seq2Seq) into ``out_dir`` and
     check them against PyTorch; returns what the manifest records of them."""
+    onnxruntime_module()  # a clear error when the extra is missing, before anything is exported
     model = copy.deepcopy(model).float().cpu().eval()
     model.encoder.rnn_input = "padded"  # packed sequences do not export; the outputs are the same
     config = model.config
@@ -105,8 +117,7 @@ def _variant(config) -> str:
 def check_parity(out_dir: Path, probes: dict, variant: str) -> None:
     """onnxruntime's outputs of each graph on its probe inputs (name -> tensor) against PyTorch's
     outputs. A graph declares only the inputs it reads (the step, for a global attention, not)."""
-    import onnxruntime
-
+    onnxruntime = onnxruntime_module()
     for graph, (inputs, expected) in probes.items():
         session = onnxruntime.InferenceSession(str(graph_file(out_dir, graph)), providers=["CPUExecutionProvider"])
         feeds = {arg.name: inputs[arg.name].numpy() for arg in session.get_inputs()}

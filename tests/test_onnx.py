@@ -4,6 +4,7 @@ PyTorch, through the CLI and the JSON API, and the errors a user can meet."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,12 @@ def test_a_package_without_graphs_or_the_engine_without_a_package_is_a_clear_err
     assert result.exit_code == 1 and "one of torch, onnx" in result.output
     with pytest.raises(NmtError, match="one package"):
         load_packages([package, package], torch.device("cpu"), "onnx")
+
+
+def test_without_onnxruntime_export_and_the_engine_say_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if the extra were not installed
+    with pytest.raises(NmtError, match=r"pip install 'nmt\[onnx\]'"):
+        export_graphs(small_model().eval(), tmp_path)
+    assert not list(tmp_path.iterdir())  # refused before anything is written
+    with pytest.raises(NmtError, match=r"pip install 'nmt\[onnx\]'"):
+        OnnxModel(tmp_path, _Settings(small_model().config))
