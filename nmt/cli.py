@@ -196,10 +196,10 @@ def train(
 ) -> None:
     """Train the model on the prepared data (prepares it first if needed).
 
-    Validates on the dev set every epoch (loss, perplexity, greedy BLEU/chrF against all references),
-    lowers the learning rate when dev BLEU stalls, stops early after train.patience epochs without
-    a gain or at the time budget (--minutes), and keeps checkpoints 'last' and 'best'. Logs to
-    <run_dir>/train.log and metrics.jsonl.
+    Validates on the dev set every epoch, and every train.validate_every steps if set (loss,
+    perplexity, greedy BLEU/chrF against all references), lowers the learning rate when dev BLEU
+    stalls, stops early after train.patience validations without a gain or at the time budget
+    (--minutes), and keeps checkpoints 'last' and 'best'. Logs to <run_dir>/train.log and metrics.jsonl.
     """
     from nmt.paths import run_paths
     from nmt.train import distributed

@@ -127,13 +127,17 @@ class TrainConfig:
     word_dropout: float = 0.0  # probability of replacing a source / target input token by <unk> in training
     ema_decay: float = 0.0  # > 0: also keep an exponential moving average of the weights; best of both kept
     subword_sampling: float = 0.0  # > 0: a fresh SentencePiece segmentation each epoch with this alpha (0 = off)
+    # > 0: each epoch also trains on this share of the training set's size in pairs made of two
+    # random training pairs joined, source to source and target to target (Kondo et al., 2021;
+    # drawn afresh each epoch, within train.max_len)
+    concat_pairs: float = 0.0
     max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
-    patience: int = 5  # early stopping: epochs without a better dev BLEU (0 = none: train to the end)
+    patience: int = 5  # early stopping: validations without a better dev BLEU (0 = none: train to the end)
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
     # budget: linear decay over the run, i.e. train.max_minutes or train.epochs, whichever ends it first
     lr_schedule: Literal["plateau", "budget"] = "plateau"
     lr_hold: float = 0.0  # budget schedule: share of the run at the full learning rate before the decay
-    lr_patience: int = 1  # plateau: epochs without a better dev BLEU before the LR is reduced
+    lr_patience: int = 1  # plateau: validations without a better dev BLEU before the LR is reduced
     lr_factor: float = 0.5  # plateau: the learning rate is multiplied by this when dev BLEU stalls
     min_lr: float = 1e-5  # plateau: the learning rate never goes below this
     seed: int = 42  # seed of initialisation, dropout and batch order
@@ -150,12 +154,15 @@ class TrainConfig:
     compile: Literal["none", "default", "reduce-overhead"] = "none"
     loader_workers: int = -1  # processes collating batches ahead of training (-1 = auto: 2 on a GPU, 0 on CPU)
     checkpoint_every: int = 0  # also checkpoint every N steps inside an epoch (0 = only after each epoch)
+    # also validate (and checkpoint) every N steps inside an epoch, for short runs and large corpora
+    # (0 = after each epoch only); patience and lr_patience count these validations too
+    validate_every: int = 0
     checkpoint_minutes: float = 10.0  # also checkpoint inside an epoch after this many minutes without one (0 = off)
     ddp_timeout_minutes: float = 60.0  # under torchrun: how long a collective waits for the other processes
     keep_checkpoints: int = 3  # step checkpoints kept besides last and best
     max_nonfinite: int = 10  # stop after this many steps in a row with a non-finite loss or gradient
     tensorboard: bool = False  # also log scalars and attention heatmaps to <run_dir>/tensorboard
-    probes: int = 3  # the first N dev sentences' attention at every validation, in <run_dir>/timeline.jsonl (0 = off)
+    probes: int = 3  # the first N dev sentences' attention at each epoch's end, in <run_dir>/timeline.jsonl (0 = off)
     # validate on a fixed seeded sample of this many distinct dev sources and their pairs (0 = all of them)
     validation_sentences: int = 0
     # with init_from: parts kept as the parent left them, any of src_embeddings, tgt_embeddings,
@@ -258,6 +265,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.lr_hold": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.ema_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = off)"),
     "train.subword_sampling": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
+    "train.concat_pairs": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
     "train.max_len": _POSITIVE,
     "train.patience": _NON_NEGATIVE,
     "train.max_minutes": _NON_NEGATIVE,
@@ -269,6 +277,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.members": (lambda v: v >= 1, "an integer >= 1"),
     "train.loader_workers": (lambda v: v >= -1, "an integer >= 0, or -1 for auto"),
     "train.checkpoint_every": _NON_NEGATIVE,
+    "train.validate_every": _NON_NEGATIVE,
     "train.checkpoint_minutes": _NON_NEGATIVE,
     "train.ddp_timeout_minutes": _POSITIVE,
     "train.keep_checkpoints": _POSITIVE,
@@ -431,8 +440,8 @@ def check_model_combination(model: ModelConfig) -> None:
             f"{model.attention!r} cannot be windowed. Use attention_window: global, or another attention: "
             f"{', '.join(name for name, k in ATTENTIONS.items() if k.takes_window)}."
         )
-    luong = [name for name, k in ATTENTIONS.items() if k.order == "luong"]
-    if model.input_feeding and kind.order != "luong":
+    luong = [name for name, k in ATTENTIONS.items() if k.order == "recur-then-attend"]
+    if model.input_feeding and kind.order != "recur-then-attend":
         raise NmtError(
             f"model.input_feeding=true is Luong et al.'s and works with model.attention in {', '.join(luong)}; "
             f"got {model.attention!r} (its decoder already feeds the context c_t into each step)."

@@ -43,8 +43,8 @@ class LabInputError(NmtError):
 
 
 QUERY_NAMES = {
-    "bahdanau": "s_{t-1}, the decoder state before the step",
-    "luong": "h_t, the decoder state after the recurrence",
+    "attend-then-recur": "s_{t-1}, the decoder state before the step",
+    "recur-then-attend": "h_t, the decoder state after the recurrence",
 }
 
 
@@ -188,7 +188,7 @@ class Lab:
         return model
 
     def _source(self, text: str) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
-        ids = self.translator.encode([text])[0]
+        ids = self.translator.source_ids([text])[0]
         if not ids:
             raise LabInputError("text", "the text is empty: give a sentence")
         src, lengths = source_tensor([ids])

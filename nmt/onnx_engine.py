@@ -21,13 +21,13 @@ from nmt.onnx_export import GRAPHS, graph_file, onnxruntime_module
 
 @dataclass
 class FlatTensors:
-    """Memory or decoder state as the graphs see them: tensors in order, and the step."""
+    """Memory or decoder state as the graphs see them: tensors in order, and t of the next step."""
 
     tensors: list[torch.Tensor]
-    step: int = 0
+    position: int = 0
 
     def select(self, index: torch.Tensor) -> FlatTensors:
-        return FlatTensors([t.index_select(0, index) for t in self.tensors], self.step)
+        return FlatTensors([t.index_select(0, index) for t in self.tensors], self.position)
 
 
 class OnnxModel:
@@ -71,11 +71,11 @@ class OnnxModel:
 
     def decode_step(self, prev_tokens: torch.Tensor, state: FlatTensors, memory: FlatTensors):
         """prev_tokens (B,) -> logits (B, V), the next state, attention (B, S)."""
-        values = [prev_tokens.cpu(), torch.tensor([state.step]), *memory.tensors, *state.tensors]
+        values = [prev_tokens.cpu(), torch.tensor([state.position]), *memory.tensors, *state.tensors]
         feeds = {
             name: np.ascontiguousarray(value.numpy())
             for name, value in zip(self.step_names, values)
             if name in self.step_inputs
         }
         logits, weights, *next_state = (torch.from_numpy(o) for o in self.decoder.run(None, feeds))
-        return logits, FlatTensors(next_state, state.step + 1), weights
+        return logits, FlatTensors(next_state, state.position + 1), weights

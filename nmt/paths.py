@@ -91,7 +91,7 @@ class RunPaths:
     checkpoints/averaged.pt     written by `nmt average`
     member-<K>/                 with train.members > 1: one run directory per member (no checkpoints/ here)
     train.log  metrics.jsonl  learning_curves.png  tensorboard/
-    timeline.jsonl  timeline.png  the probe sentences' attention at every validation
+    timeline.jsonl  timeline.png  the probe sentences' attention at every epoch's validation
     eval/<set>.hyp  eval/<set>.report.json
     """
 

@@ -105,7 +105,7 @@ def plot_timeline(records: list[dict], path: str | Path, probe: int = 0) -> int:
 
 def plot_learning_curves(records: list[dict], path: str | Path) -> None:
     """Train/dev loss and dev BLEU/chrF by epoch, from metrics.jsonl records."""
-    epochs = [r["epoch"] for r in records]
+    epochs = [r.get("epochs", r["epoch"]) for r in records]  # fractional inside an epoch (train.validate_every)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.plot(epochs, [r["train_loss"] for r in records], marker="o", label="train loss")
     left.plot(epochs, [r["dev_loss"] for r in records], marker="o", label="dev loss")

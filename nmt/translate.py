@@ -67,7 +67,7 @@ class Translator:
         self.model, self.src_tok, self.tgt_tok = loaded.model, loaded.src_tok, loaded.tgt_tok
         self.decode, self.device = loaded.config.decode, loaded.device
 
-    def encode(self, lines: list[str]) -> list[list[int]]:
+    def source_ids(self, lines: list[str]) -> list[list[int]]:
         """Normalised, encoded source lines; blank lines give no ids; overlong ones are clipped."""
         texts = [normalize_text(line) for line in lines]
         src_ids = [ids if text else [] for text, ids in zip(texts, self.src_tok.encode(texts))]
@@ -90,7 +90,7 @@ class Translator:
     ) -> list[list[Hypothesis]]:
         """The ``n_best`` hypotheses of each line, best first."""
         return search_sentences(
-            self.model, self.encode(lines), self.decode, self.device, beam_size, n_best, with_attention, progress
+            self.model, self.source_ids(lines), self.decode, self.device, beam_size, n_best, with_attention, progress
         )
 
     def score(self, sources: list[str], translations: list[str], progress: bool = False) -> list[Hypothesis]:
@@ -99,7 +99,7 @@ class Translator:
         if len(sources) != len(translations):
             raise NmtError(f"{len(sources)} sources but {len(translations)} translations: give one per source.")
         targets = self.tgt_tok.encode([normalize_text(line) for line in translations])
-        return score_pairs(self.model, self.encode(sources), targets, self.decode, self.device, progress)
+        return score_pairs(self.model, self.source_ids(sources), targets, self.decode, self.device, progress)
 
     def explain(
         self,
@@ -115,7 +115,7 @@ class Translator:
         and search continues after it."""
         prefix_ids = self.prefix_ids(prefix)
         model = PrefixedModel(self.model, prefix_ids) if prefix_ids else self.model
-        src_ids = self.encode(lines)
+        src_ids = self.source_ids(lines)
         found = search_sentences(model, src_ids, self.decode, self.device, beam_size, n_best, with_attention)
         explanations = []
         for line, ids, hypotheses in zip(lines, src_ids, found):
@@ -153,7 +153,7 @@ class Translator:
         """The ``k`` most probable next subwords after ``prefix`` (the start of a translation of
         ``line``: text, or target subwords), with their log-probabilities, most probable first."""
         prefix_ids = self.prefix_ids(prefix)
-        src, lengths = source_tensor(self.encode([line]))
+        src, lengths = source_tensor(self.source_ids([line]))
         ids, log_probs = next_tokens(self.model, src.to(self.device), lengths, prefix_ids, k)
         return list(zip(self.tgt_tok.labels(ids, with_eos=False), log_probs))
 

@@ -36,7 +36,8 @@ from nmt.config import Config, check_value, config_from_dict
 from nmt.errors import NmtError
 from nmt.fileio import write_text_atomic
 from nmt.prepare import prepare
-from nmt.train.metrics import MetricsFile
+from nmt.train.callbacks import Callback
+from nmt.train.metrics import MetricsFile, epochs_trained
 from nmt.train.state import TrainingInterrupted
 from nmt.train.trainer import build_trainer
 
@@ -222,7 +223,9 @@ def check_budget(config: Config) -> None:
         )
 
 
-def train_run(study: Study, values: dict, run_dir: Path, minutes: float, seed: int, threads: int, callback=None):
+def train_run(
+    study: Study, values: dict, run_dir: Path, minutes: float, seed: int, threads: int, callback: Callback | None = None
+):
     """One ordinary training run of the config with ``values``: (best dev BLEU, its records).
     Prepared data is shared by the runs with the same tokenizer settings (prepared once, under a lock)."""
     tokenizer = {k: v for k, v in sorted(values.items()) if k.startswith("tokenizer.")}
@@ -248,8 +251,26 @@ def run_position(record: dict, trial_minutes: float, epochs: int) -> int:
     epochs, whichever it is further into (the run ends at the first), in steps of ten: the
     pruner's step. The pruner compares trials that reported at the same step, so nearby
     positions share one."""
-    share = max(record["elapsed_seconds"] / (60 * trial_minutes), record["epoch"] / epochs)
+    share = max(record["elapsed_seconds"] / (60 * trial_minutes), epochs_trained(record) / epochs)
     return min(100, 10 * int(10 * share))
+
+
+class TrialPruner(Callback):
+    """Reports each validation's dev BLEU to the trial, and stops the run when Optuna's pruner says so."""
+
+    def __init__(self, trial, trial_minutes: float, epochs: int):
+        self.trial, self.trial_minutes, self.epochs = trial, trial_minutes, epochs
+        self.reported: set[int] = set()
+        self.pruned_at: float | None = None  # the epochs trained when it was pruned
+
+    def after_validation(self, trainer, record: dict) -> str | None:
+        position = run_position(record, self.trial_minutes, self.epochs)
+        if position not in self.reported:  # the first validation in each tenth of the run speaks for it
+            self.reported.add(position)
+            self.trial.report(record["dev_bleu"], position)
+            if self.trial.should_prune():
+                self.pruned_at = epochs_trained(record)
+        return None if self.pruned_at is None else "pruned by nmt tune"
 
 
 def run_trial(study: Study, trial, threads: int) -> float:
@@ -260,29 +281,19 @@ def run_trial(study: Study, trial, threads: int) -> float:
     run_dir = Path(trial.user_attrs.get("run_dir") or study.root / f"trial-{trial.number}")  # a retry resumes
     trial.set_user_attr("run_dir", str(run_dir))
 
-    pruned, reported = [], set()
-
-    def report(record: dict) -> bool:
-        position = run_position(record, study.trial_minutes, study.config.train.epochs)
-        if position not in reported:  # the first validation in each tenth of the run speaks for it
-            reported.add(position)
-            trial.report(record["dev_bleu"], position)
-            if trial.should_prune():
-                pruned.append(record["epoch"])
-        return bool(pruned)
-
+    pruner = TrialPruner(trial, study.trial_minutes, study.config.train.epochs)
     try:
-        best, records = train_run(study, values, run_dir, study.trial_minutes, study.config.train.seed, threads, report)
+        best, records = train_run(study, values, run_dir, study.trial_minutes, study.config.train.seed, threads, pruner)
     except TrainingInterrupted:
         trial.set_user_attr("interrupted", True)
         raise
     except NmtError as error:  # a combination the config refuses: this trial tells the sampler nothing
         trial.set_user_attr("error", str(error))
         raise optuna.TrialPruned(str(error)) from None
-    trial.set_user_attr("epochs", len(records))
+    trial.set_user_attr("epochs", round(epochs_trained(records[-1]), 2) if records else 0)
     trial.set_user_attr("tokens_per_s", round(statistics.fmean(r["tokens_per_s"] for r in records), 1))
-    if pruned:
-        raise optuna.TrialPruned(f"pruned after epoch {pruned[0]}")
+    if pruner.pruned_at is not None:
+        raise optuna.TrialPruned(f"pruned after epoch {pruner.pruned_at:.2f}")
     return best
 
 

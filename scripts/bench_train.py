@@ -85,7 +85,9 @@ def measure(
         _, _, model, optimizer = bc.model_and_optimizer(config, device)
         if not fast_path:
             decoder = model.decoder
-            decoder.teacher_forced = lambda tgt_in, state, memory: decoder.step_by_step(tgt_in, state, memory, 1.0)
+            decoder.teacher_forced = lambda tgt_in, state, memory: decoder.scheduled_sampling(
+                tgt_in, state, memory, 1.0
+            )
 
         precision = select_precision(cfg.precision, device)
         scaler = torch.amp.GradScaler(device.type) if precision.loss_scaling else None

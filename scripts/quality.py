@@ -22,14 +22,16 @@ import statistics
 import sys
 from pathlib import Path
 
+from nmt.checkpoint import average_checkpoints, save_checkpoint
 from nmt.config import load_config
 from nmt.data.references import read_references
 from nmt.device import select_device
 from nmt.fileio import write_text_atomic
 from nmt.loading import load_checkpoints
-from nmt.paths import prepared_paths, run_paths
+from nmt.paths import RunPaths, prepared_paths, run_paths
 from nmt.prepare import prepare
 from nmt.scoring import repeated_word_share, score
+from nmt.train.members import train_members
 from nmt.train.metrics import MetricsFile
 from nmt.train.trainer import build_trainer
 from nmt.translate import Translator
@@ -155,6 +157,17 @@ VARIANTS |= {
     "distilled from the 5-minute model": ([f"data.distill_from={TEACHER}"], []),
     "distilled from the 5-minute model, human pairs kept": ([f"data.distill_from={TEACHER}", "data.distill=add"], []),
 }
+# The decay phase's checkpoints, averaged (`nmt average`) or ensembled: a checkpoint every 100
+# steps, the newest five kept. ``checkpoints:average:K`` / ``checkpoints:ensemble:K`` are not
+# config keys but what evaluate_run loads instead of 'best'.
+DECAY = ["train.checkpoint_every=100", "train.keep_checkpoints=5"]
+VARIANTS |= {
+    "checkpoints every 100 steps, best": (DECAY, []),
+    "weights of the last 5 checkpoints averaged": (DECAY, ["checkpoints:average:5"]),
+    "weights of the last 3 checkpoints averaged": (DECAY, ["checkpoints:average:3"]),
+    "last 3 checkpoints ensembled": (DECAY, ["checkpoints:ensemble:3"]),
+    "joined pairs, a quarter of the training set": (["train.concat_pairs=0.25"], []),
+}
 RECIPES = {  # shipped config -> (the base it was measured from, its variant)
     "configs/eng-mar-cpu.yaml": (
         "configs/baseline/eng-mar-cpu.yaml",
@@ -181,7 +194,10 @@ def train_run(base: str, overrides: list[str], seed: int, minutes: float, runs: 
                                 f"train.seed={seed}", f"train.max_minutes={minutes}", "train.epochs=1000"])  # fmt: skip
     if not (run_dir / "done").is_file():
         prepare(config, log=lambda _: None)
-        build_trainer(config, device, show_bar=False).run(resume=True)
+        if config.train.members > 1:  # as `nmt train` does: the members in processes of their own
+            train_members(config, device, resume=True, log=lambda _: None)
+        else:
+            build_trainer(config, device, show_bar=False).run(resume=True)
         write_text_atomic(run_dir / "done", "")
     return run_dir
 
@@ -199,10 +215,14 @@ def epochs_reached(records: list[dict]) -> float:
 def evaluate_run(
     base: str, run_dir: Path, train_overrides: list[str], decode_overrides: list[str], device, samples: int = 8
 ) -> dict:
+    chosen = [o for o in decode_overrides if o.startswith("checkpoints:")]
+    decode_overrides = [o for o in decode_overrides if o not in chosen]
     config = load_config(base, [*train_overrides, *decode_overrides, f"run_dir={run_dir}",
                                 f"data.prepared_dir={prepared_dir(run_dir.parent, train_overrides)}"])  # fmt: skip
     test_set = read_references(prepared_paths(config).multi("test"))
-    hypotheses = Translator(load_checkpoints(config, ["best"], device)).translate(test_set.sources)
+    hypotheses = Translator(load_checkpoints(config, checkpoints_to_load(run_dir, chosen), device)).translate(
+        test_set.sources
+    )
     scores = score(hypotheses, test_set.references, metrics=("bleu", "chrf"))
     run = run_paths(config)
     records = MetricsFile((run.member(1) if config.train.members > 1 else run).metrics).read()  # a member's pace
@@ -217,6 +237,20 @@ def evaluate_run(
         "signature": scores["signature"]["bleu"],
         "samples": hypotheses[:samples],
     }
+
+
+def checkpoints_to_load(run_dir: Path, chosen: list[str]) -> list[str]:
+    """'best', or the newest K step checkpoints averaged into one (``checkpoints:average:K``)
+    or ensembled (``checkpoints:ensemble:K``)."""
+    if not chosen:
+        return ["best"]
+    _, how, count = chosen[0].split(":")
+    newest = RunPaths(run_dir).step_checkpoints()[-int(count) :]
+    if how == "ensemble":
+        return [str(path) for path in newest]
+    averaged = run_dir / "checkpoints" / f"averaged-{count}.pt"
+    save_checkpoint(averaged, average_checkpoints(newest))
+    return [str(averaged)]
 
 
 def table(results: dict, names: list[str], minutes: float) -> str:

@@ -141,9 +141,9 @@ def test_the_registry_is_what_the_config_allows_and_names_each_decoder_order():
 
     annotated = typing.get_type_hints(ModelConfig, include_extras=True)["attention"]
     assert annotated.__metadata__[0] is ATTENTIONS  # read when a config is validated
-    assert {name for name, kind in ATTENTIONS.items() if kind.order == "luong"} == {
+    assert {name for name, kind in ATTENTIONS.items() if kind.order == "recur-then-attend"} == {
         "luong-dot",
         "luong-general",
         "luong-concat",
     }
-    assert all(kind.order in ("bahdanau", "luong") for kind in ATTENTIONS.values())
+    assert all(kind.order in ("attend-then-recur", "recur-then-attend") for kind in ATTENTIONS.values())

@@ -1,5 +1,7 @@
 """The wall-clock budget: stops within one step of it, keeps the best, and resumes exactly."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -58,7 +60,7 @@ def make_trainer(tmp_path, ticks: dict, **train) -> Trainer:
     config = config_from_dict(raw)
     prepare(config, log=lambda _: None)
     trainer = build_trainer(config, torch.device("cpu"), show_bar=False)
-    trainer.clock = ticks["clock"] = StepClock()
+    trainer.control.clock = ticks["clock"] = StepClock()
     return trainer
 
 
@@ -90,8 +92,10 @@ def test_the_summary_counts_a_partial_epoch_in_the_training_time(tmp_path, monke
     trainer.progress.epoch, trainer.progress.best_epoch, trainer.progress.best_bleu = 6, 7, 36.9
     trainer.progress.train_seconds = 256.0  # six whole epochs
     for epoch, seconds, partial in ((6, 256.0, {}), (7, 289.0, {"partial": True})):
-        trainer.metrics.append({"epoch": epoch, "train_seconds": seconds, "dev_bleu": 36.9, **partial})
-    trainer.log_summary()
+        trainer.metrics.append(
+            {"epoch": epoch, "step": 100 * epoch, "train_seconds": seconds, "dev_bleu": 36.9, **partial}
+        )
+    trainer.log_summary("5-minute budget spent")
     assert "best dev BLEU 36.90 at epoch 7 (after 289s of training); 289s of training." in (
         trainer.run_dir.train_log.read_text(encoding="utf-8")
     )
@@ -128,9 +132,12 @@ def test_budget_schedule_decays_the_learning_rate_linearly_over_the_budget(tmp_p
 
 
 def test_budget_schedule_holds_then_decays():
-    from nmt.train.optim import budget_learning_rate
+    from nmt.config import TrainConfig
+    from nmt.train.schedule import RunPosition, learning_rate
 
-    rates = [budget_learning_rate(1.0, 0.01, spent, hold=0.5) for spent in (0.0, 0.25, 0.5, 0.75, 0.99, 1.0, 2.0)]
+    cfg = TrainConfig(lr_schedule="budget", learning_rate=1.0, min_lr=0.01, lr_hold=0.5, max_minutes=1)
+    spent = (0.0, 0.25, 0.5, 0.75, 0.99, 1.0, 2.0)  # of the budget
+    rates = [learning_rate(cfg, RunPosition(1, 1, 10, seconds_spent=60 * share)) for share in spent]
     assert rates == pytest.approx([1.0, 1.0, 1.0, 0.5, 0.02, 0.01, 0.01])
 
 
@@ -138,18 +145,21 @@ def test_budget_schedule_without_a_time_budget_decays_over_the_epochs(tmp_path, 
     trainer = make_trainer(tmp_path, ticking_steps(monkeypatch), lr_schedule="budget", lr_hold=0.5, epochs=2)
     rates = record_rates(monkeypatch)
     trainer.run()
-    base, total = trainer.cfg.learning_rate, len(rates)  # two epochs of equal length
+    base, total = trainer.config.train.learning_rate, len(rates)  # two epochs of equal length
     expected = [base * min(1.0, 1.0 - (k / total - 0.5) / 0.5) for k in range(total)]
     assert rates == pytest.approx(expected) and rates[-1] < base / total * 2.01
 
 
 @pytest.mark.parametrize(("patience", "stop_epoch"), [(2, 4), (1, 3), (0, None)])
 def test_early_stopping_counts_epochs_without_a_better_dev_bleu_and_zero_turns_it_off(patience, stop_epoch):
+    from nmt.config import TrainConfig
+    from nmt.train.callbacks import EarlyStopping
     from nmt.train.state import Progress
 
-    progress, stopped = Progress(), None
+    progress, stopped, stopping = Progress(), None, EarlyStopping(patience)
+    trainer = SimpleNamespace(progress=progress)
     for epoch, bleu in enumerate([10.0, 12.0, 11.0, 12.0, 9.0, 8.0], start=1):  # best at 2; a tie is no gain
-        progress.end_epoch(epoch, bleu, patience)
-        if progress.stopped_early and stopped is None:
+        progress.note_validation(epoch, bleu, TrainConfig(patience=patience))
+        if stopping.after_validation(trainer, {"dev_bleu": bleu}) and stopped is None:
             stopped = epoch
     assert stopped == stop_epoch

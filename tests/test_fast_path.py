@@ -45,7 +45,7 @@ def flat(cells) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("layers", [1, 3])
 @pytest.mark.parametrize("name", sorted(CELLS))
-def test_fast_step_on_split_input_equals_the_reference_step_outputs_and_gradients(name, layers):
+def test_the_stack_advanced_on_split_input_equals_the_reference_outputs_and_gradients(name, layers):
     """The kernel on precomputed input gates (embedding half split off) against torch's own
     cell on the whole input, in float64: every state part of every layer, and the gradients
     of the inputs, the state and every weight."""
@@ -56,8 +56,8 @@ def test_fast_step_on_split_input_equals_the_reference_step_outputs_and_gradient
     cells = random_cells(cell, 4, seed=1)
     input_gates, rest_weight = cell.split_input(embedded)
     assert input_gates.shape == (4, cell.gates * 6)
-    fast = cell.fast_step(input_gates + rest @ rest_weight.T, cells)
-    plain = cell.reference_step(torch.cat([embedded, rest], -1), cells)
+    fast = cell.advance(input_gates + rest @ rest_weight.T, cells)
+    plain = cell.advance_reference(torch.cat([embedded, rest], -1), cells)
     assert len(fast) == len(plain) == layers
     for ours, reference in zip(flat(fast), flat(plain)):
         assert torch.allclose(ours, reference, atol=1e-12)
@@ -77,7 +77,7 @@ def test_the_whole_sequence_call_equals_one_step_at_a_time(name):
     outputs, final = cell.sequence(inputs, cells)
     stepped = cells
     for t in range(6):
-        stepped = cell.reference_step(inputs[:, t], stepped)
+        stepped = cell.advance_reference(inputs[:, t], stepped)
         assert torch.allclose(outputs[:, t], cell.output(stepped[-1]), atol=1e-12)
     for ours, reference in zip(flat(final), flat(stepped)):
         assert torch.allclose(ours, reference, atol=1e-12)
@@ -101,7 +101,7 @@ def plain_decode(decoder, tgt_in, state, memory):
     """The plain model: one ``step`` (the paper's equations) per target position."""
     step_logits, attn = [], []
     for t in range(tgt_in.size(1)):
-        logits, state, weights = decoder.step(tgt_in[:, t], state, memory)
+        logits, state, weights = decoder.reference_step(tgt_in[:, t], state, memory)
         step_logits.append(logits)
         attn.append(weights)
     return torch.stack(step_logits, 1), torch.stack(attn, 1)
@@ -118,7 +118,7 @@ def test_fast_teacher_forced_paths_equal_the_plain_step(overrides):
     ref_logits, ref_attn = plain_decode(model.decoder, batch.tgt_in, state, memory)
     for fast_logits, fast_attn in (
         model.decoder.teacher_forced(batch.tgt_in, state, memory),
-        model.decoder.step_by_step(batch.tgt_in, state, memory, 1.0),
+        model.decoder.scheduled_sampling(batch.tgt_in, state, memory, 1.0),
     ):
         assert torch.allclose(fast_logits, ref_logits, atol=1e-5)
         assert torch.allclose(fast_attn, ref_attn, atol=1e-6)
@@ -135,10 +135,10 @@ def test_search_step_with_the_gate_table_equals_the_plain_step_in_float64(overri
     prev = torch.tensor([2, 5, 7, 9])
     with torch.no_grad():  # inference: the fast step looks its input gates up in the table
         for _ in range(3):
-            plain, plain_state, plain_weights = model.decoder.step(prev, plain_state, memory)
-            fast, fast_state, fast_weights = model.decoder.fast_step(prev, fast_state, memory)
+            plain, plain_state, plain_weights = model.decoder.reference_step(prev, plain_state, memory)
+            fast, fast_state, fast_weights = model.decoder.step(prev, fast_state, memory)
             assert torch.allclose(plain, fast, atol=1e-12) and torch.allclose(plain_weights, fast_weights, atol=1e-12)
-            for ours, reference in zip(flat(fast_state.cells), flat(plain_state.cells)):
+            for ours, reference in zip(flat(fast_state.stack), flat(plain_state.stack)):
                 assert torch.allclose(ours, reference, atol=1e-12)
             prev = plain.argmax(-1)
 

@@ -255,7 +255,7 @@ def test_mid_epoch_resume_with_two_layers_and_dropout_is_exact(tmp_path, monkeyp
 
     def signalled_at_step_7(self, *args):
         if self.progress.step == 6:  # the 7th step is its last
-            self.stop.signal_name = "SIGTERM"
+            self.control.signal.signal_name = "SIGTERM"
         return train_batch(self, *args)
 
     with monkeypatch.context() as patch:

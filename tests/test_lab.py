@@ -88,7 +88,7 @@ def test_the_trees_ranked_leaves_are_the_n_best_search_returns(untrained, text, 
 @torch.no_grad()
 def encoder_states(translator: Translator, text: str) -> torch.Tensor:
     """h_j (S, enc_dim) of the sentence."""
-    src, lengths = source_tensor([translator.encode([text])[0]])
+    src, lengths = source_tensor([translator.source_ids([text])[0]])
     memory, _ = translator.model.encode(src, lengths)
     return memory.enc_outputs[0]
 
@@ -101,7 +101,7 @@ def test_playback_shows_the_numbers_the_model_used(untrained, overrides):
     best = translator.explain([text], beam_size=4)[0]
     assert playback.tokens == best.translations[0].tokens
     enc_outputs = encoder_states(translator, text)
-    ids = translator.encode([text])[0]
+    ids = translator.source_ids([text])[0]
     targets = translator.tgt_tok.piece_ids([t for t in playback.tokens if t != "<eos>"])
     forced = forced_log_probs(translator.model, *source_tensor([ids]), [targets])[0]
     for step, attention_row, log_prob in zip(playback.steps, best.attention, forced):

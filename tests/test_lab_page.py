@@ -34,7 +34,7 @@ def server(tmp_path_factory):
     copying = copy_translator(root)
     # a timeline as training writes it: three validations of two probe sentences
     timeline = Timeline(root / "timeline.jsonl")
-    sources = copying.encode(["alpha bravo golf", "echo delta hotel charlie"])
+    sources = copying.source_ids(["alpha bravo golf", "echo delta hotel charlie"])
     for epoch in (1, 2, 3):
         probes = probe_translations(
             copying.model, sources, copying.loaded.config, (copying.src_tok, copying.tgt_tok), torch.device("cpu")

@@ -122,7 +122,7 @@ def test_tied_target_embeddings_are_one_tensor_and_the_fast_path_still_equals_th
     model.eval()
     memory, state = model.encode(batch.src, batch.src_lengths)
     fast, _ = decoder.teacher_forced(batch.tgt_in, state, memory)
-    plain, _, _ = decoder.step(batch.tgt_in[:, 0], state, memory)
+    plain, _, _ = decoder.reference_step(batch.tgt_in[:, 0], state, memory)
     assert torch.allclose(fast[:, 0], plain, atol=1e-5)
     model.train()
     logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)

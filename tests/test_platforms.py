@@ -59,8 +59,8 @@ def test_a_cut_last_line_in_metrics_and_timeline_does_not_block_resume(tmp_path)
         with open(path, "a", encoding="utf-8") as handle:
             handle.write('{"epoch": 2, "step": 1')  # cut short: no closing brace, no newline
     assert [r["epoch"] for r in trainer.metrics.read()] == [1]
-    again = build_trainer(dataclasses.replace(trainer.config, train=dataclasses.replace(trainer.cfg, epochs=2)),
-                          torch.device("cpu"), show_bar=False)  # fmt: skip
+    longer = dataclasses.replace(trainer.config, train=dataclasses.replace(trainer.config.train, epochs=2))
+    again = build_trainer(longer, torch.device("cpu"), show_bar=False)
     again.run(resume=True)
     assert [r["epoch"] for r in again.metrics.read()] == [1, 2]
     assert [r["epoch"] for r in again.timeline.read()] == [1, 2]
@@ -77,8 +77,7 @@ def test_a_damaged_line_before_the_last_is_named(tmp_path):
 def test_checkpoints_come_on_a_time_interval_inside_an_epoch(tmp_path):
     trainer = built_trainer(tmp_path, checkpoint_minutes=2.5, keep_checkpoints=20)
     minutes = iter(range(1000))
-    trainer.clock = lambda: 60.0 * next(minutes)  # every look at the clock: a minute later
-    trainer.last_saved = trainer.clock()
+    trainer.control.clock = lambda: 60.0 * next(minutes)  # every look at the clock: a minute later
     trainer.run()
     steps = sorted(int(p.stem.split("-")[1]) for p in trainer.run_dir.step_checkpoints())
     assert len(steps) >= 3 and steps[-1] == trainer.progress.step  # mid-epoch ones, then the epoch's own

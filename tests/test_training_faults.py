@@ -54,7 +54,7 @@ def test_nonfinite_steps_are_skipped_counted_and_stop_training(tmp_path, monkeyp
     assert all(torch.equal(snapshots[0][k], snapshots[1][k]) for k in before)  # step 2 changed nothing
 
     poisoned_calls.update(range(1, 10_000))
-    trainer.progress.close_epoch()  # what run_epoch does after validating
+    trainer.progress.finish_epoch(1, 0.0)  # what a validation at the epoch's end does
     with pytest.raises(NmtError, match="3 steps in a row had a non-finite loss or gradient"):
         trainer.train_epoch(2)
 

@@ -1,12 +1,12 @@
 """Training levers do what they say and nothing else: word dropout, dropout on the encoder's outputs,
-subword sampling, weight averaging, label smoothing."""
+subword sampling, joined pairs, the weights' exponential average, label smoothing."""
 
 import pytest
 import torch
 
 from nmt.data.batching import Example, collate
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from nmt.train.averaging import WeightAverage
+from nmt.train.ema import EmaWeights
 from nmt.train.regularise import word_dropout
 from nmt.train.step import token_loss
 
@@ -94,10 +94,37 @@ def test_each_epoch_samples_afresh_and_a_resumed_epoch_gets_the_same_pairs(tmp_p
     assert [tokenizer.decode([ex.src_ids])[0] for ex in second] == lines
 
 
+def test_joined_pairs_are_two_training_pairs_end_to_end_drawn_afresh_each_epoch_within_max_len():
+    from nmt.config import TrainConfig
+    from nmt.train.data import JoinedPairs, TrainData, batch_lengths, epoch_examples
+
+    gen = torch.Generator().manual_seed(0)
+
+    def ids(length: int) -> list[int]:
+        return torch.randint(4, 50, (length,), generator=gen).tolist()
+
+    train = [Example(ids(n), ids(n + 2)) for n in [1, 3, 5, 8, 13, 21, 30] * 10]
+    data = TrainData(train, [], [], [], 0)
+    assert epoch_examples(data, None, None, TrainConfig(), 1) is train  # off: the pairs as they are
+    cfg = TrainConfig(concat_pairs=0.5, max_len=30)
+    first, again, second = (epoch_examples(data, None, None, cfg, epoch) for epoch in (1, 1, 2))
+    assert isinstance(first, JoinedPairs) and len(first) == len(train) + 35
+    assert [first[i] for i in range(len(train))] == train  # the pairs themselves first, unchanged
+    joined = [first[i] for i in range(len(train), len(first))]
+    for example, (i, j) in zip(joined, first.joined):
+        assert i != j
+        assert example == Example(train[i].src_ids + train[j].src_ids, train[i].tgt_ids + train[j].tgt_ids)
+        assert len(example.src_ids) <= 30 and len(example.tgt_ids) <= 30
+    assert (first.joined == again.joined).all() and not (first.joined == second.joined).all()  # seeded by epoch
+    assert batch_lengths(first) == [
+        max(len(e.src_ids), len(e.tgt_ids)) + 1 for e in (first[i] for i in range(len(first)))
+    ]
+
+
 def test_weight_average_follows_its_formula_and_swaps_back():
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
-    average = WeightAverage(model, decay=0.8)
+    average = EmaWeights(model, decay=0.8)
     expected = {name: p.detach().clone() for name, p in model.named_parameters()}
     for _ in range(3):
         with torch.no_grad():
@@ -134,7 +161,7 @@ def test_training_with_a_weight_average_validates_both_and_translates_with_the_b
     chosen = "ema" if record["ema_dev_bleu"] > record["raw_dev_bleu"] else "model"
     assert payload["translate_with"] == chosen
     assert all(torch.equal(payload["model"][n], p) for n, p in trainer.model.state_dict().items())  # resumes raw
-    assert all(torch.equal(payload["ema"][n], t) for n, t in trainer.average.state_dict().items())
+    assert all(torch.equal(payload["ema"][n], t) for n, t in trainer.ema.state_dict().items())
     loaded = load_checkpoints(config, ["last"], torch.device("cpu")).model
     assert all(torch.equal(translation_weights(payload)[n], t) for n, t in loaded.state_dict().items())
 

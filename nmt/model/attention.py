@@ -235,7 +235,9 @@ class AttentionKind:
     build: Callable[
         [AttentionSettings, int, int, Window | None], Attention
     ]  # (model config, query_dim, enc_dim, window)
-    order: Literal["bahdanau", "luong"]  # bahdanau: s_{t-1} queries before the recurrence; luong: h_t after it
+    # the decoder order: attend with s_{t-1}, then the recurrence (Bahdanau et al.), or the
+    # recurrence, then attend with h_t (Luong et al.)
+    order: Literal["attend-then-recur", "recur-then-attend"]
     formula: tuple[str, ...] = ()
     has_weights: bool = True  # gives a distribution over source positions (False: nothing to plot)
     takes_window: bool = True  # can be restricted to a local window (model.attention_window)
@@ -248,26 +250,26 @@ SOFT = ("a_j = exp(e_j) / Σ_k exp(e_k)", "c = Σ_j a_j h_j")
 ADDITIVE = "e_j = vᵀ tanh(W q + U h_j)"
 ATTENTIONS: dict[str, AttentionKind] = {
     "bahdanau": AttentionKind(
-        lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "bahdanau", (ADDITIVE, *SOFT)
+        lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "attend-then-recur", (ADDITIVE, *SOFT)
     ),
     "luong-dot": AttentionKind(
-        lambda c, q, e, w: DotAttention(w), "luong", ("e_j = q · h_j", *SOFT), needs_equal_widths=True
+        lambda c, q, e, w: DotAttention(w), "recur-then-attend", ("e_j = q · h_j", *SOFT), needs_equal_widths=True
     ),
     "luong-general": AttentionKind(
-        lambda c, q, e, w: GeneralAttention(q, e, w), "luong", ("e_j = q · (W_a h_j)", *SOFT)
+        lambda c, q, e, w: GeneralAttention(q, e, w), "recur-then-attend", ("e_j = q · (W_a h_j)", *SOFT)
     ),
     "luong-concat": AttentionKind(
-        lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "luong", (ADDITIVE, *SOFT)
+        lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "recur-then-attend", (ADDITIVE, *SOFT)
     ),
     "hard": AttentionKind(
         lambda c, q, e, w: HardAttention(q, e, c.attention_dim, w, c.gumbel_temperature),
-        "bahdanau",
+        "attend-then-recur",
         (ADDITIVE, "a = one-hot(argmax_j e_j)  (a Gumbel-softmax sample in training)", "c = h_argmax"),
         one_position=True,
     ),
     "none": AttentionKind(
         lambda c, q, e, w: FixedSummary(),
-        "bahdanau",
+        "attend-then-recur",
         ("c = [→h_S; ←h_1]  (the same summary at every step)",),
         has_weights=False,
         takes_window=False,

@@ -5,12 +5,12 @@ initialisation, cuDNN's whole-sequence call and weight flattening) plus what the
 need one step at a time. It owns:
 
 * **the state type**: one layer's state is ``h`` (B, H) for a GRU, ``(h, c)`` for an LSTM;
-  a stack's state is a tuple of them, bottom layer first (``Cells``). Every cell's state
+  a stack's state is a tuple of them, bottom layer first (``StackState``). Every cell's state
   starts with ``h``, the part the attention and the output read (``output``);
 * **the weight split**: layer 0's input is [E y_{t-1}; rest]; ``split_input`` returns the
   input projection of the embedding part for all steps at once, and the weights for the rest;
-* **the one-step kernel** on a precomputed input projection (``layer_step``: the fast path)
-  and the plain step on the whole input (``reference_step``: ``torch.gru_cell`` and the like,
+* **the one-step kernel** on a precomputed input projection (``advance_layer``: the fast path)
+  and the plain step on the whole input (``advance_reference``: ``torch.gru_cell`` and the like,
   the equations as the papers write them);
 * **the whole-sequence call** (``sequence``, cuDNN on a GPU) and one direction of one layer
   (``run_direction``, for the padded encoder; cuDNN knows the cell by the module's ``mode``).
@@ -29,26 +29,26 @@ from torch import nn
 
 from nmt.model.fast import run_in_float32, split_input_gates
 
-State = torch.Tensor | tuple[torch.Tensor, ...]  # one layer: h, or (h, c)
-Cells = tuple[State, ...]  # a stack, bottom layer first
+LayerState = torch.Tensor | tuple[torch.Tensor, ...]  # one layer: h, or (h, c)
+StackState = tuple[LayerState, ...]  # a stack, bottom layer first
 
 
-def layer_parts(state: State) -> tuple[torch.Tensor, ...]:
+def layer_parts(state: LayerState) -> tuple[torch.Tensor, ...]:
     """One layer's state as a tuple, h first: (h,) or (h, c)."""
     return (state,) if isinstance(state, torch.Tensor) else tuple(state)
 
 
-def layer_state(parts: tuple[torch.Tensor, ...]) -> State:
+def layer_state(parts: tuple[torch.Tensor, ...]) -> LayerState:
     """The inverse of ``layer_parts``: h alone, or the tuple (h, c)."""
     return parts[0] if len(parts) == 1 else tuple(parts)
 
 
-def select_rows(cells: Cells, index: torch.Tensor) -> Cells:
+def select_rows(stack: StackState, index: torch.Tensor) -> StackState:
     """Rows ``index`` of every tensor of a stack's state (expanding or reordering beams)."""
-    return tuple(layer_state(tuple(part.index_select(0, index) for part in layer_parts(layer))) for layer in cells)
+    return tuple(layer_state(tuple(part.index_select(0, index) for part in layer_parts(layer))) for layer in stack)
 
 
-class RecurrentCell:
+class RecurrentStack:
     """What a cell adds to its ``nn.RNNBase`` module (mixed in before it). Subclasses give
     ``gates``, ``state_parts``, ``reference_cell``, ``kernel`` and ``sequence_op``."""
 
@@ -63,12 +63,12 @@ class RecurrentCell:
     training: bool
 
     @staticmethod
-    def reference_cell(inputs: torch.Tensor, state: State, *weights: torch.Tensor) -> State:
+    def reference_cell(inputs: torch.Tensor, state: LayerState, *weights: torch.Tensor) -> LayerState:
         """One step of one layer on its whole input: torch.gru_cell and the like."""
         raise NotImplementedError
 
     @staticmethod
-    def kernel(input_gates: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor, *state) -> State:
+    def kernel(input_gates: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor, *state) -> LayerState:
         """One step of one layer on input_gates (B, gates·H) = W_ih x + b_ih."""
         raise NotImplementedError
 
@@ -80,24 +80,24 @@ class RecurrentCell:
     # ---- the state ----
 
     @staticmethod
-    def output(state: State) -> torch.Tensor:
+    def output(state: LayerState) -> torch.Tensor:
         """h (B, H) of one layer's state."""
         return layer_parts(state)[0]
 
-    def initial_state(self, bridged: torch.Tensor) -> Cells:
+    def initial_state(self, bridged: torch.Tensor) -> StackState:
         """The bridge's output (B, layers · state_parts · H) -> the stack's first state: each
         layer's h through tanh (s_0 = tanh(W_s ←h_1)); an LSTM's memory cell c unsquashed."""
         chunks = bridged.chunk(self.num_layers * self.state_parts, dim=-1)
         layers = [chunks[i : i + self.state_parts] for i in range(0, len(chunks), self.state_parts)]
         return tuple(layer_state((torch.tanh(parts[0]), *parts[1:])) for parts in layers)
 
-    def _as_hx(self, cells: Cells):
+    def _as_hx(self, stack: StackState):
         """A stack's state as the module's call takes it: (layers, B, H), or a tuple of those."""
         if self.state_parts == 1:
-            return torch.stack(cells, 0)
-        return tuple(torch.stack(parts, 0) for parts in zip(*cells))
+            return torch.stack(stack, 0)
+        return tuple(torch.stack(parts, 0) for parts in zip(*stack))
 
-    def _from_hx(self, hx) -> Cells:
+    def _from_hx(self, hx) -> StackState:
         if self.state_parts == 1:
             return tuple(hx.unbind(0))
         return tuple(zip(*(part.unbind(0) for part in hx)))
@@ -126,35 +126,35 @@ class RecurrentCell:
         """The module's dropout between stacked layers (training only), as its sequence call applies it."""
         return F.dropout(hidden, self.dropout, self.training) if self.dropout else hidden
 
-    def reference_step(self, inputs: torch.Tensor, cells: Cells) -> Cells:
+    def advance_reference(self, inputs: torch.Tensor, stack: StackState) -> StackState:
         """The plain model: each layer's cell on its whole input (B, in) -> the stack's new state."""
         new = []
-        for layer, state in enumerate(cells):
+        for layer, state in enumerate(stack):
             if layer > 0:
                 inputs = self.between_layers(self.output(new[-1]))
             new.append(run_in_float32(self.reference_cell, inputs, layer_parts(state), *self.layer_weights(layer)))
         return tuple(new)
 
-    def layer_step(self, input_gates: torch.Tensor, state: State, layer: int) -> State:
+    def advance_layer(self, input_gates: torch.Tensor, state: LayerState, layer: int) -> LayerState:
         """One layer's kernel on precomputed input gates, in float32 under autocast."""
         _, weight_hh, _, bias_hh = self.layer_weights(layer)
         return run_in_float32(self.kernel, input_gates, weight_hh, bias_hh, *layer_parts(state))
 
-    def fast_step(self, input_gates: torch.Tensor, cells: Cells) -> Cells:
+    def advance(self, input_gates: torch.Tensor, stack: StackState) -> StackState:
         """The fast path: layer 0 on its given input gates (B, gates·H), the layers above on the
         output below -> the stack's new state."""
-        new = [self.layer_step(input_gates, cells[0], 0)]
-        for layer in range(1, len(cells)):
+        new = [self.advance_layer(input_gates, stack[0], 0)]
+        for layer in range(1, len(stack)):
             weight_ih, _, bias_ih, _ = self.layer_weights(layer)
             below = self.between_layers(self.output(new[-1]))
             gates = run_in_float32(F.linear, below, weight_ih, bias_ih)
-            new.append(self.layer_step(gates, cells[layer], layer))
+            new.append(self.advance_layer(gates, stack[layer], layer))
         return tuple(new)
 
-    def sequence(self, inputs: torch.Tensor, cells: Cells) -> tuple[torch.Tensor, Cells]:
+    def sequence(self, inputs: torch.Tensor, stack: StackState) -> tuple[torch.Tensor, StackState]:
         """All steps at once (the module's call: cuDNN on a GPU): inputs (B, T, in) and the
         stack's state -> the top layer's outputs (B, T, H) and the final state. Float32 under autocast."""
-        outputs, hx = run_in_float32(self, inputs, self._as_hx(cells))
+        outputs, hx = run_in_float32(self, inputs, self._as_hx(stack))
         return outputs, self._from_hx(hx)
 
     def final_output(self, final) -> torch.Tensor:
@@ -168,7 +168,7 @@ class RecurrentCell:
         return self.sequence_op(inputs, initial, self.layer_weights(layer, suffix), self.training, 0.0)[0]
 
 
-class GRU(RecurrentCell, nn.GRU):
+class GRU(RecurrentStack, nn.GRU):
     """Cho et al. (2014): r = σ(W_r x + U_r h), z = σ(W_z x + U_z h), n = tanh(W_n x + r ⊙ U_n h),
     h' = (1 − z) ⊙ n + z ⊙ h (PyTorch's gate order r, z, n and bias placement)."""
 
@@ -193,7 +193,7 @@ class GRU(RecurrentCell, nn.GRU):
         return torch.gru(inputs, initial, weights, True, 1, dropout, training, False, True)
 
 
-class LSTM(RecurrentCell, nn.LSTM):
+class LSTM(RecurrentStack, nn.LSTM):
     """Hochreiter & Schmidhuber (1997), with a forget gate: i, f, o = σ(W x + U h), g = tanh(W_g x + U_g h),
     c' = f ⊙ c + i ⊙ g, h' = o ⊙ tanh(c') (PyTorch's gate order i, f, g, o). State (h, c)."""
 
@@ -217,7 +217,7 @@ class LSTM(RecurrentCell, nn.LSTM):
 
 
 # The registry: model.rnn's allowed values are its keys.
-CELLS: dict[str, type[RecurrentCell]] = {"gru": GRU, "lstm": LSTM}
+CELLS: dict[str, type[RecurrentStack]] = {"gru": GRU, "lstm": LSTM}
 
 
 def build_cell(name: str, input_size: int, hidden_size: int, layers: int, dropout: float, bidirectional=False):

@@ -14,11 +14,11 @@ next step's input)::
 
 Both end in p(y_t) = softmax(W_o dropout(o_t)). RNN is the cell ``model.rnn`` names (a GRU,
 or an LSTM whose state is (h, c): ``nmt/model/cells.py``), ``model.decoder_layers`` of it
-stacked; s_t and h_t are its top layer's h, the state the attention reads. ``step`` is exactly
+stacked; s_t and h_t are its top layer's h, the state the attention reads. ``reference_step`` is exactly
 these equations, one target position at a time: the plain model.
 
-Training and search run **one fast path** with the same outputs (tested against ``step``):
-``loop_step`` is each order's step body on precomputed input gates — the embedding half of
+Training and search run **one fast path** with the same outputs (tested against ``reference_step``):
+``step_body`` is each order's step body on precomputed input gates — the embedding half of
 the cell's input projection, for all steps in training and from a per-vocabulary table in
 search (``nmt/model/fast.py``) — and ``AttentionDecoder`` runs it in the teacher-forced loop
 and in search alike, with the output layer once after the loop. Without input feeding the
@@ -35,7 +35,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.model.attention import ATTENTIONS, build_attention
-from nmt.model.cells import Cells, build_cell, layer_parts, select_rows
+from nmt.model.cells import StackState, build_cell, layer_parts, select_rows
 from nmt.model.dropout import Dropout
 from nmt.model.fast import InputGateTable
 from nmt.tokenizer import PAD_ID
@@ -56,18 +56,18 @@ class Memory:
 
 @dataclass
 class DecoderState:
-    cells: Cells  # the cell stack's state after step t-1, bottom layer first: h, or (h, c) per layer
-    step: int = 0  # index t of the next step (local windows need it)
+    stack: StackState  # the cell stack's state after step t-1, bottom layer first: h, or (h, c) per layer
+    position: int = 0  # t of the next step (local windows need it)
     feed: torch.Tensor | None = None  # (B, output_dim): h̃_{t-1}, with input feeding
 
     @property
     def hidden(self) -> torch.Tensor:
         """s_{t-1} / h_{t-1} (B, decoder_hidden): the top layer's h."""
-        return layer_parts(self.cells[-1])[0]
+        return layer_parts(self.stack[-1])[0]
 
     def select(self, index: torch.Tensor) -> DecoderState:
         feed = None if self.feed is None else self.feed.index_select(0, index)
-        return DecoderState(select_rows(self.cells, index), self.step, feed)
+        return DecoderState(select_rows(self.stack, index), self.position, feed)
 
 
 StepOutput = tuple[torch.Tensor, ...]  # what one step hands to ``features``: Bahdanau (s_t, c_t), Luong (h̃_t,)
@@ -75,9 +75,9 @@ StepOutput = tuple[torch.Tensor, ...]  # what one step hands to ``features``: Ba
 
 class AttentionDecoder(nn.Module):
     """What both orders share: embeddings, the cell stack, attention, the output layer, and
-    the fast path's loops (teacher-forced training and search run the same ``loop_step``).
+    the fast path's loops (teacher-forced training and search run the same ``step_body``).
 
-    Subclasses give the plain ``step`` (the paper's equations), the fast ``loop_step`` and
+    Subclasses give the plain ``reference_step`` (the paper's equations), the fast ``step_body`` and
     ``features`` (the output features o_t from what the steps returned).
     """
 
@@ -123,7 +123,7 @@ class AttentionDecoder(nn.Module):
         """Logits of the next token: W_o dropout(o_t) (..., output_dim) -> (..., V)."""
         return self.output(self.project(self.dropout(features)))
 
-    def step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
+    def reference_step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
         """The plain model, one target position: prev_tokens (B,) -> logits (B, V), new state,
         attention weights (B, S)."""
         raise NotImplementedError
@@ -136,14 +136,14 @@ class AttentionDecoder(nn.Module):
         """
         if teacher_forcing >= 1.0:
             return self.teacher_forced(tgt_in, state, memory)
-        return self.step_by_step(tgt_in, state, memory, teacher_forcing)
+        return self.scheduled_sampling(tgt_in, state, memory, teacher_forcing)
 
-    def step_by_step(self, tgt_in, state: DecoderState, memory: Memory, teacher_forcing: float):
-        """One ``fast_step`` per target position, exactly as search runs it."""
+    def scheduled_sampling(self, tgt_in, state: DecoderState, memory: Memory, teacher_forcing: float):
+        """One ``step`` per target position, exactly as search runs it."""
         prev = tgt_in[:, 0]
         step_logits, attn = [], []
         for t in range(tgt_in.size(1)):  # (integer token ids: slicing them costs no gradient)
-            logits, state, weights = self.fast_step(prev, state, memory)
+            logits, state, weights = self.step(prev, state, memory)
             step_logits.append(logits)
             attn.append(weights)
             if t + 1 < tgt_in.size(1):
@@ -153,9 +153,9 @@ class AttentionDecoder(nn.Module):
                     prev = torch.where(use_gold, prev, logits.argmax(-1))
         return torch.stack(step_logits, 1), torch.stack(attn, 1)
 
-    # ---- the fast path: the same outputs as ``step`` (tests/test_fast_path.py) ----
+    # ---- the fast path: the same outputs as ``reference_step`` (tests/test_fast_path.py) ----
 
-    def loop_step(self, input_gates, rest_weight, cells: Cells, feed, memory: Memory, t: int):
+    def step_body(self, input_gates, rest_weight, stack: StackState, feed, memory: Memory, t: int):
         """One step on precomputed gates: input_gates (B, gates·H) = W_ie E y_{t-1} + b_ih, W_ir
         the weights of the rest of the cell's input, the stack's state, h̃_{t-1} (or None) ->
         (new stack state, the step's outputs for ``features``, attention weights (B, S)).
@@ -163,7 +163,7 @@ class AttentionDecoder(nn.Module):
         raise NotImplementedError
 
     def features(self, outputs: StepOutput, embedded: torch.Tensor) -> torch.Tensor:
-        """o_t (..., output_dim) from ``loop_step``'s outputs and E y_{t-1} (..., E), for one
+        """o_t (..., output_dim) from ``step_body``'s outputs and E y_{t-1} (..., E), for one
         step or stacked over all steps."""
         raise NotImplementedError
 
@@ -173,25 +173,27 @@ class AttentionDecoder(nn.Module):
         run once over all steps, outside the loop."""
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         input_gates, rest_weight = self.rnn.split_input(embedded)  # (B, T, gates·H)
-        cells, feed = state.cells, state.feed
+        stack, feed = state.stack, state.feed
         outputs, attn = [], []
         # unbind once: indexing [:, t] in the loop would zero-fill a (B, T, gates·H) gradient every step
         for t, step_gates in enumerate(input_gates.unbind(1)):
-            cells, output, weights = self.loop_step(step_gates, rest_weight, cells, feed, memory, t)
+            stack, output, weights = self.step_body(step_gates, rest_weight, stack, feed, memory, t)
             feed = output[0] if self.input_feeding else None
             outputs.append(output)
             attn.append(weights)
         stacked = tuple(torch.stack(parts, 1) for parts in zip(*outputs))  # each (B, T, ...)
         return self.readout(self.features(stacked, embedded)), torch.stack(attn, 1)
 
-    def fast_step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
-        """``step`` on the fast path (what search runs): the input gates of y_{t-1} come from a
+    def step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
+        """``reference_step`` on the fast path (what search runs): the input gates of y_{t-1} come from a
         per-vocabulary table in inference."""
         embedded = self.dropout(self.embedding(prev_tokens))
         input_gates, rest_weight = self.token_gates(prev_tokens, embedded)
-        cells, output, weights = self.loop_step(input_gates, rest_weight, state.cells, state.feed, memory, state.step)
+        stack, output, weights = self.step_body(
+            input_gates, rest_weight, state.stack, state.feed, memory, state.position
+        )
         feed = output[0] if self.input_feeding else None
-        return self.readout(self.features(output, embedded)), DecoderState(cells, state.step + 1, feed), weights
+        return self.readout(self.features(output, embedded)), DecoderState(stack, state.position + 1, feed), weights
 
     def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(W_ie E y + b_ih (B, gates·H), W_ir): a matmul in training, a table lookup in inference."""
@@ -213,19 +215,19 @@ class BahdanauDecoder(AttentionDecoder):
         super().__init__(config, vocab_size, enc_dim, rnn_input=config.embed_dim + enc_dim)
         self.pre_output = nn.Linear(config.decoder_hidden + enc_dim + config.embed_dim, config.output_dim)  # L_o
 
-    def step(self, prev_tokens, state, memory):
+    def reference_step(self, prev_tokens, state, memory):
         embedded = self.dropout(self.embedding(prev_tokens))  # E y_{t-1} (B, E)
-        context, weights = self.attend(state.hidden, memory, state.step)  # c_t, queried by s_{t-1}
-        cells = self.rnn.reference_step(torch.cat([embedded, context], dim=-1), state.cells)
-        hidden = self.rnn.output(cells[-1])  # s_t
+        context, weights = self.attend(state.hidden, memory, state.position)  # c_t, queried by s_{t-1}
+        stack = self.rnn.advance_reference(torch.cat([embedded, context], dim=-1), state.stack)
+        hidden = self.rnn.output(stack[-1])  # s_t
         features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))  # o_t
-        return self.readout(features), DecoderState(cells, state.step + 1), weights
+        return self.readout(features), DecoderState(stack, state.position + 1), weights
 
-    def loop_step(self, input_gates, rest_weight, cells, feed, memory, t):
-        """Attention queried by s_{t-1}, then the cells on [E y_{t-1}; c_t]."""
-        context, weights = self.attend(self.rnn.output(cells[-1]), memory, t)
-        cells = self.rnn.fast_step(input_gates + self.rnn.rest_gates(context, rest_weight), cells)
-        return cells, (self.rnn.output(cells[-1]), context), weights
+    def step_body(self, input_gates, rest_weight, stack, feed, memory, t):
+        """Attention queried by s_{t-1}, then the stack on [E y_{t-1}; c_t]."""
+        context, weights = self.attend(self.rnn.output(stack[-1]), memory, t)
+        stack = self.rnn.advance(input_gates + self.rnn.rest_gates(context, rest_weight), stack)
+        return stack, (self.rnn.output(stack[-1]), context), weights
 
     def features(self, outputs, embedded):
         hidden, context = outputs
@@ -248,24 +250,24 @@ class LuongDecoder(AttentionDecoder):
         state.feed = bridged.new_zeros(bridged.size(0), self.output_dim) if self.input_feeding else None
         return state
 
-    def step(self, prev_tokens, state, memory):
+    def reference_step(self, prev_tokens, state, memory):
         embedded = self.dropout(self.embedding(prev_tokens))  # E y_{t-1} (B, E)
         rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
-        cells = self.rnn.reference_step(rnn_input, state.cells)
-        hidden = self.rnn.output(cells[-1])  # h_t
-        context, weights = self.attend(hidden, memory, state.step)  # c_t, queried by h_t
+        stack = self.rnn.advance_reference(rnn_input, state.stack)
+        hidden = self.rnn.output(stack[-1])  # h_t
+        context, weights = self.attend(hidden, memory, state.position)  # c_t, queried by h_t
         attentional = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
         feed = attentional if self.input_feeding else None
-        return self.readout(attentional), DecoderState(cells, state.step + 1, feed), weights
+        return self.readout(attentional), DecoderState(stack, state.position + 1, feed), weights
 
-    def loop_step(self, input_gates, rest_weight, cells, feed, memory, t):
-        """The cells on [E y_{t-1}; h̃_{t-1}] (without input feeding ``feed`` is None: on
+    def step_body(self, input_gates, rest_weight, stack, feed, memory, t):
+        """The stack on [E y_{t-1}; h̃_{t-1}] (without input feeding ``feed`` is None: on
         E y_{t-1} alone), attention queried by h_t, h̃_t."""
         gates = input_gates if feed is None else input_gates + self.rnn.rest_gates(feed, rest_weight)
-        cells = self.rnn.fast_step(gates, cells)
-        hidden = self.rnn.output(cells[-1])
+        stack = self.rnn.advance(gates, stack)
+        hidden = self.rnn.output(stack[-1])
         context, weights = self.attend(hidden, memory, t)
-        return cells, (torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))),), weights  # h̃_t
+        return stack, (torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))),), weights  # h̃_t
 
     def features(self, outputs, embedded):
         return outputs[0]  # h̃_t
@@ -276,14 +278,14 @@ class LuongDecoder(AttentionDecoder):
         if self.input_feeding:
             return super().teacher_forced(tgt_in, state, memory)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
-        hiddens, _ = self.rnn.sequence(embedded, state.cells)  # (B, T, hidden)
+        hiddens, _ = self.rnn.sequence(embedded, state.stack)  # (B, T, hidden)
         steps = torch.arange(tgt_in.size(1), device=tgt_in.device)
         contexts, weights = self.attention(hiddens, memory.keys, memory.enc_outputs, memory.mask, steps)
         attentional = torch.tanh(self.combine(torch.cat([contexts, hiddens], dim=-1)))  # (B, T, output_dim)
         return self.readout(attentional), weights
 
 
-DECODERS = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}
+DECODERS = {"attend-then-recur": BahdanauDecoder, "recur-then-attend": LuongDecoder}
 
 
 def build_decoder(config: ModelConfig, vocab_size: int, enc_dim: int) -> AttentionDecoder:

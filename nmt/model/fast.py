@@ -7,7 +7,7 @@ Every piece here has an equivalence test against the plain computation it replac
   half of its input gates, W_ie E y_{t-1} + b_ih, does not depend on the recurrence.
   Teacher-forced loops compute it for all steps in one matrix product (``split_input_gates``);
   search looks it up in a per-vocabulary table (``InputGateTable``). Each step then adds only
-  W_io other_t and runs the cell's gate math (``RecurrentCell.layer_step``, nmt/model/cells.py).
+  W_io other_t and runs the cell's gate math (``RecurrentStack.advance_layer``, nmt/model/cells.py).
 * **Padded bidirectional encoder** (``model.rnn_input: padded``): one cuDNN call per
   direction over the padded batch, each sentence reversed within its length, instead of
   packed sequences.
@@ -86,7 +86,7 @@ def reverse_within_lengths(lengths: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def padded_birnn(rnn, embedded: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``rnn`` (a bidirectional, batch-first ``RecurrentCell``) over padded (B, S, E) without
+    """``rnn`` (a bidirectional, batch-first ``RecurrentStack``) over padded (B, S, E) without
     packing -> outputs (B, S, 2H) with zeros at padding, and ←h_1 (B, H) of the top layer. The
     backward direction reads every sentence reversed within its length, so it too starts at the
     last real token. No packing, and cuDNN may use its persistent kernels, which it never does
@@ -109,7 +109,7 @@ def padded_birnn(rnn, embedded: torch.Tensor, lengths: torch.Tensor) -> tuple[to
 
 def flatten_per_direction(rnn) -> None:
     """On a CUDA GPU, give each direction of each layer of ``rnn`` (a bidirectional
-    ``RecurrentCell``) its own contiguous cuDNN weight buffer, as a one-layer unidirectional
+    ``RecurrentStack``) its own contiguous cuDNN weight buffer, as a one-layer unidirectional
     module has it: ``padded_birnn`` calls cuDNN one direction at a time, and weights in the
     middle of the module's one bidirectional buffer would be copied (with a warning) on every
     call. A no-op elsewhere, and once done (the module flattens its own layout again when
@@ -129,7 +129,7 @@ def flatten_per_direction(rnn) -> None:
 
 
 def compile_step_body(decoder: nn.Module, mode: str, backend: str = "inductor") -> None:
-    """``torch.compile`` the decoder's ``loop_step``, the per-step body of its teacher-forced
+    """``torch.compile`` the decoder's ``step_body``, the per-step body of its teacher-forced
     loop and of search, as one graph (shapes and the step number dynamic: no recompilation per
     sentence length; mode ``reduce-overhead`` adds CUDA graphs)."""
     if os.environ.get("ATEN_CPU_CAPABILITY") == "default":
@@ -139,14 +139,14 @@ def compile_step_body(decoder: nn.Module, mode: str, backend: str = "inductor") 
 
         inductor.cpp.simdlen = 1
     compiled = torch.compile(
-        decoder.loop_step, mode=mode if backend == "inductor" else None, dynamic=True, backend=backend
+        decoder.step_body, mode=mode if backend == "inductor" else None, dynamic=True, backend=backend
     )
 
-    def loop_step(*args):
+    def step_body(*args):
         # Dynamo will not trace through an nn.GRU / nn.LSTM by default and breaks the step into
         # pieces around every use of the cell; the step only reads the cell's weights and calls
         # its one-step kernel (never the module's own forward), which traces into one graph.
         with torch._dynamo.config.patch(allow_rnn=True):
             return compiled(*args)
 
-    decoder.loop_step = loop_step
+    decoder.step_body = step_body

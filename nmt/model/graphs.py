@@ -38,7 +38,7 @@ def state_names(config: ModelConfig) -> list[str]:
 
 def flatten_state(state: DecoderState) -> list[torch.Tensor]:
     """A DecoderState's tensors in ``state_names`` order (its step is not among them)."""
-    flat = [part for layer in state.cells for part in layer_parts(layer)]
+    flat = [part for layer in state.stack for part in layer_parts(layer)]
     return flat + ([state.feed] if state.feed is not None else [])
 
 
@@ -76,7 +76,7 @@ class DecoderStepGraph(nn.Module):
         embedded = decoder.embedding(prev_tokens)  # (B, E); dropout is off in inference
         input_gates, rest_weight = decoder.rnn.split_input(embedded)  # (B, gates·H)
         memory = Memory(enc_outputs, keys, mask)
-        cells, output, weights = decoder.loop_step(input_gates, rest_weight, current.cells, current.feed, memory, step)
+        cells, output, weights = decoder.step_body(input_gates, rest_weight, current.stack, current.feed, memory, step)
         feed = output[0] if decoder.input_feeding else None
         logits = decoder.readout(decoder.features(output, embedded))
         return (logits.float(), weights, *flatten_state(DecoderState(cells, 0, feed)))

@@ -27,7 +27,7 @@ class Seq2Seq(nn.Module):
         # Bridge (Bahdanau et al., A.2.2): s_0 = tanh(W_s ←h_1); with bridge "both",
         # s_0 = tanh(W_s [→h_S; ←h_1]): each direction's summary of the whole sentence. One
         # projection gives every decoder layer its state, an LSTM's memory cell c_0 included
-        # (``RecurrentCell.initial_state``), as Sutskever et al. and Luong et al. start the
+        # (``RecurrentStack.initial_state``), as Sutskever et al. and Luong et al. start the
         # decoder from the encoder's final (h, c): here through W_s, the encoder being bidirectional.
         bridge_width = config.encoder_hidden * (2 if config.bridge == "both" else 1)
         state_width = config.decoder_hidden * config.decoder_layers * CELLS[config.rnn].state_parts
@@ -54,7 +54,7 @@ class Seq2Seq(nn.Module):
         """prev_tokens (B,) -> logits (B, V) of the next token (float32), new state, attention (B, S).
 
         Logits, not log-probabilities: search normalises only what it keeps (see ``nmt.search``)."""
-        logits, state, weights = self.decoder.fast_step(prev_tokens, state, memory)
+        logits, state, weights = self.decoder.step(prev_tokens, state, memory)
         return logits.float(), state, weights
 
     def forward(

@@ -225,7 +225,7 @@ class Api:
         return JSONResponse({**result, "model": model.name})
 
     async def timeline(self, request: Request) -> JSONResponse:
-        """GET /api/timeline?model=NAME: the probe sentences' attention at every validation."""
+        """GET /api/timeline?model=NAME: the probe sentences' attention at every epoch's validation."""
         model = self.pick(request.query_params.get("model"))
         return JSONResponse({"entries": await run_in_threadpool(model.timeline), "model": model.name})
 

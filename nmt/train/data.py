@@ -18,7 +18,7 @@ from nmt.fileio import read_lines
 from nmt.paths import prepared_paths
 from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.train.distributed import Distributed
-from nmt.train.schedule import epoch_seeds
+from nmt.train.schedule import epoch_seeds, joined_pairs_seed
 from nmt.train.state import STOP_SIGNALS
 
 
@@ -78,23 +78,71 @@ def within_length(examples: list[Example], max_len: int) -> list[Example]:
 
 def epoch_examples(data: TrainData, src_tok: Tokenizer, tgt_tok: Tokenizer, cfg: TrainConfig, epoch: int):
     """The training pairs of ``epoch``: as prepared, or with ``train.subword_sampling`` each side
-    segmented afresh, seeded by (train.seed, epoch) so that a resumed epoch gets the same pairs."""
-    if not cfg.subword_sampling:
-        return data.train
-    src_seed, tgt_seed = epoch_seeds(cfg, epoch)
-    src_lines, tgt_lines = data.train_text
-    sampled = zip(src_tok.sample(src_lines, cfg.subword_sampling, src_seed),
-                  tgt_tok.sample(tgt_lines, cfg.subword_sampling, tgt_seed))  # fmt: skip
-    return within_length([Example(s, t) for s, t in sampled], cfg.max_len)
+    segmented afresh; with ``train.concat_pairs`` joined pairs after them. Seeded by
+    (train.seed, epoch), so that a resumed epoch gets the same pairs."""
+    examples = data.train
+    if cfg.subword_sampling:
+        src_seed, tgt_seed = epoch_seeds(cfg, epoch)
+        src_lines, tgt_lines = data.train_text
+        sampled = zip(src_tok.sample(src_lines, cfg.subword_sampling, src_seed),
+                      tgt_tok.sample(tgt_lines, cfg.subword_sampling, tgt_seed))  # fmt: skip
+        examples = within_length([Example(s, t) for s, t in sampled], cfg.max_len)
+    if cfg.concat_pairs:
+        examples = JoinedPairs.drawn(examples, cfg.concat_pairs, cfg.max_len, joined_pairs_seed(cfg, epoch))
+    return examples
+
+
+def side_lengths(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
+    """(source lengths, target lengths) of every example, without <eos>."""
+    if isinstance(examples, (ShardPairs, JoinedPairs)):
+        return examples.lengths()
+    return np.array([len(ex.src_ids) for ex in examples]), np.array([len(ex.tgt_ids) for ex in examples])
+
+
+class JoinedPairs(Sequence):
+    """The training pairs, then more made of two of them joined, source to source and target to
+    target (``train.concat_pairs``: Kondo et al., 2021, "Sentence concatenation approach to data
+    augmentation for NMT"): pairs as long as two sentences, and sentences in a context they
+    were not seen in. Built lazily from index pairs, so a memory-mapped corpus stays mapped."""
+
+    def __init__(self, base: Sequence[Example], joined: np.ndarray):
+        self.base, self.joined = base, joined  # joined: (N, 2) indices into base
+
+    @classmethod
+    def drawn(cls, base: Sequence[Example], share: float, max_len: int, seed: int) -> JoinedPairs:
+        """``share`` x len(base) joined pairs of two distinct random pairs whose joined sides
+        both fit in ``max_len`` (fewer when too few do)."""
+        wanted = round(share * len(base))
+        src, tgt = side_lengths(base)
+        rng = np.random.default_rng(seed)
+        chosen = np.empty((0, 2), dtype=np.int64)
+        for _ in range(8):  # draws that do not fit are drawn again
+            if len(chosen) >= wanted or len(base) < 2:
+                break
+            pairs = rng.integers(0, len(base), size=(2 * wanted, 2))
+            fits = (pairs[:, 0] != pairs[:, 1]) & (src[pairs].sum(1) <= max_len) & (tgt[pairs].sum(1) <= max_len)
+            chosen = np.concatenate([chosen, pairs[fits]])
+        return cls(base, chosen[:wanted])
+
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        src, tgt = side_lengths(self.base)
+        return np.concatenate([src, src[self.joined].sum(1)]), np.concatenate([tgt, tgt[self.joined].sum(1)])
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.joined)
+
+    def __getitem__(self, index: int) -> Example:
+        if index < len(self.base):
+            return self.base[index]
+        first, second = (self.base[int(i)] for i in self.joined[index - len(self.base)])
+        return Example(first.src_ids + second.src_ids, first.tgt_ids + second.tgt_ids)
 
 
 def batch_lengths(examples: Sequence[Example]) -> list[int]:
     """The padded length each example needs: its longer side plus <eos>/<bos> (from the
     shards' offsets alone when the examples are memory-mapped)."""
-    if isinstance(examples, ShardPairs):
-        src, tgt = examples.lengths()
-        return (np.maximum(src, tgt) + 1).tolist()
-    return [max(len(ex.src_ids), len(ex.tgt_ids)) + 1 for ex in examples]
+    src, tgt = side_lengths(examples)
+    return (np.maximum(src, tgt) + 1).tolist()
 
 
 def epoch_batches(

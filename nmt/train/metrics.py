@@ -1,5 +1,6 @@
 """``<run_dir>/metrics.jsonl``: one JSON record per validation (epoch, step, losses, dev BLEU
-and chrF, learning rate, tokens/s, gradient norm, times). Written by training, read by
+and chrF, learning rate, tokens/s, gradient norm, times, whether it was the best so far;
+``epochs`` and ``mid_epoch`` or ``partial`` on a validation inside an epoch). Written by training, read by
 ``nmt plot``, the end-of-training summary and experiment scripts."""
 
 from __future__ import annotations
@@ -10,6 +11,13 @@ from pathlib import Path
 
 from nmt.errors import NmtError
 from nmt.fileio import write_lines_atomic
+from nmt.train.state import Progress
+
+
+def epochs_trained(record: dict) -> float:
+    """The epochs trained when a record was taken: 3 at the end of the third, 2.4 inside the
+    third (train.validate_every, or a validation the time budget forced)."""
+    return record.get("epochs", record["epoch"])
 
 
 class MetricsFile:
@@ -40,10 +48,16 @@ class MetricsFile:
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 
-    def trim(self, last_epoch: int) -> None:
-        """On resume: drop the records of epochs the checkpoint does not include."""
+    def trim(self, progress: Progress) -> None:
+        """On resume: drop the records the checkpoint resumed does not include (validations after
+        its step, and one the budget forced inside the epoch it goes on with: that epoch's end
+        is validated again)."""
         if self.path.is_file():
-            write_lines_atomic(self.path, (json.dumps(r) for r in self.read() if r["epoch"] <= last_epoch))
+            kept = (
+                r for r in self.read()
+                if r["step"] <= progress.step and not (r.get("partial") and r["epoch"] > progress.epoch)
+            )  # fmt: skip
+            write_lines_atomic(self.path, (json.dumps(r) for r in kept))
 
     def reset(self) -> None:
         """A new run starts without the records of an old one."""

@@ -2,11 +2,12 @@
 the same settings, in a resumed run too. The training loop calls ``step_settings`` once per
 step and ``epoch_seeds`` once per epoch; nothing else decides these.
 
-* the learning rate of ``train.lr_schedule: budget``: a function of the share of the run spent
-  (of train.epochs, or of the time budget, whichever is further along). The plateau schedule
-  is not one: it follows dev BLEU and steps at validation (``ReduceLROnPlateau``);
+* the learning rate: ``learning_rate``, the one function that sets it (as nanoGPT's
+  ``get_lr``). ``train.lr_schedule: budget`` makes it a function of the share of the run spent;
+  ``plateau`` of the number of times dev BLEU has stalled so far (``Progress.note_validation``
+  counts them: part of where the run is);
 * word dropout: ``train.word_dropout`` at every step;
-* subword sampling: each epoch's segmentation seeds, from (train.seed, epoch).
+* subword sampling and joined pairs: each epoch's seeds, from (train.seed, epoch).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nmt.config import TrainConfig
-from nmt.train.optim import budget_learning_rate
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class RunPosition:
     batch: int  # 1-based, within the epoch
     epoch_length: int  # batches in the epoch
     seconds_spent: float = 0.0  # of the time budget (train.max_minutes), earlier sessions included
+    lr_reductions: int = 0  # times the plateau schedule has lowered the learning rate so far
 
     def share_spent(self, cfg: TrainConfig) -> float:
         """The share of the run spent before this batch: of train.epochs, or of the time
@@ -33,21 +34,38 @@ class RunPosition:
         return share
 
 
+def learning_rate(cfg: TrainConfig, position: RunPosition) -> float:
+    """The learning rate of the step at ``position``.
+
+    * ``budget``: ``train.learning_rate`` for the first ``train.lr_hold`` of the run, then a
+      linear fall to ``train.min_lr`` at its end (linear decay suits a known budget best among
+      the schedules compared by Li et al., 2020, "Budgeted Training");
+    * ``plateau``: ``train.learning_rate`` times ``train.lr_factor`` for each time dev BLEU
+      stalled for more than ``train.lr_patience`` validations, never below ``train.min_lr``.
+    """
+    if cfg.lr_schedule == "budget":
+        decayed = (min(1.0, position.share_spent(cfg)) - cfg.lr_hold) / (1.0 - cfg.lr_hold)
+        return max(cfg.min_lr, cfg.learning_rate * (1.0 - max(0.0, decayed)))
+    return max(cfg.min_lr, cfg.learning_rate * cfg.lr_factor**position.lr_reductions)
+
+
 @dataclass(frozen=True)
 class StepSettings:
-    learning_rate: float | None  # None: the plateau schedule owns it
+    learning_rate: float
     word_dropout: float  # probability of replacing an input token by <unk>
 
 
 def step_settings(cfg: TrainConfig, position: RunPosition) -> StepSettings:
     """The settings of the step at ``position``."""
-    learning_rate = None
-    if cfg.lr_schedule == "budget":
-        learning_rate = budget_learning_rate(cfg.learning_rate, cfg.min_lr, position.share_spent(cfg), cfg.lr_hold)
-    return StepSettings(learning_rate, cfg.word_dropout)
+    return StepSettings(learning_rate(cfg, position), cfg.word_dropout)
 
 
 def epoch_seeds(cfg: TrainConfig, epoch: int) -> tuple[int, int]:
     """The seeds of ``epoch``'s subword sampling, (source, target)."""
     seed = cfg.seed * 1000 + epoch
     return seed, seed + 500
+
+
+def joined_pairs_seed(cfg: TrainConfig, epoch: int) -> int:
+    """The seed of ``epoch``'s joined pairs (train.concat_pairs)."""
+    return cfg.seed * 1000 + epoch + 250

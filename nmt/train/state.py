@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from nmt.config import TrainConfig
 from nmt.errors import NmtError
 
 
@@ -19,13 +20,16 @@ class Progress:
     epoch: int = 0  # epochs completed
     step: int = 0  # optimizer updates done
     best_bleu: float = -1.0
-    best_epoch: int = 0
-    bad_epochs: int = 0  # validations since the last improvement
+    best_epoch: int = 0  # the epoch the best validation fell in (a partial one counts)
+    best_step: int = 0  # and the update it followed
+    bad_epochs: int = 0  # validations since the last improvement (early stopping counts them)
+    lr_stalled: int = 0  # plateau schedule: validations since the last improvement or reduction
+    lr_reductions: int = 0  # plateau schedule: times the learning rate was lowered
     train_seconds: float = 0.0  # time spent in training epochs (validation excluded)
     elapsed_seconds: float = 0.0  # wall clock spent in training runs, validation and checkpoints included
-    stopped_early: bool = False
+    stop_reason: str = ""  # why a callback (early stopping, a pruner) ended the run; "" while it goes on
     nonfinite_steps: int = 0  # updates skipped for a non-finite loss or gradient
-    # Inside an unfinished epoch (checkpoints every N steps, or a stop by signal):
+    # Inside an unfinished epoch (checkpoints every N steps, validation every N steps, a stop by signal):
     batch_in_epoch: int = 0  # batches of epoch + 1 already done
     epoch_loss: float = 0.0  # their summed loss
     epoch_tokens: int = 0  # and target tokens
@@ -33,28 +37,35 @@ class Progress:
     epoch_world: int = 1  # processes the epoch's batches were built for
     epoch_done: list = field(default_factory=list)  # [processes, batches] trained before the number changed
 
-    def end_epoch(self, epoch: int, dev_bleu: float, patience: int) -> bool:
-        """Count epoch ``epoch`` as done with ``dev_bleu``; whether it is the best so far.
-        Early stopping after ``patience`` epochs without a better one (never with 0)."""
+    @classmethod
+    def from_dict(cls, saved: dict) -> Progress:
+        """A checkpoint's progress; older checkpoints said ``stopped_early`` where the reason now stands."""
+        saved = dict(saved)
+        if saved.pop("stopped_early", False):
+            saved.setdefault("stop_reason", "no dev BLEU gain (early stopping)")
+        return cls(**saved)
+
+    def note_validation(self, epoch: int, dev_bleu: float, cfg: TrainConfig, counts: bool = True) -> bool:
+        """A validation inside (or at the end of) epoch ``epoch`` scored ``dev_bleu``; whether it is
+        the best so far. ``counts``: it counts towards early stopping's patience and the plateau
+        schedule (not so a validation the time budget forced inside an epoch: a resumed run
+        validates that epoch's end)."""
         improved = dev_bleu > self.best_bleu
+        if improved:
+            self.best_bleu, self.best_epoch, self.best_step = dev_bleu, epoch, self.step
+        if not counts:
+            return improved
+        self.bad_epochs = 0 if improved else self.bad_epochs + 1
+        if cfg.lr_schedule == "plateau":
+            self.lr_stalled = 0 if improved else self.lr_stalled + 1
+            if self.lr_stalled > cfg.lr_patience:  # as torch's ReduceLROnPlateau: after patience + 1 stalls
+                self.lr_reductions, self.lr_stalled = self.lr_reductions + 1, 0
+        return improved
+
+    def finish_epoch(self, epoch: int, seconds: float) -> None:
+        """Epoch ``epoch`` is complete (``seconds`` of training): nothing of it is unfinished any more."""
         self.epoch = epoch
-        if improved:
-            self.best_bleu, self.best_epoch, self.bad_epochs = dev_bleu, epoch, 0
-        else:
-            self.bad_epochs += 1
-            self.stopped_early = 0 < patience <= self.bad_epochs
-        return improved
-
-    def note_partial_epoch(self, epoch: int, dev_bleu: float) -> bool:
-        """A budget ended epoch ``epoch`` early: it may still be the best so far (its position
-        stays, so a resumed run finishes the epoch)."""
-        improved = dev_bleu > self.best_bleu
-        if improved:
-            self.best_bleu, self.best_epoch = dev_bleu, epoch
-        return improved
-
-    def close_epoch(self) -> None:
-        """The epoch is complete: nothing of it is unfinished any more."""
+        self.train_seconds += seconds
         self.batch_in_epoch, self.epoch_loss, self.epoch_tokens, self.epoch_seconds = 0, 0.0, 0, 0.0
         self.epoch_done = []
 

@@ -1,6 +1,6 @@
 """``<run_dir>/timeline.jsonl``: the attention forming over a training run.
 
-At every validation the Trainer translates a few probe sentences (``train.probes``: the
+At every epoch's validation the Trainer translates a few probe sentences (``train.probes``: the
 first N distinct dev sources of 6 to 20 subwords, long enough to show reordering) greedily
 with the weights just validated and appends one record: epoch, step, dev BLEU and, per
 probe, its source and target subwords, the translation and the attention matrix. The
@@ -10,14 +10,17 @@ page's timeline view scrubs through the records,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
 
 from nmt.config import Config
+from nmt.fileio import write_lines_atomic
 from nmt.search import search_sentences
 from nmt.tokenizer import Tokenizer
 from nmt.train.metrics import MetricsFile
+from nmt.train.state import Progress
 
 PROBE_LENGTHS = (6, 20)  # subwords: a probe long enough to show an alignment, short enough to read
 
@@ -55,6 +58,12 @@ def probe_translations(
 
 class Timeline(MetricsFile):
     """The records, read and written like metrics.jsonl (trimmed on resume, reset on a new run)."""
+
+    def trim(self, progress: Progress) -> None:
+        """On resume: the entries of the epochs the checkpoint completed (probes are recorded at an
+        epoch's end, or where the budget ended it: that epoch's end is recorded again)."""
+        if self.path.is_file():
+            write_lines_atomic(self.path, (json.dumps(r) for r in self.read() if r["epoch"] <= progress.epoch))
 
 
 def read_timeline(path: Path) -> list[dict]:

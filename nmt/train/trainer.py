@@ -1,10 +1,13 @@
 """The ``Trainer``: built once from a config, then ``run()`` reads top to bottom::
 
     start (or resume from 'last')
-    for each epoch until train.epochs or early stopping:
-        train its batches        -- a checkpoint every train.checkpoint_every steps; a signal stops here
+    until the run control says it has ended (epochs, a callback's stop, the time budget):
+        train an epoch's batches -- each at the learning rate of its position (schedule.py);
+                                    a checkpoint every train.checkpoint_every steps, a
+                                    validation every train.validate_every; a signal stops here
         validate                 -- dev loss, greedy BLEU/chrF through core search
-        step the LR schedule, checkpoint 'last' (and 'best'), append to metrics.jsonl
+        the record to the callbacks (metrics.jsonl, TensorBoard, probes, early stopping, yours),
+        checkpoint 'last' (and 'best')
 
 Under torchrun every process trains its share of each batch and validates its share of the
 dev set; every rank gets the gathered scores, so every rank decides alike; only rank 0 logs
@@ -16,13 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 
 from nmt.checkpoint import save_training_checkpoint
-from nmt.config import Config, save_config
+from nmt.config import Config, TrainConfig, save_config
 from nmt.data.batching import Batch, padding_fraction
 from nmt.device import ProcessSettings, make_deterministic, select_precision
 from nmt.errors import NmtError
@@ -34,8 +36,8 @@ from nmt.parent import check_architecture, freeze, inherit_weights, load_parent
 from nmt.paths import run_paths
 from nmt.progress import progress_bar
 from nmt.tokenizer import Tokenizer
-from nmt.train.averaging import WeightAverage
-from nmt.train.budget import TimeBudget
+from nmt.train.callbacks import Callback, standard_callbacks
+from nmt.train.control import RunControl
 from nmt.train.data import (
     EpochLoader,
     TrainData,
@@ -45,12 +47,13 @@ from nmt.train.data import (
     load_train_data,
 )
 from nmt.train.distributed import Distributed, rank_seed
+from nmt.train.ema import EmaWeights
 from nmt.train.log import RunLog
 from nmt.train.metrics import MetricsFile
-from nmt.train.optim import build_optimizer, build_scheduler
+from nmt.train.optim import build_optimizer
 from nmt.train.regularise import word_dropout
-from nmt.train.schedule import RunPosition, step_settings
-from nmt.train.state import Progress, StopFlag, TrainingInterrupted, rng_state, seed_everything, set_rng_state
+from nmt.train.schedule import learning_rate, step_settings
+from nmt.train.state import Progress, TrainingInterrupted, rng_state, seed_everything, set_rng_state
 from nmt.train.step import StepResult, train_step
 from nmt.train.timeline import Timeline, probe_sources, probe_translations
 from nmt.train.validate import ValidationStopped, validate, validation_seconds
@@ -132,6 +135,25 @@ class EpochMeter:
         self.fold()
         return self.norm_sum / max(1, self.norm_steps)
 
+    @contextlib.contextmanager
+    def paused(self):
+        """Time spent inside (a validation within the epoch) is not the epoch's training time."""
+        paused_at = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.start += time.perf_counter() - paused_at
+
+    def stats(self, progress: Progress, ddp: Distributed) -> EpochStats:
+        """The epoch so far: every rank's loss and tokens, rank 0's time."""
+        self.save_into(progress, ddp)
+        return EpochStats(
+            progress.epoch_loss / max(1, progress.epoch_tokens),
+            progress.epoch_tokens,
+            progress.epoch_seconds,
+            self.grad_norm(),
+        )
+
 
 def build_trainer(config: Config, device: torch.device, ddp: Distributed | None = None, show_bar: bool = True):
     """The ``Trainer`` of ``config``: its tokenizers, prepared data and a new model, made in the
@@ -185,7 +207,7 @@ class Trainer:
         show_bar: bool = True,
     ):
         ddp = ddp or Distributed()  # one process unless torchrun started several
-        self.config, self.cfg, self.device, self.ddp = config, config.train, device, ddp
+        self.config, self.device, self.ddp = config, device, ddp
         self.run_dir = run_paths(config)
         self.log = RunLog(self.run_dir.train_log, echo=True, enabled=ddp.is_main)
         self.metrics = MetricsFile(self.run_dir.metrics)
@@ -194,49 +216,46 @@ class Trainer:
         self.src_tok, self.tgt_tok = tokenizers
         self.data = data
         self.model = model.to(device)
-        if self.cfg.compile != "none":
-            self.model.compile_steps(self.cfg.compile)
-        self.optimizer = build_optimizer(self.model, self.cfg)
-        self.scheduler = build_scheduler(self.optimizer, self.cfg)
-        self.average = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
-        self.average_is_better = False  # at the last validation
+        if self.config.train.compile != "none":
+            self.model.compile_steps(self.config.train.compile)
+        self.optimizer = build_optimizer(self.model, self.config.train)
+        self.ema = EmaWeights(self.model, self.config.train.ema_decay) if self.config.train.ema_decay else None
+        self.ema_is_better = False  # at the last validation
         self.progress = Progress()
-        self.precision = select_precision(self.cfg.precision, device)
+        self.precision = select_precision(self.config.train.precision, device)
         self.scaler = torch.amp.GradScaler(device.type) if self.precision.loss_scaling else None
-        self.stop = StopFlag()
-        self.clock = time.monotonic  # what the time budget reads (tests give a fake one)
-        self.budget = TimeBudget(self.cfg.max_minutes, clock=self.clock)
-        self.out_of_time = False  # the budget ran out inside an epoch
+        self.control = RunControl(self.config.train, ddp, device)  # whether the run goes on, and why it ended
         self.epoch_length = 1  # batches in the epoch being trained (the budget schedule reads it)
         self.trained: torch.nn.Module = self.model  # what the step calls; run() wraps it in DDP under torchrun
         self.pace_logged = False  # the epoch-length estimate is logged once per session
-        self.loader = EpochLoader(data, ddp, self.cfg, device)  # kept across epochs (its workers too)
-        self.last_saved = self.clock()  # for train.checkpoint_minutes
+        self.loader = EpochLoader(data, ddp, self.config.train, device)  # kept across epochs (its workers too)
         self.settings_before: ProcessSettings | None = None  # put back when run() ends (build_trainer sets it)
         self.parent: dict | None = None  # the lineage of the model this run started from (init_from)
         self.notes: list[str] = []  # what build_trainer did, logged with the setup
-        # called after each validation with its record (rank 0); one returning True ends the run
-        # there, as early stopping would (nmt tune's pruner is one)
-        self.callbacks: list[Callable[[dict], bool]] = []
+        # told of each validation (rank 0), in order; any may end the run (nmt/train/callbacks.py)
+        self.callbacks: list[Callback] = standard_callbacks(self)
 
     def run(self, resume: bool = False) -> Progress:
-        """Train until ``train.epochs`` or early stopping; keep ``last`` and ``best`` checkpoints."""
+        """Train until the run control says the run has ended; keep ``last`` and ``best`` checkpoints."""
         try:
             self.start(resume)
-            self.budget = TimeBudget(self.cfg.max_minutes, self.progress.elapsed_seconds, self.clock)
+            self.control.start(self.progress)
             self.trained = self.ddp.wrap(self.model, self.device)
-            with self.stop.installed(), self.monitor() as monitor:
+            signal = self.control.signal
+            with signal.installed():
                 if self.parent is not None and self.progress.step == 0:
                     self.validate_parent()
-                while not (self.progress.epoch >= self.cfg.epochs or self.progress.stopped_early or self.time_is_up()):
-                    self.run_epoch(monitor)
-                    if self.ddp.any(bool(self.stop), self.device):  # arrived while recording: the checkpoint is written
+                while (ended := self.control.ended(self.progress)) is None:
+                    self.run_epoch()
+                    if self.ddp.any(bool(signal), self.device):  # arrived while recording: the checkpoint is written
                         raise TrainingInterrupted(
-                            f"Training stopped by {self.stop.signal_name} after epoch {self.progress.epoch}."
+                            f"Training stopped by {signal.signal_name} after epoch {self.progress.epoch}."
                         )
-            self.log_summary()
+            self.log_summary(ended)
             return self.progress
         finally:
+            for callback in self.callbacks:
+                callback.close()
             self.loader.close()
             if self.settings_before is not None:
                 self.settings_before.restore()
@@ -266,13 +285,16 @@ class Trainer:
         payload = load_checked_checkpoint(self.config, "last", self.src_tok, self.tgt_tok)
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
-        self.scheduler.load_state_dict(payload["scheduler"])
-        self.progress = Progress(**payload["progress"])
-        if self.average is not None and "ema" in payload:
-            self.average.load_state_dict(payload["ema"])
-            self.average_is_better = payload.get("translate_with") == "ema"
-        if self.average is not None and "ema" not in payload:
-            self.average.reset()  # from the weights just loaded, not the ones it was built with
+        self.progress = Progress.from_dict(payload["progress"])
+        if "lr_reductions" not in payload["progress"] and "scheduler" in payload:  # saved with ReduceLROnPlateau
+            self.progress.lr_reductions, self.progress.lr_stalled = plateau_position(
+                payload["scheduler"], self.config.train
+            )
+        if self.ema is not None and "ema" in payload:
+            self.ema.load_state_dict(payload["ema"])
+            self.ema_is_better = payload.get("translate_with") == "ema"
+        if self.ema is not None and "ema" not in payload:
+            self.ema.reset()  # from the weights just loaded, not the ones it was built with
         if self.scaler is not None and "scaler" in payload:
             self.scaler.load_state_dict(payload["scaler"])
         self.parent = payload.get("parent")
@@ -280,41 +302,51 @@ class Trainer:
         if self.ddp.rank < len(saved):
             set_rng_state(saved[self.ddp.rank], self.device)
         else:  # more ranks than the checkpoint saved: a stream of this rank's own, not rank 0's again
-            seed_everything(rank_seed(self.cfg.seed, self.ddp.rank, self.progress.step))
+            seed_everything(rank_seed(self.config.train.seed, self.ddp.rank, self.progress.step))
         if self.ddp.is_main:
-            self.metrics.trim(self.progress.epoch)
-            self.timeline.trim(self.progress.epoch)
+            self.metrics.trim(self.progress)
+            self.timeline.trim(self.progress)
         self.log(
             f"Resuming from {self.run_dir.checkpoint('last')}: {self.progress.epoch} epoch(s), "
             f"{self.progress.step} steps done."
         )
 
-    def run_epoch(self, monitor=None) -> None:
-        """Train one epoch, validate, step the LR schedule, checkpoint, record."""
+    def run_epoch(self) -> None:
+        """Train one epoch and validate it (each validation checkpoints and tells the callbacks)."""
         epoch = self.progress.epoch + 1
         stats = self.train_epoch(epoch)
+        if self.progress.stop_reason:  # a validation inside the epoch ended the run, and was checkpointed
+            return
+        self.validation(epoch, stats, "partial" if self.control.out_of_time else "epoch")
+
+    def validation(self, epoch: int, stats: EpochStats, kind: str) -> None:
+        """Validate, record, tell the callbacks, checkpoint. ``kind``: "epoch" (its end),
+        "mid_epoch" (train.validate_every) or "partial" (the budget ended the epoch early: the
+        checkpoint resumes where it stopped)."""
         try:
             metrics = self.validate()
-        except ValidationStopped:  # the epoch's training is in the checkpoint: --resume validates it first
+        except ValidationStopped:  # the training so far is in the checkpoint: --resume validates it first
             self.save()
             raise TrainingInterrupted(
-                f"Training stopped by {self.stop.signal_name or 'a signal'} while validating epoch {epoch}."
+                f"Training stopped by {self.control.signal.signal_name or 'a signal'} while validating epoch {epoch}."
             ) from None
-        if self.out_of_time:  # a partial epoch: kept if best, resumable where it stopped
-            improved = self.progress.note_partial_epoch(epoch, metrics["dev_bleu"])
-        else:
-            self.progress.train_seconds += stats.seconds
-            if self.cfg.lr_schedule == "plateau":
-                self.scheduler.step(metrics["dev_bleu"])
-            improved = self.progress.end_epoch(epoch, metrics["dev_bleu"], self.cfg.patience)
-            self.progress.close_epoch()
-        record = self.record(epoch, stats, metrics, improved, monitor)
-        asked = [callback(record) for callback in self.callbacks] if record else []  # every one sees it
-        if self.ddp.any(any(asked), self.device):
-            self.progress.stopped_early = True
-            self.log(f"Stopped after epoch {epoch} by a callback (nmt tune's pruner, say).")
+        reductions = self.progress.lr_reductions
+        improved = self.progress.note_validation(
+            epoch, metrics["dev_bleu"], self.config.train, counts=kind != "partial"
+        )
+        if kind == "epoch":
+            self.progress.finish_epoch(epoch, stats.seconds)
+        if self.progress.lr_reductions != reductions:  # the plateau schedule lowers the rate from now on
+            self.set_learning_rate(
+                learning_rate(self.config.train, self.control.position(self.progress, epoch + 1, 1, 1))
+            )
+        record = self.record(epoch, stats, metrics, improved, kind)
+        reasons = []
+        if record is not None:  # rank 0 holds the record: its callbacks decide, every rank follows
+            reasons = [reason for callback in self.callbacks if (reason := callback.after_validation(self, record))]
+        if self.ddp.any(bool(reasons), self.device):
+            self.progress.stop_reason = reasons[0] if reasons else "a callback on rank 0"
         self.save(best=improved)
-        self.record_probes(epoch, metrics["dev_bleu"])
 
     def validate_parent(self) -> None:
         """The parent's weights as they are, on this dev set: the timeline's epoch 0 (the lab then
@@ -322,25 +354,20 @@ class Trainer:
         try:
             metrics = self.validate()
         except ValidationStopped:
-            raise TrainingInterrupted(f"Training stopped by {self.stop.signal_name} before it began.") from None
+            raise TrainingInterrupted(
+                f"Training stopped by {self.control.signal.signal_name} before it began."
+            ) from None
         bleu, chrf = metrics["dev_bleu"], metrics["dev_chrf"]
         self.log(f"The parent as it is, on this dev set: BLEU {bleu:.2f}, chrF {chrf:.2f}.")
         self.record_probes(0, metrics["dev_bleu"])
-
-    def budget_spent(self) -> bool:
-        """The budget (train.max_minutes) is spent, on this rank."""
-        return bool(self.cfg.max_minutes) and self.budget.exhausted()
-
-    def time_is_up(self) -> bool:
-        """The budget is spent, on any rank (no collective without a budget)."""
-        return bool(self.cfg.max_minutes) and self.ddp.any(self.budget_spent(), self.device)
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """One pass over the training data in bucketed, seeded-shuffled batches, starting at
         ``progress.batch_in_epoch`` (after a mid-epoch checkpoint)."""
         progress, device = self.progress, self.device
+        validate_every, checkpoint_every = self.config.train.validate_every, self.config.train.checkpoint_every
         self.trained.train()
-        examples = epoch_examples(self.data, self.src_tok, self.tgt_tok, self.cfg, epoch)
+        examples = epoch_examples(self.data, self.src_tok, self.tgt_tok, self.config.train, epoch)
         batches = self.epoch_plan(examples, epoch)
         self.epoch_length = len(batches)
         meter = EpochMeter(progress, device)
@@ -361,36 +388,32 @@ class Trainer:
                 self.check_nonfinite(meter, epoch)
             if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
                 bar.set_postfix(**meter.postfix())
-            stopped, out_of_time, interval_due = self.step_flags(number % check_every == 0 or number == len(batches))
+            stopped, out_of_time, interval_due = self.control.after_step(
+                number % check_every == 0 or number == len(batches)
+            )
             if stopped:
                 meter.save_into(progress, self.ddp)
                 self.save()
                 raise TrainingInterrupted(
-                    f"Training stopped by {self.stop.signal_name or 'a signal'} at epoch {epoch}, step {progress.step}."
+                    f"Training stopped by {self.control.signal.signal_name or 'a signal'} at epoch {epoch}, "
+                    f"step {progress.step}."
                 )
-            every = self.cfg.checkpoint_every and progress.step % self.cfg.checkpoint_every == 0
-            if (every or interval_due) and number < len(batches):
+            if number == len(batches):
+                break
+            if out_of_time:
+                self.control.out_of_time = True
+                break
+            if validate_every and progress.step % validate_every == 0:  # validates and checkpoints
+                with meter.paused():  # tokens/s counts training only
+                    self.validation(epoch, meter.stats(progress, self.ddp), "mid_epoch")
+                self.trained.train()
+                if progress.stop_reason:
+                    break
+            elif (checkpoint_every and progress.step % checkpoint_every == 0) or interval_due:
                 meter.save_into(progress, self.ddp)
                 self.save()
-            if number < len(batches) and out_of_time:
-                self.out_of_time = True
-                break
         bar.close()
-        meter.save_into(progress, self.ddp)
-        return EpochStats(  # every rank's loss and tokens; rank 0's time
-            progress.epoch_loss / max(1, progress.epoch_tokens),
-            progress.epoch_tokens,
-            progress.epoch_seconds,
-            meter.grad_norm(),
-        )
-
-    def step_flags(self, check_point: bool) -> tuple[bool, bool, bool]:
-        """(stop signal, budget spent, interval checkpoint due) after a step. They are host
-        values; under DDP one collective agrees on all three, and on a GPU only at the steps
-        that read figures anyway (``check_point``), since it syncs the host."""
-        if self.ddp.enabled and not check_point:
-            return False, False, False
-        return tuple(self.ddp.any_of([bool(self.stop), self.budget_spent(), self.checkpoint_due()], self.device))
+        return meter.stats(progress, self.ddp)
 
     def epoch_plan(self, examples, epoch: int) -> list[list[int]]:
         """This epoch's global batches for this number of processes. A mid-epoch checkpoint
@@ -402,37 +425,44 @@ class Trainer:
             progress.batch_in_epoch = 0
             self.log(f"Epoch {epoch} goes on over {world} process(es); the examples already trained are not repeated.")
         progress.epoch_world = world
-        return epoch_batches(examples, self.cfg, epoch, world, done=progress.epoch_done)
-
-    def checkpoint_due(self) -> bool:
-        """train.checkpoint_minutes have passed since the last checkpoint (on this rank's clock)."""
-        return bool(self.cfg.checkpoint_minutes) and self.clock() - self.last_saved >= 60 * self.cfg.checkpoint_minutes
+        return epoch_batches(examples, self.config.train, epoch, world, done=progress.epoch_done)
 
     def train_batch(self, batch: Batch, tokens: int, epoch: int, number: int, sentences: int) -> StepResult:
         """One update, with the settings the schedules give this step; under DDP the loss is
         normalised by the global token count."""
         normalizer = self.ddp.global_tokens(tokens, self.device) / self.ddp.world  # DDP averages gradients over ranks
-        settings = step_settings(self.cfg, RunPosition(epoch, number, self.epoch_length, self.budget.spent()))
-        if settings.learning_rate is not None:
-            for group in self.optimizer.param_groups:
-                group["lr"] = settings.learning_rate
+        settings = step_settings(
+            self.config.train, self.control.position(self.progress, epoch, number, self.epoch_length)
+        )
+        self.set_learning_rate(settings.learning_rate)
         batch = word_dropout(batch.to(self.device), settings.word_dropout)
         try:
             result = train_step(
-                self.trained, batch, self.optimizer, self.cfg, normalizer, self.precision, self.scaler, self.ddp.agree
+                self.trained,
+                batch,
+                self.optimizer,
+                self.config.train,
+                normalizer,
+                self.precision,
+                self.scaler,
+                self.ddp.agree,
             )
         except torch.cuda.OutOfMemoryError:
             raise NmtError(
                 f"CUDA ran out of memory at epoch {epoch}, batch {number} ({sentences} sentences, {tokens} target "
-                f"tokens). Lower train.batch_size (now {self.cfg.batch_size}) or set train.batch_tokens (now "
-                f"{self.cfg.batch_tokens or 'off'}) to cap padded tokens per batch, then resume with --resume."
+                f"tokens). Lower train.batch_size (now {self.config.train.batch_size}) or set train.batch_tokens (now "
+                f"{self.config.train.batch_tokens or 'off'}) to cap padded tokens per batch, then resume with --resume."
             ) from None
-        if self.average is not None:
-            self.average.update()
+        if self.ema is not None:
+            self.ema.update()
         return result
 
+    def set_learning_rate(self, rate: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = rate
+
     def check_nonfinite(self, meter: EpochMeter, epoch: int) -> None:
-        if meter.in_a_row.item() >= self.cfg.max_nonfinite:
+        if meter.in_a_row.item() >= self.config.train.max_nonfinite:
             raise NmtError(
                 f"Training stopped at epoch {epoch}, step {self.progress.step}: "
                 f"{int(meter.in_a_row.item())} steps in a row had a non-finite loss or gradient (skipped). "
@@ -447,28 +477,27 @@ class Trainer:
     def validate(self) -> dict[str, float]:
         """The dev scores of the weights, or of their average when it does better (every rank
         validates its share; ``ValidationStopped`` when a stop signal arrives meanwhile)."""
-        stop = self.stop.__bool__
+        stop = self.control.signal.__bool__
         metrics = validate(self.model, self.data, self.config, self.tgt_tok, self.device, self.ddp, stop)
-        if self.average is None:
+        if self.ema is None:
             return metrics
-        with self.average.swapped_in():
+        with self.ema.swapped_in():
             averaged = validate(self.model, self.data, self.config, self.tgt_tok, self.device, self.ddp, stop)
-        self.average_is_better = averaged["dev_bleu"] > metrics["dev_bleu"]
-        chosen = averaged if self.average_is_better else metrics
+        self.ema_is_better = averaged["dev_bleu"] > metrics["dev_bleu"]
+        chosen = averaged if self.ema_is_better else metrics
         return {**chosen, "raw_dev_bleu": metrics["dev_bleu"], "ema_dev_bleu": averaged["dev_bleu"]}
 
     def save(self, best: bool = False) -> None:
         """Checkpoint everything resuming needs (rank 0 writes; every rank's random state goes in)."""
         rng = self.ddp.gather(rng_state(self.device))  # on every rank: a collective
-        self.last_saved = self.clock()
+        self.control.last_saved = self.control.clock()
         if not self.ddp.is_main:
             return
-        self.progress.elapsed_seconds = self.budget.spent()
+        self.progress.elapsed_seconds = self.control.budget.spent()
         payload = {
             "hardware": hardware_description(self.device),
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
             "progress": asdict(self.progress),
             "rng": rng if self.ddp.enabled else rng[0],
             "config": self.config.to_dict(),
@@ -478,17 +507,18 @@ class Trainer:
             payload["scaler"] = self.scaler.state_dict()
         if self.parent is not None:
             payload["parent"] = self.parent
-        if self.average is not None:
-            payload["ema"] = self.average.state_dict()
-            payload["translate_with"] = "ema" if self.average_is_better else "model"
-        save_training_checkpoint(self.run_dir, payload, self.progress.step, self.cfg.keep_checkpoints, best)
+        if self.ema is not None:
+            payload["ema"] = self.ema.state_dict()
+            payload["translate_with"] = "ema" if self.ema_is_better else "model"
+        save_training_checkpoint(self.run_dir, payload, self.progress.step, self.config.train.keep_checkpoints, best)
 
     def record(
-        self, epoch: int, stats: EpochStats, metrics: dict[str, float], improved: bool, monitor=None
+        self, epoch: int, stats: EpochStats, metrics: dict[str, float], improved: bool, kind: str
     ) -> dict | None:
-        """Append the epoch to metrics.jsonl (and TensorBoard), and log a line (rank 0 only): the record."""
+        """The validation's record, as metrics.jsonl keeps it (rank 0; None on the others)."""
         if not self.ddp.is_main:
             return None
+        inside = kind != "epoch"  # a validation inside the epoch: its share so far
         record = {
             "epoch": epoch,
             "step": self.progress.step,
@@ -498,66 +528,48 @@ class Trainer:
             "tokens_per_s": round(stats.tokens_per_second, 1),
             "grad_norm": round(stats.grad_norm, 4),
             "epoch_seconds": round(stats.seconds, 2),
-            "train_seconds": round(self.progress.train_seconds + (stats.seconds if self.out_of_time else 0), 2),
-            "elapsed_seconds": round(self.budget.spent(), 2),
+            "train_seconds": round(self.progress.train_seconds + (stats.seconds if inside else 0), 2),
+            "elapsed_seconds": round(self.control.budget.spent(), 2),
+            "best": improved,
         }
-        if self.out_of_time:
-            record["partial"] = True  # the budget ended this epoch early
-        self.metrics.append(record)
-        if monitor is not None:
-            monitor.log(record)
-        self.log(
-            f"epoch {epoch:3d}  train loss {stats.loss:.3f}  dev loss {metrics['dev_loss']:.3f}  "
-            f"ppl {metrics['dev_ppl']:.1f}  BLEU {metrics['dev_bleu']:.2f}  chrF {metrics['dev_chrf']:.2f}  "
-            f"{stats.tokens_per_second:.0f} tok/s  {stats.seconds:.0f}s" + ("  *best*" if improved else "")
-        )
+        if inside:
+            record["epochs"] = round(epoch - 1 + self.progress.batch_in_epoch / max(1, self.epoch_length), 4)
+            record[kind] = True  # "partial": the budget ended this epoch early; "mid_epoch": train.validate_every
         return record
 
     def record_probes(self, epoch: int, dev_bleu: float) -> None:
         """The probe sentences' translation and attention into timeline.jsonl (rank 0), with
         the weights a checkpoint of this epoch translates with."""
-        sources = probe_sources(self.data.dev_sources, self.cfg.probes)
+        sources = probe_sources(self.data.dev_sources, self.config.train.probes)
         if not (sources and self.ddp.is_main):
             return
-        swap = self.average.swapped_in() if self.average is not None and self.average_is_better else None
+        swap = self.ema.swapped_in() if self.ema is not None and self.ema_is_better else None
         with swap or contextlib.nullcontext():
             probes = probe_translations(self.model, sources, self.config, (self.src_tok, self.tgt_tok), self.device)
         self.timeline.append(
             {"epoch": epoch, "step": self.progress.step, "dev_bleu": round(dev_bleu, 2), "probes": probes}
         )
 
-    def monitor(self):
-        """TensorBoard logging (train.tensorboard, rank 0), closed when training ends."""
-        if not (self.cfg.tensorboard and self.ddp.is_main):
-            return contextlib.nullcontext()
-        from nmt.train.monitor import TensorBoardMonitor
-
-        return contextlib.closing(
-            TensorBoardMonitor(
-                self.run_dir.tensorboard, self.model, self.config, self.data, (self.src_tok, self.tgt_tok), self.device
-            )
-        )
-
     def log_setup(self) -> None:
-        cfg, data, ddp = self.cfg, self.data, self.ddp
+        train, data, ddp = self.config.train, self.data, self.ddp
         self.log(
             f"Model: {count_parameters(self.model):,} parameters; {len(data.train):,} training pairs "
-            f"({data.skipped_long} longer than {cfg.max_len} subwords skipped); device {self.device}, "
-            f"{self.precision.describe()}{', deterministic' if cfg.deterministic else ''}."
+            f"({data.skipped_long} longer than {train.max_len} subwords skipped); device {self.device}, "
+            f"{self.precision.describe()}{', deterministic' if train.deterministic else ''}."
         )
         self.log_encoder_choice()
         for note in self.notes:
             self.log(note)
-        first_batches = epoch_batches(data.train, cfg, 1, ddp.world)
+        first_batches = epoch_batches(data.train, train, 1, ddp.world)
         padding = padding_fraction(first_batches, batch_lengths(data.train))
         self.log(f"{len(first_batches)} batches per epoch; padding is {100 * padding:.1f}% of batch positions.")
         if ddp.is_main:
             self.log_validation_estimate()
         if ddp.enabled:
-            tokens = f", {ddp.world * cfg.batch_tokens} tokens" if cfg.batch_tokens else ""
+            tokens = f", {ddp.world * train.batch_tokens} tokens" if train.batch_tokens else ""
             self.log(
-                f"Data parallel over {ddp.world} processes: effective batch {ddp.world} x {cfg.batch_size} = "
-                f"{ddp.world * cfg.batch_size} sentences{tokens}."
+                f"Data parallel over {ddp.world} processes: effective batch {ddp.world} x {train.batch_size} = "
+                f"{ddp.world * train.batch_size} sentences{tokens}."
             )
 
     def log_encoder_choice(self) -> None:
@@ -582,39 +594,49 @@ class Trainer:
 
     def log_validation_estimate(self) -> None:
         """How long each validation will take, and what that means for a time budget."""
-        data, passes = self.data, 2 if self.average is not None else 1  # EMA weights are validated too
+        data, passes = self.data, 2 if self.ema is not None else 1  # EMA weights are validated too
         seconds = passes * validation_seconds(self.model, data, self.config, self.device)
-        sample = " (a fixed sample: train.validation_sentences)" if self.cfg.validation_sentences else ""
+        sample = " (a fixed sample: train.validation_sentences)" if self.config.train.validation_sentences else ""
         fresh = "" if self.progress.step else " (timed on the untrained model, which decodes to the length limit)"
         hint = ""
-        if seconds > 60 and not self.cfg.validation_sentences:
+        if seconds > 60 and not self.config.train.validation_sentences:
             hint = " train.validation_sentences: N validates on a fixed sample of N instead."
         self.log(
             f"A validation ({len(data.dev_sources):,} dev sentences{sample}, loss on {len(data.dev):,} pairs, "
             f"greedy BLEU) takes up to about {duration(seconds)}{fresh}.{hint}"
         )
-        if self.cfg.max_minutes:
+        if self.config.train.max_minutes:
             self.log(
-                f"The {self.cfg.max_minutes:g}-minute budget counts training, validation and checkpoints; "
+                f"The {self.config.train.max_minutes:g}-minute budget counts training, validation and checkpoints; "
                 f"when it runs out inside an epoch, one last validation (up to about {duration(seconds)}) follows."
             )
 
-    def log_summary(self) -> None:
-        progress, cfg = self.progress, self.cfg
+    def log_summary(self, reason: str) -> None:
+        """The run's last line: why it ended, its best validation and its time."""
+        progress = self.progress
         if progress.nonfinite_steps:
             self.log(f"{progress.nonfinite_steps} update(s) were skipped for a non-finite loss or gradient.")
-        reason = f"no dev BLEU gain in {cfg.patience} epochs" if progress.stopped_early else f"{progress.epoch} epochs"
-        if not (progress.epoch >= cfg.epochs or progress.stopped_early):  # the loop's only other way out
-            reason = (
-                f"{cfg.max_minutes:g}-minute budget spent after {progress.step} steps; --minutes M --resume goes on"
-            )
         records = self.metrics.read()
-        best_at = [r["train_seconds"] for r in records if r["epoch"] == progress.best_epoch]
-        to_best = f" (after {best_at[-1]:.0f}s of training)" if best_at else ""
+        best = [
+            r for r in records if r["epoch"] == progress.best_epoch and r["step"] <= (progress.best_step or r["step"])
+        ]
+        to_best = f" (after {best[-1]['train_seconds']:.0f}s of training)" if best else ""
+        where = f"epoch {progress.best_epoch}"
+        if best and best[-1].get("mid_epoch"):
+            where = f"epoch {best[-1]['epochs']:.2f} (step {best[-1]['step']})"
         # the last record also counts a partial epoch the budget cut short; progress counts whole epochs
         trained = records[-1]["train_seconds"] if records else progress.train_seconds
         self.log(
-            f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} "
-            f"at epoch {progress.best_epoch}{to_best}; "
+            f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} at {where}{to_best}; "
             f"{trained:.0f}s of training. Checkpoints in {self.run_dir.checkpoints}."
         )
+
+
+def plateau_position(scheduler_state: dict, cfg: TrainConfig) -> tuple[int, int]:
+    """(reductions, stalled validations) of a checkpoint saved while torch's ReduceLROnPlateau
+    drove the plateau schedule (before the learning rate became ``schedule.learning_rate``)."""
+    last = scheduler_state.get("_last_lr", [cfg.learning_rate])[0]
+    reductions = 0
+    while reductions < 1000 and max(cfg.min_lr, cfg.learning_rate * cfg.lr_factor**reductions) > last * (1 + 1e-6):
+        reductions += 1
+    return reductions, int(scheduler_state.get("num_bad_epochs", 0))
