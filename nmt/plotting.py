@@ -105,7 +105,8 @@ def plot_timeline(records: list[dict], path: str | Path, probe: int = 0) -> int:
 
 def plot_learning_curves(records: list[dict], path: str | Path) -> None:
     """Train/dev loss and dev BLEU/chrF by epoch, from metrics.jsonl records."""
-    epochs = [r.get("epochs", r["epoch"]) for r in records]  # fractional inside an epoch (train.validate_every)
+    # fractional inside an epoch, as nmt.train.metrics.epochs_trained reads it (a core module cannot import it)
+    epochs = [r.get("epochs", r["epoch"]) for r in records]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.plot(epochs, [r["train_loss"] for r in records], marker="o", label="train loss")
     left.plot(epochs, [r["dev_loss"] for r in records], marker="o", label="dev loss")

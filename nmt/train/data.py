@@ -105,8 +105,9 @@ class JoinedPairs(Sequence):
     augmentation for NMT"): pairs as long as two sentences, and sentences in a context they
     were not seen in. Built lazily from index pairs, so a memory-mapped corpus stays mapped."""
 
-    def __init__(self, base: Sequence[Example], joined: np.ndarray):
+    def __init__(self, base: Sequence[Example], joined: np.ndarray, base_lengths: tuple[np.ndarray, np.ndarray]):
         self.base, self.joined = base, joined  # joined: (N, 2) indices into base
+        self.base_lengths = base_lengths  # side_lengths(base), measured once
 
     @classmethod
     def drawn(cls, base: Sequence[Example], share: float, max_len: int, seed: int) -> JoinedPairs:
@@ -122,10 +123,10 @@ class JoinedPairs(Sequence):
             pairs = rng.integers(0, len(base), size=(2 * wanted, 2))
             fits = (pairs[:, 0] != pairs[:, 1]) & (src[pairs].sum(1) <= max_len) & (tgt[pairs].sum(1) <= max_len)
             chosen = np.concatenate([chosen, pairs[fits]])
-        return cls(base, chosen[:wanted])
+        return cls(base, chosen[:wanted], (src, tgt))
 
     def lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        src, tgt = side_lengths(self.base)
+        src, tgt = self.base_lengths
         return np.concatenate([src, src[self.joined].sum(1)]), np.concatenate([tgt, tgt[self.joined].sum(1)])
 
     def __len__(self) -> int:

@@ -49,15 +49,15 @@ class MetricsFile:
             handle.write(json.dumps(record) + "\n")
 
     def trim(self, progress: Progress) -> None:
-        """On resume: drop the records the checkpoint resumed does not include (validations after
-        its step, and one the budget forced inside the epoch it goes on with: that epoch's end
-        is validated again)."""
+        """On resume: drop the records the checkpoint resumed does not include."""
         if self.path.is_file():
-            kept = (
-                r for r in self.read()
-                if r["step"] <= progress.step and not (r.get("partial") and r["epoch"] > progress.epoch)
-            )  # fmt: skip
-            write_lines_atomic(self.path, (json.dumps(r) for r in kept))
+            write_lines_atomic(self.path, (json.dumps(r) for r in self.read() if self.included(r, progress)))
+
+    @staticmethod
+    def included(record: dict, progress: Progress) -> bool:
+        """Whether a checkpoint at ``progress`` includes ``record``: not a validation after its step,
+        nor one the budget forced inside the epoch it goes on with (that epoch's end is validated again)."""
+        return record["step"] <= progress.step and not (record.get("partial") and record["epoch"] > progress.epoch)
 
     def reset(self) -> None:
         """A new run starts without the records of an old one."""

@@ -10,13 +10,11 @@ page's timeline view scrubs through the records,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from nmt.config import Config
-from nmt.fileio import write_lines_atomic
 from nmt.search import search_sentences
 from nmt.tokenizer import Tokenizer
 from nmt.train.metrics import MetricsFile
@@ -59,11 +57,11 @@ def probe_translations(
 class Timeline(MetricsFile):
     """The records, read and written like metrics.jsonl (trimmed on resume, reset on a new run)."""
 
-    def trim(self, progress: Progress) -> None:
-        """On resume: the entries of the epochs the checkpoint completed (probes are recorded at an
-        epoch's end, or where the budget ended it: that epoch's end is recorded again)."""
-        if self.path.is_file():
-            write_lines_atomic(self.path, (json.dumps(r) for r in self.read() if r["epoch"] <= progress.epoch))
+    @staticmethod
+    def included(record: dict, progress: Progress) -> bool:
+        """Entries of the epochs the checkpoint completed (probes are recorded at an epoch's end, or
+        where the budget ended it: that epoch's end is recorded again)."""
+        return record["epoch"] <= progress.epoch
 
 
 def read_timeline(path: Path) -> list[dict]:

@@ -617,9 +617,10 @@ class Trainer:
         if progress.nonfinite_steps:
             self.log(f"{progress.nonfinite_steps} update(s) were skipped for a non-finite loss or gradient.")
         records = self.metrics.read()
-        best = [
-            r for r in records if r["epoch"] == progress.best_epoch and r["step"] <= (progress.best_step or r["step"])
-        ]
+        best = [  # the best epoch's records up to the best validation (older checkpoints lack best_step)
+            r for r in records
+            if r["epoch"] == progress.best_epoch and (not progress.best_step or r["step"] <= progress.best_step)
+        ]  # fmt: skip
         to_best = f" (after {best[-1]['train_seconds']:.0f}s of training)" if best else ""
         where = f"epoch {progress.best_epoch}"
         if best and best[-1].get("mid_epoch"):
