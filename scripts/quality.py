@@ -154,6 +154,7 @@ VARIANTS |= {
     "MBR over 8 candidates, BLEU": ([], ["decode.mbr=8", "decode.mbr_utility=bleu"]),
     "MBR over 4 candidates, chrF": ([], ["decode.mbr=4"]),
     "two members side by side, one thread each": (["train.members=2"], []),
+    "two members side by side, MBR over 8 candidates, chrF": (["train.members=2"], ["decode.mbr=8"]),
     "distilled from the 5-minute model": ([f"data.distill_from={TEACHER}"], []),
     "distilled from the 5-minute model, human pairs kept": ([f"data.distill_from={TEACHER}", "data.distill=add"], []),
 }
