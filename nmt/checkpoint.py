@@ -155,3 +155,17 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
         "progress": newest["progress"],
         "averaged_from": [str(path) for path in paths],
     }
+
+
+def average_newest(run: RunPaths, count: int, output: Path) -> list[Path]:
+    """Average the weights of ``run``'s newest ``count`` step checkpoints into ``output`` (what
+    `nmt average` does); the checkpoints averaged, oldest first."""
+    available = run.step_checkpoints()
+    if len(available) < count:
+        raise NmtError(
+            f"{run.checkpoints} holds {len(available)} step checkpoint(s); averaging the newest {count} needs {count}. "
+            "Keep more with train.keep_checkpoints (and train.checkpoint_every for checkpoints inside epochs)."
+        )
+    chosen = available[-count:]
+    save_checkpoint(output, average_checkpoints(chosen))
+    return chosen

@@ -201,10 +201,10 @@ def train(
     stalls, stops early after train.patience validations without a gain or at the time budget
     (--minutes), and keeps checkpoints 'last' and 'best'. Logs to <run_dir>/train.log and metrics.jsonl.
     """
-    from nmt.paths import run_paths
+    from nmt.paths import RunPaths, run_paths
     from nmt.train import distributed
+    from nmt.train.launch import train as train_models
     from nmt.train.state import TrainingInterrupted
-    from nmt.train.trainer import build_trainer
 
     cfg = _load(config, set_)
     cfg.init_from = init_from or cfg.init_from
@@ -216,11 +216,7 @@ def train(
     try:
         _prepare_for_training(cfg, ddp)
         try:
-            if cfg.train.members > 1:
-                _train_members(cfg, requested, resume, ddp)
-                return
-            progress = build_trainer(cfg, ddp.device(requested), ddp).run(resume)
-            ddp.barrier()  # leave together: a rank tearing down while another still runs can abort it (gloo)
+            trained = train_models(cfg, requested, resume, ddp, log=lambda msg: typer.echo(msg, err=True))
         except TrainingInterrupted as exc:
             again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])
             if ddp.is_main:
@@ -231,11 +227,15 @@ def train(
         distributed.teardown(ddp)
     if not ddp.is_main:
         return
-    _learning_curves(run.root)
-    typer.echo(
-        f"Best dev BLEU {progress.best_bleu:.2f} (epoch {progress.best_epoch}); "
-        f"learning curves in {run.learning_curves}"
-    )
+    for model in trained:
+        _learning_curves(model.run_dir)
+        name = f"{model.run_dir.name}: best" if len(trained) > 1 else "Best"
+        typer.echo(
+            f"{name} dev BLEU {model.best_bleu:.2f} (epoch {model.best_epoch}); "
+            f"learning curves in {RunPaths(model.run_dir).learning_curves}"
+        )
+    if len(trained) > 1:
+        typer.echo(f"Translation and evaluation of {cfg.run_dir} ensemble the members' best checkpoints.")
 
 
 def _prepare_for_training(cfg: Config, ddp) -> None:
@@ -250,20 +250,6 @@ def _prepare_for_training(cfg: Config, ddp) -> None:
     ddp.barrier()
     if not is_prepared(cfg):
         raise NmtError(f"Prepared data missing in {cfg.prepared_dir} after rank 0 prepared it: is it on a shared disk?")
-
-
-def _train_members(cfg: Config, device, resume: bool, ddp) -> None:
-    """train.members > 1: the members side by side, then each one's learning curves."""
-    from nmt.paths import run_paths
-    from nmt.train.members import train_members
-
-    if ddp.world > 1:
-        raise NmtError("train.members trains several models in processes of its own: run it without torchrun.")
-    results = train_members(cfg, device, resume, log=lambda msg: typer.echo(msg, err=True))
-    for result in results:
-        _learning_curves(run_paths(cfg).member(result.member).root)
-        typer.echo(f"member-{result.member}: best dev BLEU {result.best_bleu:.2f} (epoch {result.best_epoch})")
-    typer.echo(f"Translation and evaluation of {cfg.run_dir} ensemble the {len(results)} members' best checkpoints.")
 
 
 @app.command()
@@ -719,19 +705,12 @@ def average(
 
     Use the result with `nmt translate/evaluate --checkpoint RUN_DIR/checkpoints/averaged.pt`.
     """
-    from nmt.checkpoint import average_checkpoints, save_checkpoint
+    from nmt.checkpoint import average_newest
     from nmt.paths import RunPaths
 
     run = RunPaths(run_dir)
-    available = run.step_checkpoints()
-    if len(available) < last:
-        raise NmtError(
-            f"{run.checkpoints} holds {len(available)} step checkpoint(s); --last {last} needs {last}. "
-            "Keep more with train.keep_checkpoints (and train.checkpoint_every for checkpoints inside epochs)."
-        )
-    chosen = available[-last:]
     path = output or run.averaged
-    save_checkpoint(path, average_checkpoints(chosen))
+    chosen = average_newest(run, last, path)
     typer.echo(f"Averaged {', '.join(p.name for p in chosen)} into {path}")
 
 

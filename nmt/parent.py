@@ -111,6 +111,12 @@ def load_parent(path: str | Path) -> Parent:
         report = run.eval_report("test")
         test_bleu = json.loads(report.read_text(encoding="utf-8"))["bleu"] if report.is_file() else None
         return Parent(path, config, weights, src_tok, tgt_tok, sha256_file(run.checkpoint("best")), test_bleu)
+    members = sorted(path.glob("member-*/checkpoints/best.pt"))
+    if members:  # train.members: the run folder holds the members, each a run of its own
+        raise NmtError(
+            f"init_from: {path} is an ensemble of {len(members)} members (train.members); a parent is one model: "
+            f"start from one of them, e.g. {members[0].parents[1]}."
+        )
     raise NmtError(
         f"init_from: {path} is neither a run directory (config.yaml and checkpoints/best.pt) nor a model "
         "package (manifest.json, from `nmt export`)."

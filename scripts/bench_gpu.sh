@@ -34,7 +34,7 @@ part "decoding throughput" python scripts/bench_decode.py --device cuda --senten
 quality() {
   local run=runs/eng-mar-gpu-$1
   python -m nmt train --config configs/eng-mar.yaml --device cuda --resume --minutes "$minutes" \
-    --set run_dir="$run" --set train.precision="$1" &&
+    --set run_dir="$run" --set train.precision="$1" --set train.members=1 &&  # one model: its time to the best
     tail -n 1 "$run/train.log" &&
     python -m nmt evaluate --config configs/eng-mar.yaml --device cuda --set run_dir="$run"
 }

@@ -17,8 +17,12 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.config import load_config
+from nmt.errors import NmtError
 from nmt.loading import load_checkpoints
 from nmt.model.ensemble import Ensemble
+from nmt.prepare import prepare
+from nmt.train.distributed import Distributed
+from nmt.train.launch import train
 from nmt.train.members import member_config, member_threads
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
@@ -46,6 +50,17 @@ def test_each_member_is_a_run_of_its_own_seed_and_share_of_the_threads(tmp_path)
     assert all(m.train.members == 1 for m in members)
 
 
+def test_training_from_code_says_where_each_trained_model_is(tmp_path):
+    config = load_config(write_config(tmp_path, epochs=1, members=1), [])
+    prepare(config, log=lambda _: None)
+    (trained,) = train(config, torch.device("cpu"), show_bar=False)
+    assert trained.run_dir == Path(config.run_dir) and trained.best_epoch == 1
+    assert (trained.run_dir / "checkpoints" / "best.pt").is_file()
+    config.train.members = 2  # members are processes of their own: not one per torchrun rank
+    with pytest.raises(NmtError, match="without torchrun"):
+        train(config, torch.device("cpu"), ddp=Distributed(rank=0, world=2))
+
+
 def training_span(run_dir: Path) -> tuple[datetime, datetime]:
     stamps = [line[:19] for line in (run_dir / "train.log").read_text(encoding="utf-8").splitlines()]
     return datetime.fromisoformat(stamps[0]), datetime.fromisoformat(stamps[-1])
@@ -58,6 +73,7 @@ def members_run(tmp_path_factory) -> Path:
     result = runner.invoke(app, ["train", "--config", str(config)])
     assert result.exit_code == 0, result.output
     assert "member-1: best dev BLEU" in result.output and "member-2: best dev BLEU" in result.output
+    assert (tmp_path / "pair" / "member-2" / "learning_curves.png").is_file()  # each member's curves
     return config
 
 
@@ -74,8 +90,12 @@ def test_members_train_side_by_side_differ_and_decode_as_an_ensemble(members_run
     result = runner.invoke(app, ["evaluate", "--config", str(members_run)])
     assert result.exit_code == 0, result.output
     assert "BLEU" in result.output
-    result = runner.invoke(app, ["translate", "--config", str(members_run)], input="I see apples.\n")
+    plots = run / "attention"  # as scripts/main.sh translates: the ensemble's mean attention drawn
+    result = runner.invoke(
+        app, ["translate", "--config", str(members_run), "--plot-attention", str(plots)], input="I see apples.\n"
+    )
     assert result.exit_code == 0 and result.output.strip(), result.output
+    assert list(plots.glob("*.png")), result.output
 
 
 def test_a_members_run_is_exported_member_by_member(members_run, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -162,7 +163,17 @@ def test_a_damaged_parent_or_no_model_is_refused_and_nothing_is_written(tmp_path
     plain = tmp_path / "plain"
     plain.mkdir()
     child = write_config(tmp_path, "child", hindi_like(synthetic_pairs(seed=1)), tgt_lang="hi")
-    for parent, expected in ((damaged, "Cannot read the parent model"), (plain, "neither a run directory")):
+    ensemble = tmp_path / "ensemble"  # a train.members run: one folder per member
+    for k in (1, 2):
+        shutil.copytree(parent_run, ensemble / f"member-{k}")
+    shutil.copy(parent_run / "config.yaml", ensemble / "config.yaml")
+    refusals = (
+        (damaged, "Cannot read the parent model"),
+        (plain, "neither a run directory"),
+        (ensemble, f"an ensemble of 2 members (train.members); a parent is one model: start from one of them, "
+                   f"e.g. {ensemble / 'member-1'}"),
+    )  # fmt: skip
+    for parent, expected in refusals:
         result = runner.invoke(app, ["prepare", "--config", str(child), "--init-from", str(parent)])
         assert result.exit_code != 0 and expected in result.output and "Traceback" not in result.output
         assert not (tmp_path / "child" / "data").exists()

@@ -1,0 +1,51 @@
+"""One way to train from code: ``train(config, device)`` trains the config's model, or its
+``train.members`` side by side, and says where each trained model is. The CLI, the scripts and
+the tests call it; ``build_trainer`` (trainer.py) is the layer below, for code that wants the
+Trainer itself (its callbacks, its metrics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from nmt.config import Config
+from nmt.errors import NmtError
+from nmt.paths import run_paths
+from nmt.train.distributed import Distributed
+
+
+@dataclass
+class TrainedModel:
+    """One trained model: its run folder (``<run_dir>``, or ``<run_dir>/member-K``) and best dev score."""
+
+    run_dir: Path
+    best_bleu: float
+    best_epoch: int
+
+
+def train(
+    config: Config,
+    device: torch.device,
+    resume: bool = False,
+    ddp: Distributed | None = None,
+    show_bar: bool = True,
+    log=print,
+) -> list[TrainedModel]:
+    """Train ``config``'s model (or, with ``train.members: N``, its N members side by side) and
+    return the trained models. Raises ``TrainingInterrupted`` when a stop signal cut the run
+    short (checkpointed: call again with ``resume=True``)."""
+    from nmt.train.members import train_members
+    from nmt.train.trainer import build_trainer
+
+    run = run_paths(config)
+    ddp = ddp or Distributed()
+    if config.train.members > 1:
+        if ddp.world > 1:
+            raise NmtError("train.members trains several models in processes of its own: run it without torchrun.")
+        results = train_members(config, device, resume, log=log)
+        return [TrainedModel(run.member(r.member).root, r.best_bleu, r.best_epoch) for r in results]
+    progress = build_trainer(config, ddp.device(device), ddp, show_bar).run(resume)
+    ddp.barrier()  # leave together: a rank tearing down while another still runs can abort it (gloo)
+    return [TrainedModel(run.root, progress.best_bleu, progress.best_epoch)]
