@@ -131,6 +131,10 @@ class TrainConfig:
     # random training pairs joined, source to source and target to target (Kondo et al., 2021;
     # drawn afresh each epoch, within train.max_len)
     concat_pairs: float = 0.0
+    # > 0: a competence curriculum over this many epochs (Platanios et al., 2019): short pairs
+    # first, longer ones admitted as training goes on; every epoch still trains every pair once
+    # (nmt/data/curriculum.py)
+    curriculum_epochs: float = 0.0
     max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
     patience: int = 5  # early stopping: validations without a better dev BLEU (0 = none: train to the end)
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
@@ -266,6 +270,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.ema_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = off)"),
     "train.subword_sampling": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
     "train.concat_pairs": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
+    "train.curriculum_epochs": (lambda v: v >= 0.0, "a number >= 0 (0 = off)"),
     "train.max_len": _POSITIVE,
     "train.patience": _NON_NEGATIVE,
     "train.max_minutes": _NON_NEGATIVE,

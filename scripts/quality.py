@@ -174,6 +174,12 @@ VARIANTS |= {
     "last 3 checkpoints ensembled": (DECAY, ["checkpoints:ensemble:3"]),
     "joined pairs, a quarter of the training set": (["train.concat_pairs=0.25"], []),
 }
+# Round 3, second day (docs/quality.md): a curriculum, and levers that buy more training in the budget
+VARIANTS |= {
+    "curriculum over the first epoch": (["train.curriculum_epochs=1"], []),
+    "curriculum over the first two epochs": (["train.curriculum_epochs=2"], []),
+    "batch 128, learning rate 0.003": (["train.batch_size=128", "train.learning_rate=0.003"], []),
+}
 # What round 3 measured as configs/eng-mar.yaml plus train.members=2, written on the base file
 VARIANTS |= {
     "recipe at 25 minutes, hold 0.3, label smoothing 0.2, two members": (

@@ -12,6 +12,7 @@ import torch
 
 from nmt.config import Config, TrainConfig
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
+from nmt.data.curriculum import curriculum_order
 from nmt.data.references import ReferenceSet, read_references
 from nmt.data.shards import Shard, ShardPairs
 from nmt.fileio import read_lines
@@ -149,7 +150,8 @@ def batch_lengths(examples: Sequence[Example]) -> list[int]:
 def epoch_batches(
     examples: Sequence[Example], cfg: TrainConfig, epoch: int, world: int = 1, done: Sequence[Sequence[int]] = ()
 ) -> list[list[int]]:
-    """This epoch's global batches: bucketed, and shuffled with a seed of (train.seed, epoch).
+    """This epoch's global batches: bucketed, and shuffled with a seed of (train.seed, epoch)
+    (in the first train.curriculum_epochs, short pairs first: nmt/data/curriculum.py).
     With ``world`` data-parallel processes each batch holds ``world`` times the sentences
     (and token budget); every process takes its share of each.
 
@@ -169,8 +171,10 @@ def _bucketed(lengths: list[int], indices: np.ndarray, cfg: TrainConfig, epoch: 
         subset, back = lengths, None
     else:
         subset, back = [lengths[i] for i in indices], indices.tolist()
+    seed = cfg.seed * 1000 + epoch
+    order = curriculum_order(subset, cfg.curriculum_epochs, epoch, seed) if cfg.curriculum_epochs else None
     batches = bucketed_batches(
-        subset, cfg.batch_size * world, seed=cfg.seed * 1000 + epoch, batch_tokens=cfg.batch_tokens * world
+        subset, cfg.batch_size * world, seed=seed, batch_tokens=cfg.batch_tokens * world, order=order
     )
     return batches if back is None else [[back[j] for j in batch] for batch in batches]
 

@@ -563,6 +563,8 @@ class Trainer:
         first_batches = epoch_batches(data.train, train, 1, ddp.world)
         padding = padding_fraction(first_batches, batch_lengths(data.train))
         self.log(f"{len(first_batches)} batches per epoch; padding is {100 * padding:.1f}% of batch positions.")
+        if train.curriculum_epochs:
+            self.log(f"Curriculum: short pairs first, every pair admitted after {train.curriculum_epochs:g} epoch(s).")
         if ddp.is_main:
             self.log_validation_estimate()
         if ddp.enabled:
