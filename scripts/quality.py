@@ -179,6 +179,9 @@ VARIANTS |= {
     "curriculum over the first epoch": (["train.curriculum_epochs=1"], []),
     "curriculum over the first two epochs": (["train.curriculum_epochs=2"], []),
     "batch 128, learning rate 0.003": (["train.batch_size=128", "train.learning_rate=0.003"], []),
+    "one model (on configs/eng-mar.yaml: its members off)": (["train.members=1"], []),
+    # without input feeding the decoder's recurrence runs over the whole target in one call
+    "no input feeding (the whole-sequence decoder)": (["model.input_feeding=false"], []),
 }
 # What round 3 measured as configs/eng-mar.yaml plus train.members=2, written on the base file
 VARIANTS |= {
