@@ -174,7 +174,7 @@ VARIANTS |= {
     "last 3 checkpoints ensembled": (DECAY, ["checkpoints:ensemble:3"]),
     "joined pairs, a quarter of the training set": (["train.concat_pairs=0.25"], []),
 }
-# Round 3, second day (docs/quality.md): a curriculum, and levers that buy more training in the budget
+# Round 3, third measurement (docs/quality.md): a curriculum, and levers that buy more training in the budget
 VARIANTS |= {
     "curriculum over the first epoch": (["train.curriculum_epochs=1"], []),
     "curriculum over the first two epochs": (["train.curriculum_epochs=2"], []),

@@ -174,7 +174,7 @@ def _bucketed(lengths: list[int], indices: np.ndarray, cfg: TrainConfig, epoch: 
     seed = cfg.seed * 1000 + epoch
     # a curriculum orders the pairs given: for the rest of an epoch resumed under another number
     # of processes, the pairs left, from the short ones (none is repeated or left out)
-    order = curriculum_order(subset, cfg.curriculum_epochs, epoch, seed) if cfg.curriculum_epochs else None
+    order = curriculum_order(subset, cfg.curriculum_epochs, epoch, seed)  # None: no curriculum (now)
     batches = bucketed_batches(
         subset, cfg.batch_size * world, seed=seed, batch_tokens=cfg.batch_tokens * world, order=order
     )
