@@ -15,7 +15,10 @@ either, through the loaders translation uses.
   a piece both vocabularies hold takes the parent's row, a new piece the mean of the rows of
   the parent's pieces its text is cut into. The optimizer, the schedule, the step count and the
   best score start fresh (the parent's dev BLEU is not the child's). ``train.freeze`` keeps
-  parts of the model as the parent left them.
+  parts of the model as the parent left them. One difference is allowed: a child may add input
+  feeding to a Luong parent without it (measured in docs/transfer.md: the fast decoder for a
+  large parent, feeding for a small child). The decoder's first input weights gain columns for
+  h̃_{t-1}, which start at zero, so the child starts as exactly the parent's function.
 """
 
 from __future__ import annotations
@@ -123,16 +126,28 @@ def load_parent(path: str | Path) -> Parent:
     )
 
 
+FED_WEIGHT = "decoder.rnn.weight_ih_l0"  # (gates·H, E [+ O with input feeding]): [E y_{t-1}; h̃_{t-1}] in
+
+
+def architecture_differences(parent: Config, config: Config) -> list[str]:
+    """Each model setting of ``config`` that would not hold ``parent``'s weights (input feeding
+    added to a parent without it is not one: inherit_weights pads the decoder's input weights)."""
+    parent_model = asdict(parent.model)
+    if config.model.input_feeding and not parent.model.input_feeding:
+        parent_model["input_feeding"] = True
+    problems = model_differences(parent_model, asdict(config.model), "model.")
+    if config.tokenizer.joint != parent.tokenizer.joint:
+        problems.append(f"tokenizer.joint: parent has {parent.tokenizer.joint}, config has {config.tokenizer.joint}")
+    return [problem.replace("checkpoint has", "parent has") for problem in problems]
+
+
 def check_architecture(parent: Parent, config: Config) -> None:
     """Refuse a child whose model settings would not hold the parent's weights, naming each."""
-    problems = model_differences(asdict(parent.config.model), asdict(config.model), "model.")
-    if config.tokenizer.joint != parent.config.tokenizer.joint:
-        joint = (parent.config.tokenizer.joint, config.tokenizer.joint)
-        problems.append(f"tokenizer.joint: parent has {joint[0]}, config has {joint[1]}")
+    problems = architecture_differences(parent.config, config)
     if problems:
         raise NmtError(
             f"The parent {parent.path} has another architecture than the config:\n  "
-            + "\n  ".join(p.replace("checkpoint has", "parent has") for p in problems)
+            + "\n  ".join(problems)
             + "\nCopy the parent's model section (its config.yaml) into the config."
         )
 
@@ -232,6 +247,12 @@ def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[To
     rows = {}
     for name, tensor in model.state_dict().items():
         source = parent.weights.get(name)
+        if name == FED_WEIGHT and source is not None and _feeds_more(source, tensor):
+            tensor.zero_()  # h̃_{t-1}'s columns: zero, so the recurrence is the parent's at the start
+            tensor[:, : source.shape[1]] = source
+            added = tensor.shape[1] - source.shape[1]
+            rows["feed"] = f"input feeding added: the decoder's {added} fed inputs start at zero"
+            continue
         if source is None or (name not in VOCABULARY_TENSORS and source.shape != tensor.shape):
             raise NmtError(f"The parent {parent.path} has no tensor {name} of shape {tuple(tensor.shape)}.")
         side = VOCABULARY_TENSORS.get(name)
@@ -252,7 +273,12 @@ def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[To
             f"{side} vocabulary new: {len(child_ids):,} of its {child_tok.vocab_size:,} pieces the parent's, "
             f"{len(composed):,} more the mean of the parent's pieces they are made of"
         )
-    return "; ".join(rows[side] for side in ("src", "tgt") if side in rows)
+    return "; ".join(rows[part] for part in ("src", "tgt", "feed") if part in rows)
+
+
+def _feeds_more(parent_weight: torch.Tensor, weight: torch.Tensor) -> bool:
+    """The child's decoder input weight is the parent's with columns added for h̃_{t-1}."""
+    return parent_weight.shape[0] == weight.shape[0] and parent_weight.shape[1] < weight.shape[1]
 
 
 def freeze(model: torch.nn.Module, parts: list[str]) -> int:

@@ -1,19 +1,22 @@
 #!/usr/bin/env python
 """From scratch against from a parent, on the 2,549-pair English-Hindi export (docs/transfer.md).
 
-    bash scripts/main.sh                      # the parent: configs/eng-mar-cpu.yaml in runs/eng-mar-cpu
     python scripts/transfer.py --seeds 1 2    # every variant below, 5 minutes each
 
 Each variant is a config plus overrides, trained under the same wall-clock budget with each seed
 and scored on the eng-hin test split (beam search, all references) with the helpers of
-scripts/quality.py. Finished runs are reused. Writes docs/transfer/results.json and prints a
-markdown table, then a dozen test sentences with the reference and each variant's output.
+scripts/quality.py. A transfer variant starts from a parent the script trains first under the
+same budget and seed (``configs/eng-mar-cpu.yaml`` plus the parent's overrides, in RUNS/parents):
+seed N's child starts from seed N's parent, so the figures carry the parent's variance too.
+Finished runs are reused. Writes OUT/results.json and prints a markdown table, then a dozen test
+sentences with the reference and each variant's output.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from quality import evaluate_run, study_arguments, table, train_run
@@ -23,25 +26,39 @@ from nmt.device import select_device
 from nmt.fileio import write_text_atomic
 
 HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi", "data.dev_size=200", "data.test_size=400"]
+PARENT_CONFIG = "configs/eng-mar-cpu.yaml"  # what `bash scripts/main.sh` trains into runs/eng-mar-cpu
+FEEDING = ["model.input_feeding=true"]  # the recipe before round 3 (docs/quality.md, third measurement)
 
 # what the first eng-hin recipe tried on top of the eng-mar one (it lost: docs/transfer.md)
 REGULARISED = ["model.dropout=0.4", "train.word_dropout=0.1", "tokenizer.src_vocab_size=1000",
                "tokenizer.tgt_vocab_size=1000", "train.batch_size=32"]  # fmt: skip
-# name -> (config, overrides); runs of one variant share their prepared data. The eng-mar CPU recipe
-# on eng-hin (HINDI) is what configs/eng-hin.yaml ships, and with init_from, configs/eng-hin-transfer.yaml.
-VARIANTS: dict[str, tuple[str, list[str]]] = {
-    "scratch, the eng-mar CPU recipe": ("configs/eng-mar-cpu.yaml", HINDI),
-    "scratch, regularised harder": ("configs/eng-hin.yaml", REGULARISED),
-    "transfer, configs/eng-hin-transfer.yaml": ("configs/eng-mar-cpu.yaml", [*HINDI, "init_from=runs/eng-mar-cpu"]),
-    "transfer, regularised harder": ("configs/eng-hin-transfer.yaml", []),
-    "transfer, the parent's Marathi tokenizer too": (
-        "configs/eng-hin-transfer.yaml",
-        ["tokenizer.parent_vocab=parent"],
+
+
+@dataclass(frozen=True)
+class Variant:
+    config: str
+    overrides: list[str]
+    parent: list[str] | None = None  # None: from scratch; else the parent's overrides on PARENT_CONFIG
+
+
+# name -> variant; runs of one variant share their prepared data. The eng-mar CPU recipe on
+# eng-hin (HINDI) is what configs/eng-hin.yaml ships, and with a parent, configs/eng-hin-transfer.yaml.
+VARIANTS: dict[str, Variant] = {
+    "scratch, the eng-mar CPU recipe": Variant(PARENT_CONFIG, HINDI),
+    "scratch, regularised harder": Variant("configs/eng-hin.yaml", REGULARISED),
+    "transfer, configs/eng-hin-transfer.yaml": Variant(PARENT_CONFIG, HINDI, parent=[]),
+    "transfer, regularised harder": Variant("configs/eng-hin-transfer.yaml", REGULARISED, parent=[]),
+    "transfer, the parent's Marathi tokenizer too": Variant(
+        "configs/eng-hin-transfer.yaml", ["tokenizer.parent_vocab=parent"], parent=[]
     ),
-    "eng-mar continued on its own data": (
-        "configs/eng-mar-cpu.yaml",
-        ["init_from=runs/eng-mar-cpu", "train.learning_rate=0.0005", "train.lr_hold=0.0"],
+    "eng-mar continued on its own data": Variant(
+        PARENT_CONFIG, ["train.learning_rate=0.0005", "train.lr_hold=0.0"], parent=[]
     ),
+    # round 3 ships Luong without input feeding; the eng-hin recipes with it, as they were measured first
+    "scratch, with input feeding (before)": Variant(PARENT_CONFIG, [*HINDI, *FEEDING]),
+    "transfer, with input feeding (before)": Variant(PARENT_CONFIG, [*HINDI, *FEEDING], parent=FEEDING),
+    # the child adds input feeding to the shipped parent's fast decoder (its fed inputs start at zero)
+    "transfer, input feeding added to the parent": Variant(PARENT_CONFIG, [*HINDI, *FEEDING], parent=[]),
 }
 
 
@@ -61,13 +78,19 @@ def main(argv: list[str] | None = None) -> int:
         print(side_by_side(results, [n for n in results if not n.startswith("eng-mar")], args.runs))
         return 0
     for name in args.variants:
-        config, overrides = VARIANTS[name]
+        variant = VARIANTS[name]
         runs = Path(args.runs) / slug(name)
         rows = [row for row in results.get(name, []) if row["seed"] not in args.seeds]
         for seed in args.seeds:
+            overrides = variant.overrides
+            if variant.parent is not None:
+                print(f"== the parent of {name}, seed {seed}", file=sys.stderr, flush=True)
+                parents = Path(args.runs) / "parents"
+                parent = train_run(PARENT_CONFIG, variant.parent, seed, args.minutes, parents, device)
+                overrides = [*overrides, f"init_from={parent}"]
             print(f"== {name}, seed {seed}", file=sys.stderr, flush=True)
-            run_dir = train_run(config, overrides, seed, args.minutes, runs, device)
-            row = {"seed": seed, **evaluate_run(config, run_dir, overrides, [], device, samples=12)}
+            run_dir = train_run(variant.config, overrides, seed, args.minutes, runs, device)
+            row = {"seed": seed, **evaluate_run(variant.config, run_dir, overrides, [], device, samples=12)}
             rows.append(row)
             print(f"   test BLEU {row['bleu']:.2f}, chrF {row['chrf']:.2f}", file=sys.stderr, flush=True)
         results[name] = sorted(rows, key=lambda row: row["seed"])
@@ -79,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
 def side_by_side(results: dict, names: list[str], runs: str = "runs/transfer", count: int = 12) -> str:
     """The first ``count`` test sources, a reference, and each variant's (first seed's) output
     (every eng-hin variant has the same split: the sources decide it, not the tokenizers)."""
-    test = read_references(Path(runs) / slug("scratch, regularised harder") / "data" / "test.multi.tsv")
+    prepared = sorted(Path(runs).glob("*/data*/test.multi.tsv"))  # any variant's: one split for all
+    if not prepared:
+        return f"(no prepared eng-hin test split under {runs})\n"
+    test = read_references(prepared[0])
     lines = []
     for i in range(min(count, len(test.sources))):
         lines.append(f"- **{test.sources[i]}** — reference: {test.references[i][0]}")

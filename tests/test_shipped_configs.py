@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from nmt.config import load_config
+from nmt.parent import architecture_differences
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,3 +38,18 @@ def test_eng_mar_configs_are_the_measured_recipe(config):
         for key in ("epochs", "max_minutes", "seed"):  # the driver's: a budget per run, seeds 1 and 2
             values["train"].pop(key)
     assert shipped == measured
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted((ROOT / "configs").rglob("*.yaml")) if load_config(p).init_from],
+    ids=lambda p: p.name,
+)
+def test_a_config_with_a_parent_has_its_parents_architecture(path):
+    """A child's init_from names the run of another shipped config (what `bash scripts/main.sh`
+    trains): the child's model section must be that config's, or the transfer is refused after
+    the parent's minutes are spent."""
+    child = load_config(path)
+    parents = [p for p in sorted((ROOT / "configs").rglob("*.yaml")) if load_config(p).run_dir == child.init_from]
+    assert parents, f"{path.name}: init_from {child.init_from} is no shipped config's run_dir"
+    assert architecture_differences(load_config(parents[0]), child) == [], parents[0].name

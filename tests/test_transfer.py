@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.config import FREEZE_PARTS, load_config
 from nmt.errors import NmtError
-from nmt.loading import load_tokenizers
-from nmt.parent import FREEZABLE, composed_pieces, load_parent, shared_pieces
+from nmt.loading import load_tokenizers, new_model
+from nmt.parent import FED_WEIGHT, FREEZABLE, composed_pieces, load_parent, shared_pieces
 from nmt.prepare import prepare
 from nmt.train.trainer import build_trainer
 
-from .helpers import synthetic_pairs, tiny_config, write_anki
+from .helpers import random_sources, synthetic_pairs, tiny_config, write_anki
 
 runner = CliRunner()
 
@@ -154,6 +154,50 @@ def test_a_parent_of_another_architecture_names_each_difference(tmp_path, parent
     assert "model.embed_dim: parent has 32, config has 48" in message
     assert "model.attention: parent has 'bahdanau', config has 'luong-dot'" in message
     assert "model.decoder_hidden: parent has 32, config has 64" in message
+
+
+LUONG = {"attention": "luong-concat", "input_feeding": False}
+
+
+@pytest.fixture(scope="module")
+def luong_parent_run(tmp_path_factory) -> Path:
+    """A Luong parent without input feeding (the fast decoder), trained for an epoch."""
+    tmp_path = tmp_path_factory.mktemp("luong-parent")
+    config = write_config(tmp_path, "parent", synthetic_pairs(), model=LUONG, train={"epochs": 1})
+    nmt("train", "--config", str(config))
+    return tmp_path / "parent"
+
+
+def test_a_child_may_add_input_feeding_and_starts_as_the_parent(tmp_path, luong_parent_run):
+    """The fed columns of the decoder's input weights start at zero: the child's logits are the
+    parent's until it trains (continued training, so both vocabularies are the parent's)."""
+    trainer = child_trainer(tmp_path, luong_parent_run, tgt_lang="mr", model={**LUONG, "input_feeding": True})
+    parent = load_parent(luong_parent_run)
+    state = trainer.model.state_dict()
+    fed = state[FED_WEIGHT]  # (3·H, E + O)
+    embed_dim = parent.config.model.embed_dim
+    assert fed.shape[1] == embed_dim + parent.config.model.output_dim
+    assert torch.equal(fed[:, :embed_dim], parent.weights[FED_WEIGHT]) and not fed[:, embed_dim:].any()
+    assert any("input feeding added" in note for note in trainer.notes)
+    reference = new_model(parent.config, parent.src_tok, parent.tgt_tok)
+    reference.load_state_dict(parent.weights)
+    src, src_lengths = random_sources(4, vocab=parent.src_tok.vocab_size)
+    tgt_in, _ = random_sources(4, vocab=parent.tgt_tok.vocab_size, seed=1)
+    trainer.model.eval(), reference.eval()
+    with torch.no_grad():
+        child_logits, _ = trainer.model(src, src_lengths, tgt_in)
+        parent_logits, _ = reference(src, src_lengths, tgt_in)
+    torch.testing.assert_close(child_logits, parent_logits, rtol=1e-5, atol=1e-5)
+
+
+def test_a_child_may_not_drop_its_parents_input_feeding(tmp_path, luong_parent_run):
+    """The other way round, the parent's fed columns would be dropped: refused, naming the key."""
+    fed = write_config(tmp_path, "fed", synthetic_pairs(), model={**LUONG, "input_feeding": True}, train={"epochs": 1})
+    nmt("prepare", "--config", str(fed), "--init-from", str(luong_parent_run))
+    nmt("train", "--config", str(fed), "--init-from", str(luong_parent_run))
+    (tmp_path / "child").mkdir()
+    with pytest.raises(NmtError, match=r"model\.input_feeding: parent has True, config has False"):
+        child_trainer(tmp_path / "child", tmp_path / "fed", tgt_lang="mr", model=LUONG)
 
 
 def test_a_damaged_parent_or_no_model_is_refused_and_nothing_is_written(tmp_path, parent_run):
