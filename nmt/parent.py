@@ -16,8 +16,8 @@ either, through the loaders translation uses.
   the parent's pieces its text is cut into. The optimizer, the schedule, the step count and the
   best score start fresh (the parent's dev BLEU is not the child's). ``train.freeze`` keeps
   parts of the model as the parent left them. One difference is allowed: a child may add input
-  feeding to a Luong parent without it (measured in docs/transfer.md: the fast decoder for a
-  large parent, feeding for a small child). The decoder's first input weights gain columns for
+  feeding to a Luong parent without it (the fast decoder suits a large corpus, feeding a small
+  one: docs/transfer.md). The decoder's first input weights gain columns for
   h̃_{t-1}, which start at zero, so the child starts as exactly the parent's function.
 """
 
