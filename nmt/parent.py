@@ -244,14 +244,14 @@ def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[To
     """Copy the parent's weights into ``model`` (the vocabulary's row by shared piece); what was
     copied, in words."""
     sides = dict(zip(("src", "tgt"), tokenizers))
-    rows = {}
+    copied = {}
     for name, tensor in model.state_dict().items():
         source = parent.weights.get(name)
         if name == FED_WEIGHT and source is not None and _feeds_more(source, tensor):
             tensor.zero_()  # h̃_{t-1}'s columns: zero, so the recurrence is the parent's at the start
             tensor[:, : source.shape[1]] = source
             added = tensor.shape[1] - source.shape[1]
-            rows["feed"] = f"input feeding added: the decoder's {added} fed inputs start at zero"
+            copied["feed"] = f"input feeding added: the decoder's {added} fed inputs start at zero"
             continue
         if source is None or (name not in VOCABULARY_TENSORS and source.shape != tensor.shape):
             raise NmtError(f"The parent {parent.path} has no tensor {name} of shape {tuple(tensor.shape)}.")
@@ -262,18 +262,18 @@ def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[To
         child_tok, parent_tok = sides[side], parent.tokenizer(side)
         if child_tok.sha256 == parent_tok.sha256:
             tensor.copy_(source)
-            rows[side] = f"{side} vocabulary the parent's ({child_tok.vocab_size:,} pieces)"
+            copied[side] = f"{side} vocabulary the parent's ({child_tok.vocab_size:,} pieces)"
             continue
         child_ids, parent_ids = shared_pieces(child_tok, parent_tok)
         tensor[child_ids] = source[parent_ids].to(tensor.dtype)
         composed = composed_pieces(child_tok, parent_tok, set(child_ids))
         for child_id, parts in composed.items():
             tensor[child_id] = source[parts].mean(0).to(tensor.dtype)
-        rows[side] = (
+        copied[side] = (
             f"{side} vocabulary new: {len(child_ids):,} of its {child_tok.vocab_size:,} pieces the parent's, "
             f"{len(composed):,} more the mean of the parent's pieces they are made of"
         )
-    return "; ".join(rows[part] for part in ("src", "tgt", "feed") if part in rows)
+    return "; ".join(copied[part] for part in ("src", "tgt", "feed") if part in copied)
 
 
 def _feeds_more(parent_weight: torch.Tensor, weight: torch.Tensor) -> bool:

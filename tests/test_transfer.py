@@ -183,7 +183,8 @@ def test_a_child_may_add_input_feeding_and_starts_as_the_parent(tmp_path, luong_
     reference.load_state_dict(parent.weights)
     src, src_lengths = random_sources(4, vocab=parent.src_tok.vocab_size)
     tgt_in, _ = random_sources(4, vocab=parent.tgt_tok.vocab_size, seed=1)
-    trainer.model.eval(), reference.eval()
+    trainer.model.eval()
+    reference.eval()
     with torch.no_grad():
         child_logits, _ = trainer.model(src, src_lengths, tgt_in)
         parent_logits, _ = reference(src, src_lengths, tgt_in)
