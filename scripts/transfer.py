@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(results, list(results), args.minutes))
         print(side_by_side(results, [n for n in results if not n.startswith("eng-mar")], args.runs))
         return 0
+    parents = Path(args.runs) / "parents"  # shared by every transfer variant: one parent per seed
     for name in args.variants:
         variant = VARIANTS[name]
         runs = Path(args.runs) / slug(name)
@@ -85,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
             overrides = variant.overrides
             if variant.parent is not None:
                 print(f"== the parent of {name}, seed {seed}", file=sys.stderr, flush=True)
-                parents = Path(args.runs) / "parents"
                 parent = train_run(PARENT_CONFIG, variant.parent, seed, args.minutes, parents, device)
                 overrides = [*overrides, f"init_from={parent}"]
             print(f"== {name}, seed {seed}", file=sys.stderr, flush=True)
