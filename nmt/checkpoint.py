@@ -9,6 +9,7 @@ is a pickled object, so loading one never runs code. A training checkpoint holds
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import re
@@ -28,8 +29,20 @@ FORMAT_VERSION = 1
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to a temp file, fsync, rename: a kill never leaves half a checkpoint."""
-    save_atomic(path, lambda tmp: torch.save({"format_version": FORMAT_VERSION, **payload}, tmp))
+    """Write ``payload`` to a temp file, fsync, rename: a kill never leaves half a checkpoint, and
+    a full disk a clear error with the checkpoints before it intact."""
+    try:
+        save_atomic(path, lambda tmp: torch.save({"format_version": FORMAT_VERSION, **payload}, tmp))
+    except (OSError, RuntimeError) as error:  # torch.save reports a failed write as a RuntimeError
+        reason = "the disk is full" if _disk_full(error) else f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        raise NmtError(
+            f"Could not write the checkpoint {path} ({reason}). The checkpoints written before it are intact: "
+            "free some space (or move run_dir) and resume with --resume."
+        ) from None
+
+
+def _disk_full(error: BaseException) -> bool:
+    return (isinstance(error, OSError) and error.errno == errno.ENOSPC) or "No space left" in str(error)
 
 
 def translation_weights(payload: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -62,6 +75,11 @@ def save_training_checkpoint(run: RunPaths, payload: dict[str, Any], step: int, 
     return path
 
 
+# How torch.load(weights_only=True) names a pickled global it refuses, across releases:
+# "Unsupported global: GLOBAL os.system" and "unsupported GLOBAL posix.system whose module posix is blocked"
+UNSUPPORTED_GLOBAL = re.compile(r"unsupported(?: global:)? GLOBAL (\S+)", re.IGNORECASE)
+
+
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
@@ -69,7 +87,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        found = UNSUPPORTED_GLOBAL.search(str(exc))
         if found is None:
             raise NmtError(f"Cannot read checkpoint {path}: it is damaged or not a PyTorch file.") from None
         raise NmtError(
@@ -78,6 +96,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         ) from None
     except (RuntimeError, EOFError, OSError) as exc:
         raise NmtError(f"Cannot read checkpoint {path}: {exc}") from None
+    except Exception as exc:  # the unpickler's own, on bytes that are no pickle at all (IndexError, ...)
+        raise NmtError(f"Cannot read checkpoint {path}: it is damaged ({type(exc).__name__}).") from None
     if not isinstance(payload, dict) or payload.get("format_version") != FORMAT_VERSION:
         raise NmtError(f"{path} is not an nmt checkpoint (format version {FORMAT_VERSION}).")
     for key in ("model", "ema"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import secrets
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -162,6 +163,7 @@ def prepare(
     data/<LANG>-eng/. docs/tutorials/your-data.md shows every source kind.
     """
     from nmt.paths import run_paths
+    from nmt.prepare import changed_model_settings, refuse_over_checkpoints
     from nmt.prepare import prepare as run_prepare
 
     cfg = _load(config, set_)
@@ -173,8 +175,12 @@ def prepare(
             raise NmtError("--download fetches a TSV for data.path, but this config trains on data.train's files.")
         cfg.data.path = str(download_anki(download, Path("data") / f"{download}-eng", url))
         typer.echo(f"Downloaded {cfg.data.path}", err=True)
+    changed = changed_model_settings(cfg)
+    if changed and not force:  # checked before anything is written
+        refuse_over_checkpoints(cfg, f"this config changes its model settings ({'; '.join(changed)})")
     report = run_prepare(cfg, force=force, log=lambda msg: typer.echo(msg, err=True))
-    save_config(cfg, run_paths(cfg).config)
+    if force or not run_paths(cfg).trained_checkpoints():  # a trained run's config.yaml describes its checkpoints
+        save_config(cfg, run_paths(cfg).config)
     if report.reused:
         typer.echo(f"Prepared data in {cfg.prepared_dir} is up to date (reused; --force to redo).")
     typer.echo(report.summary())
@@ -203,6 +209,7 @@ def train(
     """
     from nmt.paths import RunPaths, run_paths
     from nmt.train import distributed
+    from nmt.train.launch import refuse_new_run_over_old
     from nmt.train.launch import train as train_models
     from nmt.train.state import TrainingInterrupted
 
@@ -214,6 +221,8 @@ def train(
     ddp = distributed.setup(requested, cfg.train.ddp_timeout_minutes)  # under torchrun: join the process group
     run = run_paths(cfg)
     try:
+        if ddp.is_main:
+            refuse_new_run_over_old(cfg, resume)  # before prepare can touch the run's files
         _prepare_for_training(cfg, ddp)
         try:
             trained = train_models(cfg, requested, resume, ddp, log=lambda msg: typer.echo(msg, err=True))
@@ -476,6 +485,33 @@ def _translator(
     return Translator(load_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device)))
 
 
+TokenOption = Annotated[
+    str,
+    typer.Option(
+        "--token",
+        envvar="NMT_SERVE_TOKEN",
+        help="The token every API request must carry (the page is opened as /?token=TOKEN); "
+        "default: a random one, printed in the address.",
+    ),
+]
+NoTokenOption = Annotated[
+    bool, typer.Option("--no-token", help="No token: any program on this machine may use the API.")
+]
+AllowHostOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host", help="Another name the page is opened by (e.g. this machine's name on the network); repeatable."
+    ),
+]
+
+
+def _serve_token(token: str, no_token: bool) -> str:
+    """The given token, none with --no-token, else a new random one (as Jupyter makes at each start)."""
+    if no_token and token:
+        raise NmtError("--no-token and --token contradict each other: give one.")
+    return "" if no_token else token or secrets.token_urlsafe(18)
+
+
 @app.command()
 @user_errors
 def serve(
@@ -489,14 +525,9 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8000,
     device: DeviceOption = None,
-    token: Annotated[
-        str,
-        typer.Option(
-            "--token",
-            envvar="NMT_SERVE_TOKEN",
-            help="A shared token every API request must carry (a class opens /?token=TOKEN).",
-        ),
-    ] = "",
+    token: TokenOption = "",
+    no_token: NoTokenOption = False,
+    allow_host: AllowHostOption = None,
     max_work: Annotated[
         int | None,
         typer.Option(
@@ -515,7 +546,7 @@ def serve(
     folders are shown side by side; --config (with --checkpoint) serves a training run. Ctrl-C stops.
     """
     from nmt.loading import load_packages
-    from nmt.serve.app import build_app, run_server
+    from nmt.serve.app import LOCAL_HOSTS, build_app, run_server
     from nmt.serve.requests import Limits
     from nmt.translate import Translator
 
@@ -531,11 +562,13 @@ def serve(
     else:
         translator = _translator(config, set_, checkpoint, None, device, engine)
         translators = {Path(translator.loaded.config.run_dir).name: translator}
+    token = _serve_token(token, no_token)
     address = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     typer.echo(f"Serving {', '.join(translators)} on {address} (Ctrl-C stops)", err=True)
     _warn_if_reachable(host, token)
     limits = Limits(max_work=max_work or Limits.max_work, max_queued=max_queued or Limits.max_queued)
-    run_server(build_app(translators, limits, token), host, port)
+    hosts = (*LOCAL_HOSTS, *([host] if host not in ("0.0.0.0", "::") else []), *(allow_host or []))
+    run_server(build_app(translators, limits, token, hosts), host, port)
 
 
 def _warn_if_reachable(host: str, token: str) -> None:
@@ -544,7 +577,8 @@ def _warn_if_reachable(host: str, token: str) -> None:
         typer.echo(
             f"warning: listening on {host}: anyone who can reach this machine on the network can open the page "
             "and use the API"
-            + (" with the token." if token else "; --token TOKEN makes every request carry a shared token."),
+            + (" with the token." if token else "; without --no-token every request carries a token.")
+            + " The page answers only to the names it is opened by: add this machine's with --allow-host NAME.",
             err=True,
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,25 +238,40 @@ REQUIRED_KEYS = ("run_dir", "train.epochs", "train.batch_size", "decode.beam_siz
 _POSITIVE = (lambda v: v > 0, "a number > 0")
 _NON_NEGATIVE = (lambda v: v >= 0, "a number >= 0")
 _PROBABILITY = (lambda v: 0.0 <= v <= 1.0, "a number between 0 and 1")
+
+
+def _between(low: float, high: float) -> tuple[Any, str]:
+    """A closed range. The upper bounds keep a shared package's config from sizing a model (or a
+    search) far beyond anything trained here: a config travels with the weights it describes."""
+    return (lambda v: low <= v <= high, f"a number from {low} to {high}")
+
+
+MAX_WIDTH = 4096  # embeddings, hidden states, attention and output layers
+MAX_LAYERS = 8
+# a language code names prepared files and a package's tokenizers: it must stay one path part
+LANGUAGE_CODE = re.compile(r"[A-Za-z0-9_-]+")
+_LANGUAGE = (lambda v: LANGUAGE_CODE.fullmatch(v) is not None, "a language code: letters, digits, '_' and '-' only")
 _RANGES: dict[str, tuple[Any, str]] = {
+    "data.src_lang": _LANGUAGE,
+    "data.tgt_lang": _LANGUAGE,
     "data.max_pairs": _NON_NEGATIVE,
     "data.max_chars": _POSITIVE,
     "data.dev_size": _POSITIVE,
     "data.test_size": _POSITIVE,
     "data.max_carved": _NON_NEGATIVE,
-    "tokenizer.src_vocab_size": (lambda v: v >= 300, "an integer >= 300 (256 byte-fallback pieces are included)"),
-    "tokenizer.tgt_vocab_size": (lambda v: v >= 300, "an integer >= 300 (256 byte-fallback pieces are included)"),
+    "tokenizer.src_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
+    "tokenizer.tgt_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
     "tokenizer.sample_pairs": (lambda v: v >= 1000, "an integer >= 1000"),
     "tokenizer.character_coverage": (lambda v: 0.9 <= v <= 1.0, "a number between 0.9 and 1.0"),
-    "model.embed_dim": _POSITIVE,
-    "model.encoder_hidden": _POSITIVE,
-    "model.encoder_layers": _POSITIVE,
-    "model.decoder_hidden": _POSITIVE,
-    "model.decoder_layers": _POSITIVE,
-    "model.attention_dim": _POSITIVE,
-    "model.window_width": (lambda v: v >= 1, "an integer >= 1"),
+    "model.embed_dim": _between(1, MAX_WIDTH),
+    "model.encoder_hidden": _between(1, MAX_WIDTH),
+    "model.encoder_layers": _between(1, MAX_LAYERS),
+    "model.decoder_hidden": _between(1, MAX_WIDTH),
+    "model.decoder_layers": _between(1, MAX_LAYERS),
+    "model.attention_dim": _between(1, MAX_WIDTH),
+    "model.window_width": _between(1, 1000),
     "model.gumbel_temperature": _POSITIVE,
-    "model.output_dim": _POSITIVE,
+    "model.output_dim": _between(1, MAX_WIDTH),
     "model.dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "model.encoder_output_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.epochs": _POSITIVE,
@@ -294,16 +310,20 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "tune.confirm": _NON_NEGATIVE,
     "tune.seeds": (lambda v: len(v) > 0, "a list of at least one integer"),
     "tune.workers": _NON_NEGATIVE,
-    "decode.beam_size": _POSITIVE,
+    "decode.beam_size": _between(1, 64),
     "decode.length_penalty": _NON_NEGATIVE,
     "decode.coverage_penalty": _NON_NEGATIVE,
-    "decode.no_repeat_span": _NON_NEGATIVE,
-    "decode.max_len_ratio": _POSITIVE,
-    "decode.max_len_offset": _NON_NEGATIVE,
+    "decode.no_repeat_span": _between(0, 50),
+    # the output limit (ratio x source length + offset): a package's settings bound what one request can cost
+    "decode.max_len_ratio": (lambda v: 0 < v <= 10, "a number > 0 and <= 10"),
+    "decode.max_len_offset": _between(0, 1000),
     "decode.batch_size": _POSITIVE,
     "decode.batch_tokens": _NON_NEGATIVE,
-    "decode.max_input_len": _POSITIVE,
-    "decode.mbr": (lambda v: v == 0 or v >= 2, "0 (off) or an integer >= 2 (the candidates MBR chooses among)"),
+    "decode.max_input_len": _between(1, 10_000),
+    "decode.mbr": (
+        lambda v: v == 0 or 2 <= v <= 64,
+        "0 (off) or an integer from 2 to 64 (MBR's candidates)",
+    ),
 }
 
 

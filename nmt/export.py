@@ -15,17 +15,26 @@ from nmt.checkpoint import translation_weights
 from nmt.config import Config, config_from_dict, save_config
 from nmt.data.languages import language_name
 from nmt.errors import NmtError
-from nmt.fileio import write_text_atomic
+from nmt.fileio import fsync_file, write_lines_atomic, write_text_atomic
 from nmt.loading import (
     PACKAGE_FORMAT,
     load_checked_checkpoint,
-    load_run_config,
+    load_run,
     load_tokenizers,
+    model_for_weights,
     new_model,
+    refuse_link,
     spm_hashes,
+    weights_shapes,
 )
-from nmt.paths import PackagePaths, prepared_paths, run_paths
+from nmt.paths import CHECKPOINT_NAMES, PackagePaths, prepared_paths, run_paths
 from nmt.prepare import load_report
+from nmt.train.timeline import read_timeline
+
+
+def checkpoint_label(checkpoint: str) -> str:
+    """A checkpoint as a manifest names it: best, last or a file's name (never a local path)."""
+    return checkpoint if checkpoint in CHECKPOINT_NAMES else Path(checkpoint).name
 
 
 def _model_card(config: Config, payload: dict, parameters: int, report: dict | None, scores: dict | None) -> str:
@@ -84,7 +93,7 @@ def _onnx_graphs(config: Config, weights: dict, src_tok, tgt_tok, root: Path) ->
     """The model of ``weights`` as ONNX graphs in ``root`` (what the manifest records of them)."""
     from nmt.onnx_export import export_graphs
 
-    model = new_model(config, src_tok, tgt_tok)
+    model = new_model(config, src_tok, tgt_tok)  # the weights' shapes are the config's: checked at load
     model.load_state_dict(weights)
     return export_graphs(model, root)
 
@@ -96,7 +105,7 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
 
     if out_dir.exists() and any(out_dir.iterdir()):
         raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the model package.")
-    config = load_run_config(run_dir)
+    config = load_run(run_dir)
     if config.train.members > 1:
         members = range(1, config.train.members + 1)
         raise NmtError(
@@ -108,6 +117,8 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
     payload = load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)
     # one copy per name: safetensors refuses tensors that share memory (tied embeddings)
     weights = {name: tensor.contiguous().clone() for name, tensor in translation_weights(payload).items()}
+    source = run_paths(config).checkpoint(checkpoint)
+    model_for_weights(config, src_tok, tgt_tok, weights_shapes(weights), source)  # refused unless they match
     parameters = sum(t.numel() for t in weights.values())
     paths = prepared_paths(config)
     report = load_report(paths) if paths.report.is_file() else None
@@ -118,22 +129,23 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
     staging = PackagePaths(Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent)))
     try:
         save_file(weights, str(staging.weights))
+        fsync_file(staging.weights)  # on disk before the folder's rename makes the package visible
         packaged = config_from_dict({**config.to_dict(), "run_dir": str(out_dir)})
         packaged.data.prepared_dir = str(out_dir)
         save_config(packaged, staging.config)
         for tokenizer in (src_tok, tgt_tok):
             shutil.copyfile(tokenizer.path, staging.root / tokenizer.path.name)
         timeline = run_paths(config).timeline  # the probes' attention over training, for the page
-        if timeline.is_file():
-            shutil.copyfile(timeline, staging.root / timeline.name)
-        source = run_paths(config).checkpoint(checkpoint)
+        if timeline.is_file() or timeline.is_symlink():
+            refuse_link(timeline)  # parsed and written anew, never copied: only timeline records reach the package
+            write_lines_atomic(staging.root / timeline.name, (json.dumps(r) for r in read_timeline(timeline)))
         graphs = _onnx_graphs(config, weights, src_tok, tgt_tok, staging.root) if onnx else None
         manifest = {
             "format": PACKAGE_FORMAT,
             "parameters": parameters,
             "onnx": graphs,  # the ONNX graphs' names, inputs and outputs, or null
             "spm_sha256": spm_hashes(src_tok, tgt_tok),
-            "exported_from": str(source),
+            "exported_from": f"{Path(run_dir).resolve().name} ({checkpoint_label(checkpoint)})",  # no local paths
             "parent": payload.get("parent"),  # the model it was trained from (init_from), if any
             "test_scores": {"bleu": scores["bleu"], "chrf": scores["chrf"]} if scores else None,
         }

@@ -58,6 +58,12 @@ def save_atomic(path: str | Path, writer: Callable[[Path], None]) -> None:
         writer(tmp)
 
 
+def fsync_file(path: str | Path) -> None:
+    """Flush a file another library wrote to the disk (before a rename publishes it)."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
 def split_lines(text: str) -> list[str]:
     """Split on LF only (a CR before it is dropped), so no other character ends a line.
 

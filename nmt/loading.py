@@ -19,6 +19,7 @@ import yaml
 from nmt.checkpoint import check_compatible, load_checkpoint, translation_weights, upgrade_weight_names
 from nmt.config import Config, config_from_dict
 from nmt.errors import NmtError
+from nmt.fileio import sha256_file
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Seq2Seq
 from nmt.paths import CHECKPOINT_NAMES, PackagePaths, RunPaths, prepared_paths, run_paths
@@ -62,12 +63,38 @@ def new_model(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> Seq2Seq
 
 
 def load_run_config(run_dir: Path) -> Config:
-    """The resolved config a run (or a package) saved as config.yaml."""
+    """The resolved config a run (or a package) saved as config.yaml, as it was written: its
+    ``run_dir`` names where it was trained (``load_run`` places it where the folder is now)."""
     path = RunPaths(run_dir).config
     if not path.is_file():
         raise NmtError(f"{path} not found: is {run_dir} a run directory (written by `nmt train`)?")
-    with open(path, encoding="utf-8") as handle:
-        return config_from_dict(yaml.safe_load(handle))
+    refuse_link(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = yaml.safe_load(handle)
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise NmtError(f"{path} is not a readable config (YAML): {error}") from None
+    if not isinstance(raw, dict):
+        raise NmtError(f"{path} must hold a mapping of config sections, got {type(raw).__name__}.")
+    try:
+        return config_from_dict(raw)
+    except NmtError as error:
+        raise NmtError(f"{path}: {error}") from None
+
+
+def load_run(run_dir: Path) -> Config:
+    """A run directory's config, with ``run_dir`` the folder given: a run that was copied, moved or
+    downloaded reads its own checkpoints and tokenizers, never those of the place it was trained
+    (the same relative ``runs/<name>`` may hold another model on this machine)."""
+    config = load_run_config(run_dir)
+    config.run_dir = str(run_dir)
+    return config
+
+
+def refuse_link(path: Path) -> None:
+    """A symbolic link in a shared run or package could make us read (and pass on) any file."""
+    if path.is_symlink():
+        raise NmtError(f"{path} is a symbolic link: a run directory or a model package holds its own files.")
 
 
 def load_checked_checkpoint(config: Config, name: str, src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, Any]:
@@ -77,6 +104,32 @@ def load_checked_checkpoint(config: Config, name: str, src_tok: Tokenizer, tgt_t
     payload = load_checkpoint(path)
     check_compatible(payload, config, spm_hashes(src_tok, tgt_tok), path)
     return payload
+
+
+def weights_shapes(weights: dict[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(tensor.shape) for name, tensor in weights.items()}
+
+
+def model_for_weights(
+    config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, shapes: dict[str, tuple[int, ...]], source: Path
+) -> Seq2Seq:
+    """A new model of ``config``, built only once its tensors' shapes are known to be ``shapes``
+    (the weights' own): a config that does not describe its weights is refused before it
+    allocates anything (built on the ``meta`` device first), so memory stays bounded by the
+    weights' size whatever a shared config.yaml says."""
+    with torch.device("meta"):
+        expected = weights_shapes(new_model(config, src_tok, tgt_tok).state_dict())
+    problems = [f"{name}: missing" for name in sorted(set(expected) - set(shapes))]
+    problems += [f"{name}: not part of this model" for name in sorted(set(shapes) - set(expected))]
+    problems += [
+        f"{name}: the weights are {list(shapes[name])}, the config makes {list(shape)}"
+        for name, shape in sorted(expected.items())
+        if name in shapes and shapes[name] != shape
+    ]
+    if problems:
+        listed = "\n  ".join(problems[:8]) + (f"\n  ... and {len(problems) - 8} more" if len(problems) > 8 else "")
+        raise NmtError(f"{source} does not hold the model its config describes:\n  {listed}")
+    return new_model(config, src_tok, tgt_tok)
 
 
 def load_checkpoints(config: Config, names: list[str], device: torch.device) -> LoadedModel:
@@ -90,9 +143,10 @@ def load_checkpoints(config: Config, names: list[str], device: torch.device) -> 
     src_tok, tgt_tok = load_tokenizers(config)
     models, parent = [], None
     for name in names:
-        model = new_model(config, src_tok, tgt_tok)
         payload = load_checked_checkpoint(config, name, src_tok, tgt_tok)
-        model.load_state_dict(translation_weights(payload))
+        weights = translation_weights(payload)
+        model = model_for_weights(config, src_tok, tgt_tok, weights_shapes(weights), run_paths(config).checkpoint(name))
+        model.load_state_dict(weights)
         models.append(model)
         parent = parent or payload.get("parent")
     return LoadedModel(config, _one_or_ensemble(models, device), src_tok, tgt_tok, device, parent)
@@ -116,7 +170,7 @@ def load_packages(model_dirs: list[Path], device: torch.device, engine: str = "t
         return _load_onnx_package(model_dirs)
     loaded = [load_package(model_dir) for model_dir in model_dirs]
     config, _, src_tok, tgt_tok = loaded[0]
-    parent = json.loads(PackagePaths(model_dirs[0]).manifest.read_text(encoding="utf-8")).get("parent")
+    parent = read_manifest(PackagePaths(model_dirs[0])).get("parent")
     for model_dir, (_, _, other_src, other_tgt) in zip(model_dirs[1:], loaded[1:]):
         if spm_hashes(other_src, other_tgt) != spm_hashes(src_tok, tgt_tok):
             raise NmtError(
@@ -138,13 +192,51 @@ def _load_onnx_package(model_dirs: list[Path]) -> LoadedModel:
 
 def load_package(model_dir: Path) -> tuple[Config, Seq2Seq, Tokenizer, Tokenizer]:
     """A package's config, model and tokenizers, its SentencePiece models checked against
-    the hashes the weights were exported with."""
+    the hashes the weights were exported with. The weights file's header (names and shapes) is
+    read first, and the model built only if the config describes exactly those tensors."""
+    from safetensors import SafetensorError, safe_open
     from safetensors.torch import load_file
 
     config, src_tok, tgt_tok, _ = package_parts(model_dir)
-    model = new_model(config, src_tok, tgt_tok)
-    model.load_state_dict(upgrade_weight_names(load_file(str(PackagePaths(model_dir).weights))))
+    path = PackagePaths(model_dir).weights
+    refuse_link(path)
+    try:
+        with safe_open(str(path), framework="pt") as weights_file:
+            shapes = {name: tuple(weights_file.get_slice(name).get_shape()) for name in weights_file.keys()}  # noqa: SIM118
+        model = model_for_weights(config, src_tok, tgt_tok, upgrade_weight_names(shapes), path)
+        weights = upgrade_weight_names(load_file(str(path)))
+    except (SafetensorError, OSError) as error:
+        raise NmtError(f"Cannot read the weights {path}: {error}. Export the model again.") from None
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as error:  # a dtype the model cannot take (e.g. integers for a float tensor)
+        raise NmtError(f"Cannot load the weights {path}: {error}") from None
     return config, model, src_tok, tgt_tok
+
+
+def read_manifest(package: PackagePaths) -> dict:
+    """A package's manifest.json, with the fields loading relies on checked."""
+    refuse_link(package.manifest)
+    try:
+        manifest = json.loads(package.manifest.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise NmtError(f"{package.manifest} is not valid JSON ({error}): export the model again.") from None
+    if not isinstance(manifest, dict):
+        raise NmtError(f"{package.manifest} must hold a JSON object: export the model again.")
+    if manifest.get("format") != PACKAGE_FORMAT:
+        raise NmtError(
+            f"{package.root} is a model package of format {manifest.get('format')!r}; this nmt reads {PACKAGE_FORMAT}."
+        )
+    hashes = manifest.get("spm_sha256")
+    if not isinstance(hashes, dict) or not all(isinstance(hashes.get(side), str) for side in ("src", "tgt")):
+        raise NmtError(
+            f"{package.manifest} lacks spm_sha256 (the hashes of the SentencePiece models the weights were trained "
+            "with), so its tokenizers cannot be checked: export the model again."
+        )
+    parent = manifest.get("parent")
+    if parent is not None and not isinstance(parent, dict):
+        raise NmtError(f"{package.manifest}: parent must be an object or null.")
+    return manifest
 
 
 def package_parts(model_dir: Path) -> tuple[Config, Tokenizer, Tokenizer, dict]:
@@ -153,18 +245,16 @@ def package_parts(model_dir: Path) -> tuple[Config, Tokenizer, Tokenizer, dict]:
     package = PackagePaths(model_dir)
     if not package.manifest.is_file():
         raise NmtError(f"{model_dir} is not a model package (no manifest.json): make one with `nmt export`.")
-    manifest = json.loads(package.manifest.read_text(encoding="utf-8"))
-    if manifest.get("format") != PACKAGE_FORMAT:
-        raise NmtError(
-            f"{model_dir} is a model package of format {manifest.get('format')}; this nmt reads {PACKAGE_FORMAT}."
-        )
+    manifest = read_manifest(package)
     config = load_run_config(model_dir)
     config.run_dir = str(model_dir)
     config.data.prepared_dir = str(model_dir)  # the package may have been moved
+    for side in ("src", "tgt"):  # checked before SentencePiece parses them
+        spm = prepared_paths(config).spm(side)
+        refuse_link(spm)
+        if spm.is_file() and sha256_file(spm) != manifest["spm_sha256"][side]:
+            raise NmtError(f"{spm} does not match the SentencePiece model the weights were trained with.")
     src_tok, tgt_tok = load_tokenizers(config)
-    for side, tokenizer in (("src", src_tok), ("tgt", tgt_tok)):
-        if tokenizer.sha256 != manifest["spm_sha256"][side]:
-            raise NmtError(f"{tokenizer.path} does not match the SentencePiece model the weights were trained with.")
     return config, src_tok, tgt_tok, manifest
 
 
@@ -178,9 +268,7 @@ def load_trained(path: Path, device: torch.device) -> LoadedModel:
             f"{path} is neither a run directory (config.yaml and checkpoints/best.pt) nor a model package "
             "(manifest.json, from `nmt export`)."
         )
-    config = load_run_config(path)
-    config.run_dir = str(path)  # the run may have been moved
-    return load_checkpoints(config, ["best"], device)
+    return load_checkpoints(load_run(path), ["best"], device)
 
 
 def trained_weights_files(path: Path) -> list[Path]:
@@ -189,7 +277,7 @@ def trained_weights_files(path: Path) -> list[Path]:
     if PackagePaths(path).manifest.is_file():
         return [PackagePaths(path).weights]
     if RunPaths(path).config.is_file():
-        config = load_run_config(path)
+        config = load_run(path)
         if config.train.members > 1:
             return [RunPaths(path).member(k).checkpoint("best") for k in range(1, config.train.members + 1)]
     return [RunPaths(path).checkpoint("best")]

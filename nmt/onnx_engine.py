@@ -16,7 +16,7 @@ import torch
 
 from nmt.errors import NmtError
 from nmt.model.graphs import MEMORY_NAMES, state_names
-from nmt.onnx_export import GRAPHS, graph_file, onnxruntime_module
+from nmt.onnx_export import GRAPHS, graph_bytes, graph_file, onnxruntime_module
 
 
 @dataclass
@@ -47,7 +47,9 @@ class OnnxModel:
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.inter_op_num_threads = 1
         sessions = [
-            onnxruntime.InferenceSession(str(graph_file(package, g)), options, providers=["CPUExecutionProvider"])
+            onnxruntime.InferenceSession(
+                graph_bytes(graph_file(package, g)), options, providers=["CPUExecutionProvider"]
+            )
             for g in GRAPHS
         ]
         self.encoder, self.decoder = sessions

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import io
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -27,6 +28,35 @@ TOLERANCE = 1e-4  # largest difference allowed between PyTorch and onnxruntime o
 GRAPHS = ("encoder", "decoder_step")
 EXPORTER = "torch.onnx.export (TorchScript-based, dynamo=False)"
 INSTALL = "pip install 'nmt[onnx]' (onnx and onnxruntime)"
+
+
+def _graph_tensors(graph) -> Iterator:
+    """Every tensor a graph holds: its initializers and its nodes' tensor attributes, subgraphs too."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            for subgraph in [attribute.g] * attribute.HasField("g") + list(attribute.graphs):
+                yield from _graph_tensors(subgraph)
+
+
+def graph_bytes(path: Path) -> bytes:
+    """An ONNX graph of a package, checked to be self-contained before onnxruntime sees it: a
+    tensor stored as "external data" names another file to read (``../../anything``, or through
+    a link), and ``nmt export`` never writes one."""
+    import onnx
+
+    if path.is_symlink():
+        raise NmtError(f"{path} is a symbolic link: a package holds its own graphs.")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as error:  # onnx's parser raises its own (DecodeError and others)
+        raise NmtError(f"{path} is not a readable ONNX graph ({type(error).__name__}): export it again.") from None
+    if any(tensor.data_location == onnx.TensorProto.EXTERNAL for tensor in _graph_tensors(model.graph)):
+        raise NmtError(f"{path} refers to tensors stored in other files (ONNX external data): refused.")
+    return model.SerializeToString()
 
 
 def onnxruntime_module():

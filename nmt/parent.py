@@ -34,7 +34,7 @@ from nmt.checkpoint import model_differences, translation_weights, upgrade_weigh
 from nmt.config import Config
 from nmt.errors import NmtError
 from nmt.fileio import sha256_file
-from nmt.loading import load_checked_checkpoint, load_package, load_run_config, load_tokenizers
+from nmt.loading import load_checked_checkpoint, load_package, load_run, load_tokenizers, read_manifest
 from nmt.paths import PackagePaths, PreparedPaths, RunPaths
 from nmt.tokenizer import Tokenizer, train_sentencepiece
 
@@ -82,8 +82,7 @@ class Parent:
         """What a child's checkpoint, model card and /api/models say of its parent."""
         data = self.config.data
         return {
-            "name": self.path.name,
-            "path": str(self.path),
+            "name": self.path.resolve().name,  # the name, not this machine's path: it travels in packages
             "pair": f"{data.src_lang}-{data.tgt_lang}",
             "sha256": self.sha256,
             "test_bleu": self.test_bleu,
@@ -96,18 +95,14 @@ def load_parent(path: str | Path) -> Parent:
     path = Path(path)
     if PackagePaths(path).manifest.is_file():
         package = PackagePaths(path)
-        try:
-            config, model, src_tok, tgt_tok = load_package(path)
-        except NmtError:
-            raise
-        except Exception as error:  # safetensors' own errors for a damaged weights file
-            raise NmtError(f"Cannot read the parent model {package.weights}: {error}") from None
-        scores = json.loads(package.manifest.read_text(encoding="utf-8")).get("test_scores") or {}
+        config, model, src_tok, tgt_tok = load_package(path)  # a damaged file is a clear NmtError
+        scores = read_manifest(package).get("test_scores")
+        scores = scores if isinstance(scores, dict) else {}
         return Parent(path, config, model.state_dict(), src_tok, tgt_tok, sha256_file(package.weights),
                       scores.get("bleu"))  # fmt: skip
     run = RunPaths(path)
     if run.config.is_file() and run.checkpoint("best").is_file():
-        config = load_run_config(path)
+        config = load_run(path)
         src_tok, tgt_tok = load_tokenizers(config)
         payload = load_checked_checkpoint(config, str(run.checkpoint("best")), src_tok, tgt_tok)
         weights = upgrade_weight_names(translation_weights(payload))

@@ -113,6 +113,11 @@ class RunPaths:
         """Member ``k`` (from 1) of a run of several (train.members): a run directory of its own."""
         return RunPaths(self.root / f"member-{k}")
 
+    def trained_checkpoints(self) -> list[Path]:
+        """The ``last`` checkpoints training wrote here: the run's own, or its members'."""
+        found = [self.checkpoint("last"), *sorted(self.root.glob("member-*/checkpoints/last.pt"))]
+        return [path for path in found if path.is_file()]
+
     def step_checkpoint(self, step: int) -> Path:
         return self.checkpoints / f"step-{step:08d}.pt"
 

@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import yaml
 
+from nmt.checkpoint import model_differences
 from nmt.config import Config
 from nmt.data.pairs import Pair, ReadResult
 from nmt.data.references import write_references
@@ -28,7 +30,7 @@ from nmt.errors import NmtError
 from nmt.fileio import atomic_text_writer, count_lines, sha256_file, write_lines_atomic, write_text_atomic
 from nmt.fonts import missing_font_warning, missing_scripts
 from nmt.parent import Parent, child_tokenizers, load_parent
-from nmt.paths import SPLITS, PreparedPaths, prepared_paths
+from nmt.paths import SPLITS, PreparedPaths, prepared_paths, run_paths
 from nmt.progress import progress_bar
 from nmt.tokenizer import Tokenizer, encoded_lines, train_sentencepiece
 
@@ -124,6 +126,29 @@ def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> st
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+def refuse_over_checkpoints(config: Config, what_changes: str) -> None:
+    """Refuse, before anything is written, a change that would leave a trained run's checkpoints
+    unable to translate (they were trained with its tokenizers and its model settings)."""
+    checkpoints = run_paths(config).trained_checkpoints()
+    if checkpoints:
+        raise NmtError(
+            f"{config.run_dir} holds a trained model ({checkpoints[0]}), and {what_changes}: its checkpoints would no "
+            "longer match them. Nothing was changed. Choose another run_dir (--set run_dir=...), or pass "
+            "`nmt prepare --force` to prepare again anyway (the trained model is then of no use)."
+        )
+
+
+def changed_model_settings(config: Config) -> list[str]:
+    """How ``config``'s model settings differ from those of the run's saved config.yaml."""
+    saved = run_paths(config).config
+    if not saved.is_file():
+        return []
+    with open(saved, encoding="utf-8") as handle:
+        raw = yaml.safe_load(handle)
+    saved_model = raw.get("model", {}) if isinstance(raw, dict) and isinstance(raw.get("model"), dict) else {}
+    return model_differences(saved_model, asdict(config.model), "model.")
+
+
 def _length_stats(lengths: np.ndarray) -> dict[str, float]:
     ordered = np.sort(lengths)
     return {
@@ -154,6 +179,8 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
     reused = _reusable_report(config, paths, fingerprint, force)
     if reused is not None:
         return reused
+    if not force and paths.manifest.is_file():
+        refuse_over_checkpoints(config, "its prepared data and tokenizers would be rebuilt")
     corpus = read_corpus(config.data, paths.root / "source")
     created = not paths.root.exists()
     paths.root.mkdir(parents=True, exist_ok=True)

@@ -113,8 +113,15 @@ def block_repeats(logits: torch.Tensor, history: torch.Tensor, max_span: int) ->
         logits.scatter_add_(1, history[:, steps - span].unsqueeze(1), blocked)
 
 
-def max_output_length(src_lengths: torch.Tensor, ratio: float, offset: int) -> int:
-    return max(1, int(src_lengths.max().item() * ratio) + offset)
+def max_output_lengths(src_lengths: list[int], ratio: float, offset: int) -> list[int]:
+    """Each sentence's own output limit (subwords, <eos> included): a sentence is cut the same
+    way whichever sentences share its batch (in ``nmt serve``, other people's)."""
+    return [max(1, int(length * ratio) + offset) for length in src_lengths]
+
+
+def sentence_limits(max_len: int | list[int], batch: int) -> list[int]:
+    """Each sentence's output limit: one for all (an int), or one each."""
+    return [max_len] * batch if isinstance(max_len, int) else list(max_len)
 
 
 def _attention_rows(rows: list[torch.Tensor] | torch.Tensor | None, source_length: int) -> torch.Tensor | None:
@@ -141,24 +148,26 @@ def greedy_search(
     model: SearchModel,
     src: torch.Tensor,
     src_lengths: torch.Tensor,
-    max_len: int,
+    max_len: int | list[int],
     ranking: Ranking | None = None,
     with_attention: bool = False,
     no_repeat_span: int = 0,
 ) -> list[list[Hypothesis]]:
     """Pick the most probable token at each step, for the whole batch at once. One
     hypothesis per sentence, scored by ``ranking``'s length normalisation (greedy chooses
-    nothing by score, so no coverage term). ``no_repeat_span`` > 0: see ``block_repeats``."""
+    nothing by score, so no coverage term); sentence i stops at <eos> or after ``max_len[i]``
+    tokens, whatever its batch-mates. ``no_repeat_span`` > 0: see ``block_repeats``."""
     ranking = ranking or Ranking()
     memory, state = model.encode(src, src_lengths)
     batch = src.size(0)
+    max_len = sentence_limits(max_len, batch)
     history = torch.empty((batch, 0), dtype=torch.long, device=src.device)  # kept only for the repeat guard
     tokens: list[list[int]] = [[] for _ in range(batch)]
     logprobs: list[list[float]] = [[] for _ in range(batch)]
     attention: list[list[torch.Tensor]] | None = [[] for _ in range(batch)] if with_attention else None
     active = list(range(batch))  # original rows still decoding, in the order of the tensors
     prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
-    for _ in range(max_len):
+    for step in range(1, max(max_len) + 1):
         logits, state, weights = model.decode_step(prev, state, memory)  # (A, V)
         log_z = torch.logsumexp(logits, dim=-1)  # of the model's own distribution, before any guard
         if no_repeat_span:
@@ -171,12 +180,13 @@ def greedy_search(
         # the step's one read on the host: tokens (exact in float32) and their log-probabilities
         step_tokens, step_logprobs = torch.stack([prev.to(best_logprobs.dtype), best_logprobs]).tolist()
         _record_greedy_step(active, step_tokens, step_logprobs, weights, tokens, logprobs, attention)
-        ended = sum(token == EOS_ID for token in step_tokens)
-        if ended == len(active):
+        # positions in the active batch that go on: neither ended nor at their own length limit
+        going_on = [i for i, token in enumerate(step_tokens) if token != EOS_ID and step < max_len[active[i]]]
+        if not going_on:
             break
-        if ended:
-            still = (prev != EOS_ID).nonzero(as_tuple=True)[0]  # positions in the active batch
-            active = [active[i] for i, token in enumerate(step_tokens) if token != EOS_ID]
+        if len(going_on) < len(active):
+            still = torch.tensor(going_on, device=src.device)  # from the host's list: no read back
+            active = [active[i] for i in going_on]
             memory, state, prev = memory.select(still), state.select(still), prev.index_select(0, still)
             if no_repeat_span:
                 history = history.index_select(0, still)
@@ -208,9 +218,10 @@ class _Beams:
     """Beam search's bookkeeping. Rows are (active sentence, beam) pairs, sentence-major."""
 
     def __init__(self, src_lengths: torch.Tensor, source_width: int, device: torch.device, with_attention: bool,
-                 ranking: Ranking):  # fmt: skip
+                 ranking: Ranking, limits: list[int]):  # fmt: skip
         batch = src_lengths.size(0)
-        self.ranking, self.source_lengths = ranking, src_lengths.tolist()
+        self.ranking, self.source_lengths, self.limits = ranking, src_lengths.tolist(), limits
+        self.reached_limit: list[int] = []  # sentences whose live beams were ended at their length limit
         # (A*beams, S): each row's attention summed over its steps, for the coverage penalty
         self.coverage = torch.zeros((batch, source_width), device=device) if ranking.coverage_penalty else None
         self.scores = torch.zeros((batch, 1), device=device)  # (A, beams): log p of each live beam
@@ -280,19 +291,47 @@ class _Beams:
         if self.coverage is not None:
             self.coverage = self.coverage[origins] + weights[origins]
 
-    def end_live_beams(self) -> None:
-        """At the length limit the live beams compete with the hypotheses that ended."""
+    def end_at_limit(self, step: int) -> torch.Tensor | None:
+        """Sentences whose own length limit is ``step`` end: their live beams compete with the
+        hypotheses that ended, and they leave. The rows of the sentences that go on (to select
+        memory and state with), or None when every sentence goes on."""
+        at_limit = [row for row, sentence in enumerate(self.active) if self.limits[sentence] <= step]
+        if not at_limit:
+            return None
+        self._end_live_beams(at_limit)
+        going_on = [row for row, sentence in enumerate(self.active) if self.limits[sentence] > step]
         beams = self.scores.size(1)
-        for row, sentence in enumerate(self.active):
-            for beam in range(beams):
-                raw = self.scores[row, beam].item()
-                if raw != float("-inf"):
-                    index = row * beams + beam
-                    tokens, logprobs = self.tokens[index].tolist(), self.logprobs[index].tolist()
-                    attention = None if self.attention is None else self.attention[index]
-                    sums = None if self.coverage is None else self._coverage(self.coverage[index], sentence)
-                    norm = self.ranking.score(raw, len(tokens), sums)
-                    self.ended[sentence].append(_Ended(norm, tokens, logprobs, attention))
+        rows = torch.tensor([row * beams + beam for row in going_on for beam in range(beams)], dtype=torch.long)
+        rows = rows.to(self.scores.device)
+        self.scores = self.scores[torch.tensor(going_on, dtype=torch.long).to(self.scores.device)]
+        self.tokens, self.logprobs = self.tokens[rows], self.logprobs[rows]
+        if self.attention is not None:
+            self.attention = self.attention[rows]
+        if self.coverage is not None:
+            self.coverage = self.coverage[rows]
+        self.active = [self.active[row] for row in going_on]
+        return rows
+
+    def end_live_beams(self) -> None:
+        """At the last step the live beams compete with the hypotheses that ended."""
+        self._end_live_beams(list(range(len(self.active))))
+
+    def _end_live_beams(self, rows: list[int]) -> None:
+        beams = self.scores.size(1)
+        indices = [row * beams + beam for row in rows for beam in range(beams)]
+        picked = torch.tensor(indices, dtype=torch.long).to(self.scores.device)
+        # one read of the host for all of them
+        scores, tokens, logprobs = (self.scores.reshape(-1)[picked].tolist(), self.tokens[picked].tolist(),
+                                    self.logprobs[picked].tolist())  # fmt: skip
+        for position, index in enumerate(indices):
+            raw, sentence = scores[position], self.active[index // beams]
+            if raw == float("-inf"):
+                continue
+            self.reached_limit.append(sentence)
+            attention = None if self.attention is None else self.attention[index]
+            sums = None if self.coverage is None else self._coverage(self.coverage[index], sentence)
+            norm = self.ranking.score(raw, len(tokens[position]), sums)
+            self.ended[sentence].append(_Ended(norm, tokens[position], logprobs[position], attention))
 
     def best(self, n_best: int, src_lengths: torch.Tensor) -> list[list[Hypothesis]]:
         lengths = src_lengths.tolist()
@@ -332,32 +371,26 @@ def beam_search(
     src: torch.Tensor,
     src_lengths: torch.Tensor,
     beam_size: int,
-    max_len: int,
+    max_len: int | list[int],
     ranking: Ranking | None = None,
     n_best: int = 1,
     with_attention: bool = False,
     no_repeat_span: int = 0,
     trace: BeamTrace | None = None,
 ) -> list[list[Hypothesis]]:
-    """Batched beam search: all sentences x beams step as one batch; the ``n_best`` best
-    hypotheses of each sentence, best first.
-
-    The first step runs once per sentence (its beams would all be the same <bos>), then
-    each sentence keeps ``beam_size`` beams. A hypothesis that emits <eos> is set aside
-    with ``ranking``'s score (default log p / len, len counting <eos>). A sentence is done, and
-    leaves the batch, when its best candidate of the step ends with <eos> and it has
-    ``n_best`` ended hypotheses (the rule of OpenNMT and JoeyNMT for one), or it has
-    ``beam_size`` of them. Sentences still open at ``max_len`` add their live beams to the
-    candidates. ``no_repeat_span`` > 0: see ``block_repeats``. ``trace``: records the search
-    tree of a batch of one sentence (``nmt.beam_trace``).
-    """
+    """Batched beam search (all sentences x beams step as one batch): each sentence's ``n_best``
+    hypotheses, best first. The first step runs once per sentence, then each keeps ``beam_size``
+    beams. A hypothesis that emits <eos> is set aside with ``ranking``'s score (log p / len by
+    default). A sentence is done when its best candidate ends and it has ``n_best`` ended (the rule
+    of OpenNMT and JoeyNMT), or ``beam_size``; at its own ``max_len`` (one for all, or one each) its
+    live beams join them. ``no_repeat_span``: ``block_repeats``; ``trace``: ``nmt.beam_trace``."""
     k, device = beam_size, src.device
     memory, state = model.encode(src, src_lengths)  # one row per sentence until the first step is taken
-    beams = _Beams(src_lengths, src.size(1), device, with_attention, ranking or Ranking())
+    limits = sentence_limits(max_len, src.size(0))
+    beams = _Beams(src_lengths, src.size(1), device, with_attention, ranking or Ranking(), limits)
     prev = torch.full((src.size(0),), BOS_ID, dtype=torch.long, device=device)
-    for step in range(1, max_len + 1):
+    for step in range(1, max(limits) + 1):
         logits, state, weights = model.decode_step(prev, state, memory)  # (A*beams, V)
-        width = beams.scores.size(1)
         log_z = torch.logsumexp(logits, dim=-1)  # (A*beams,) of the model's own distribution, before any guard
         if no_repeat_span:
             block_repeats(logits, beams.tokens, no_repeat_span)
@@ -377,15 +410,20 @@ def beam_search(
             break
         keep_scores, kept, dropped = still_open
         keep_tokens, keep_origins, keep_logprobs = (t.reshape(-1) for t in kept)
-        if dropped or width != keep_scores.size(1):
+        if dropped or beams.scores.size(1) != keep_scores.size(1):  # (beams.scores: the step's before advance)
             memory = memory.select(keep_origins)  # a sentence's rows share its memory: any of them will do
         state = state.select(keep_origins)
         beams.advance(keep_scores, keep_origins, keep_tokens, keep_logprobs, weights)
         prev = keep_tokens
+        going_on = beams.end_at_limit(step)
+        if going_on is not None:
+            if not beams.active:
+                break
+            memory, state, prev = memory.select(going_on), state.select(going_on), prev.index_select(0, going_on)
     beams.end_live_beams()
     found = beams.best(n_best, src_lengths)
     if trace is not None:
-        trace.finish(found[0], ended_at_limit=bool(beams.active))
+        trace.finish(found[0], ended_at_limit=bool(beams.reached_limit))
     return found
 
 
@@ -438,7 +476,7 @@ def search_batch(
 ) -> list[list[Hypothesis]]:
     """One batch with ``decode``'s settings: greedy for beam 1 (unless a ``trace`` is asked
     for, which beam search records), beam search otherwise."""
-    max_len = max_output_length(src_lengths, decode.max_len_ratio, decode.max_len_offset)
+    max_len = max_output_lengths(src_lengths.tolist(), decode.max_len_ratio, decode.max_len_offset)
     ranking = Ranking(decode.length_penalty, decode.length_form, decode.coverage_penalty)
     span = decode.no_repeat_span
     try:

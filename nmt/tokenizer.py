@@ -67,7 +67,10 @@ class Tokenizer:
         self.path = Path(model_path)
         if not self.path.is_file():
             raise NmtError(f"SentencePiece model not found: {self.path}. Run `nmt prepare` first.")
-        self.processor = spm.SentencePieceProcessor(model_file=str(self.path))
+        try:
+            self.processor = spm.SentencePieceProcessor(model_file=str(self.path))
+        except (RuntimeError, OSError) as error:
+            raise NmtError(f"{self.path} is not a SentencePiece model ({error}).") from None
         self.sha256 = sha256_file(self.path)
 
     @property

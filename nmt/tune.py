@@ -273,12 +273,25 @@ class TrialPruner(Callback):
         return None if self.pruned_at is None else "pruned by nmt tune"
 
 
+def run_number(trial) -> int:
+    """The trial whose run a trial trains: its own, or for a retry the first trial's (``run_of``)."""
+    first = trial.user_attrs.get("run_of")
+    return first if isinstance(first, int) and not isinstance(first, bool) and first >= 0 else trial.number
+
+
+def trial_run_dir(study: Study, trial) -> Path:
+    """A trial's run directory, always ``trial-N`` inside the study's folder (a retry resumes the
+    run it retries). Never a path read from the storage: a journal someone hands you could name
+    any folder, which training would then rewrite."""
+    return study.root / f"trial-{run_number(trial)}"
+
+
 def run_trial(study: Study, trial, threads: int) -> float:
     """Optuna's objective: a training run at the trial budget, pruned by its dev BLEU."""
     import optuna
 
     values = {param.key: param.suggest(trial) for param in study.params}
-    run_dir = Path(trial.user_attrs.get("run_dir") or study.root / f"trial-{trial.number}")  # a retry resumes
+    run_dir = trial_run_dir(study, trial)
     trial.set_user_attr("run_dir", str(run_dir))
 
     pruner = TrialPruner(trial, study.trial_minutes, study.config.train.epochs)
@@ -353,7 +366,7 @@ def retry_interrupted(loaded) -> int:
     for trial in loaded.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.RUNNING)):
         if trial.user_attrs.get("interrupted") or trial.state == TrialState.RUNNING:
             if trial.number not in retried:
-                attrs = {"retry_of": trial.number, "run_dir": trial.user_attrs.get("run_dir", ""),
+                attrs = {"retry_of": trial.number, "run_of": run_number(trial),
                          "starting": trial.user_attrs.get("starting", False)}  # fmt: skip
                 loaded.enqueue_trial(trial.params, user_attrs=attrs)
                 count += 1

@@ -2,6 +2,7 @@
 in any browser, offline, with no Python and no server of ours (any static file host will do)::
 
     index.html  translate.js  heat.js  page.css        the page (nmt/web/, heat.js from the served page)
+    fonts/<script>.ttf                                 the Noto fonts of the scripts the vocabularies write
     model/encoder.onnx  model/decoder_step.onnx        the graphs of nmt/onnx_export.py, checked against PyTorch
     model/spm.<lang>.model  model/config.json          the tokenizers; decoding settings, state names, pieces
     runtime/ort.wasm.min.js  runtime/ort-wasm-simd-threaded.{mjs,wasm}   onnxruntime-web (npm)
@@ -26,8 +27,10 @@ from nmt.config import Config
 from nmt.data.languages import language_name
 from nmt.errors import NmtError
 from nmt.fileio import write_text_atomic
-from nmt.loading import load_checked_checkpoint, load_run_config, load_tokenizers, new_model
+from nmt.fonts import SCRIPT_FONTS, script_font, script_of
+from nmt.loading import load_checked_checkpoint, load_run, load_tokenizers, model_for_weights, weights_shapes
 from nmt.onnx_export import export_graphs
+from nmt.paths import run_paths
 
 PAGE = Path(__file__).parent / "web"
 HEATMAP = Path(__file__).parent / "serve" / "static" / "heat.js"
@@ -80,17 +83,39 @@ def page_config(config: Config, src_tok, tgt_tok, graphs: dict) -> dict:
     }
 
 
+SERVED_FONT_FACES = Path(__file__).parent / "serve" / "static" / "style.css"
+
+
+def page_fonts(tokenizers, folder: Path) -> list[str]:
+    """Copy into ``folder`` the Noto font of each script the vocabularies write (as ``nmt serve``
+    serves them: a machine without a Devanagari font would draw the translation as boxes), and
+    return their ``@font-face`` rules, pointing at the copies. The rules are the served page's."""
+    scripts = {script_of(char).lower() for tok in tokenizers for piece in tok.id_to_piece(list(range(tok.vocab_size)))
+               for char in piece} & {script.lower() for script in SCRIPT_FONTS}  # fmt: skip
+    faces = []
+    for rule in SERVED_FONT_FACES.read_text(encoding="utf-8").splitlines():
+        for script in sorted(scripts):
+            font = script_font(script)
+            if font is not None and rule.startswith("@font-face") and f"/fonts/{script}.ttf" in rule:
+                folder.mkdir(exist_ok=True)
+                shutil.copyfile(font, folder / f"{script}.ttf")
+                faces.append(rule.replace(f'url("/fonts/{script}.ttf")', f'url("fonts/{script}.ttf")'))
+    return faces
+
+
 def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: Path | None = None) -> Path:
     """Write the page for ``run_dir``'s ``checkpoint`` into ``out_dir`` (new, or empty)."""
     if out_dir.exists() and any(out_dir.iterdir()):
         raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the page.")
     node_modules = find_runtime(runtime)  # before anything is written
-    config = load_run_config(run_dir)
+    config = load_run(run_dir)
     if config.train.members > 1:
         raise NmtError(f"{run_dir} trained {config.train.members} members: export one, e.g. {run_dir}/member-1.")
     src_tok, tgt_tok = load_tokenizers(config)
-    model = new_model(config, src_tok, tgt_tok)
-    model.load_state_dict(translation_weights(load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)))
+    weights = translation_weights(load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok))
+    source = run_paths(config).checkpoint(checkpoint)
+    model = model_for_weights(config, src_tok, tgt_tok, weights_shapes(weights), source)
+    model.load_state_dict(weights)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -100,15 +125,18 @@ def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: 
             shutil.copyfile(tokenizer.path, staging / "model" / tokenizer.path.name)
         page = page_config(config, src_tok, tgt_tok, graphs)
         write_text_atomic(staging / "model" / "config.json", json.dumps(page, ensure_ascii=False))
-        for name in ("index.html", "translate.js", "page.css"):
+        for name in ("index.html", "translate.js"):
             shutil.copyfile(PAGE / name, staging / name)
+        faces = page_fonts((src_tok, tgt_tok), staging / "fonts")  # the fonts first: the page's rules use them
+        write_text_atomic(staging / "page.css", "\n".join([*faces, (PAGE / "page.css").read_text(encoding="utf-8")]))
         shutil.copyfile(HEATMAP, staging / HEATMAP.name)
         (staging / "runtime").mkdir()
         for source, name in RUNTIME_FILES.items():
             shutil.copyfile(node_modules / source, staging / "runtime" / name)
         # readable by whatever serves it: a temporary folder and an atomic write are private by default
         staging.chmod(0o755)
-        (staging / "model" / "config.json").chmod(0o644)
+        for written in (staging / "model" / "config.json", staging / "page.css"):
+            written.chmod(0o644)
         if out_dir.exists():
             out_dir.rmdir()
         staging.rename(out_dir)

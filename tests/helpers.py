@@ -166,3 +166,11 @@ def copy_translator(root: Path, steps: int = 500, seed: int = 0, **overrides) ->
         batch = collate(rng.sample(examples, 64))
         train_step(model, batch, optimizer, TrainConfig(clip_grad_norm=1.0), batch.num_tgt_tokens)
     return Translator(LoadedModel(config, model.eval(), tok, tok, torch.device("cpu")))
+
+
+def local_client(app, **options):
+    """A test client that calls the app as a browser on this machine does (``nmt serve`` answers
+    only to local host names: ``nmt.serve.app.LocalOnly``)."""
+    from starlette.testclient import TestClient
+
+    return TestClient(app, base_url="http://127.0.0.1:8000", **options)

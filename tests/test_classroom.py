@@ -13,13 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
 import pytest
-from starlette.testclient import TestClient
 
 from nmt.serve.app import build_app
 from nmt.serve.requests import Limits
 from nmt.serve.scheduler import QueueFull, Scheduler, slices_of
 
-from .helpers import copy_translator, random_translator
+from .helpers import copy_translator, local_client, random_translator
 
 TEXTS = ["I see apples.", "we like tea.", "she eats rice.", "they want milk and books.", "you see water."]
 
@@ -168,7 +167,7 @@ def held_batch(app_client, model, bodies):
 )
 def test_batched_answers_equal_the_answers_alone(copier, settings):
     app = build_app({"m": copier})
-    with TestClient(app) as client:
+    with local_client(app) as client:
         bodies = [{"text": text, **settings} for text in COPY_TEXTS] + [{"texts": COPY_TEXTS[:3], **settings}]
         batched, searches = held_batch(client, served_model(app), bodies)
     assert searches == 2  # the held first request, then one search for all the rest
@@ -190,7 +189,7 @@ def served_model(app):
 def test_a_full_queue_answers_503_with_retry_after_and_health_answers_meanwhile(translator):
     app = build_app({"m": translator}, Limits(max_queued=2))
     served = served_model(app)
-    with TestClient(app) as client, ThreadPoolExecutor(max_workers=2) as pool, served.lock:
+    with local_client(app) as client, ThreadPoolExecutor(max_workers=2) as pool, served.lock:
         running = pool.submit(client.post, "/api/translate", json={"text": "hello."})
         wait_until(lambda: served.scheduler.counts["texts"] == 0 and not served.scheduler.turn and not running.done())
         time.sleep(0.05)  # the worker holds it, waiting for the lock
@@ -211,7 +210,7 @@ def test_a_full_queue_answers_503_with_retry_after_and_health_answers_meanwhile(
 
 
 def test_a_request_over_the_work_budget_gets_413_naming_the_limit(translator):
-    with TestClient(build_app({"m": translator}, Limits(max_work=1000))) as client:
+    with local_client(build_app({"m": translator}, Limits(max_work=1000))) as client:
         answer = client.post("/api/translate", json={"texts": ["x" * 190] * 2, "beam_size": 3})
         assert answer.status_code == 413 and answer.json()["field"] == "texts"
         assert "1,200 units of work" in answer.json()["error"] and "the limit is 1,000" in answer.json()["error"]
@@ -219,7 +218,7 @@ def test_a_request_over_the_work_budget_gets_413_naming_the_limit(translator):
 
 
 def test_attention_only_when_asked_and_the_answer_is_smaller_for_it(translator):
-    with TestClient(build_app({"m": translator})) as client:
+    with local_client(build_app({"m": translator})) as client:
         plain = client.post("/api/translate", json={"text": TEXTS[3]})
         asked = client.post("/api/translate", json={"text": TEXTS[3], "attention": True})
         assert "attention" not in plain.json() and len(asked.json()["attention"]) > 0
@@ -230,7 +229,7 @@ def test_attention_only_when_asked_and_the_answer_is_smaller_for_it(translator):
 
 
 def test_a_shared_token_guards_the_api_but_not_health(translator):
-    with TestClient(build_app({"m": translator}, token="s3cret")) as client:
+    with local_client(build_app({"m": translator}, token="s3cret")) as client:
         refused = client.post("/api/translate", json={"text": "hello."})
         assert refused.status_code == 401 and refused.json()["field"] == "token"
         assert client.get("/api/models").status_code == 401

@@ -9,7 +9,6 @@ from xml.etree import ElementTree
 import pytest
 import torch
 import yaml
-from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from nmt.cli import app
@@ -26,6 +25,7 @@ from nmt.translate import Translator
 from .helpers import (
     VARIANT_CONFIGS,
     copy_translator,
+    local_client,
     model_config,
     random_translator,
     synthetic_pairs,
@@ -176,7 +176,7 @@ def test_saliency_is_gradient_times_input_and_zero_where_the_input_is_zero(copyi
 
 
 def test_the_lab_api_answers_each_view_and_names_the_field_it_refuses(untrained):
-    client = TestClient(build_app({"m": untrained}))
+    client = local_client(build_app({"m": untrained}))
     text = "I see apples."
     tree = client.post("/api/lab/tree", json={"text": text, "beam_size": 3})
     assert tree.status_code == 200 and tree.json()["beam_size"] == 3 and tree.json()["model"] == "m"
@@ -220,7 +220,7 @@ def test_training_records_a_timeline_the_api_the_plot_and_the_package_carry(tmp_
         found = translator.search([translator.src_tok.decode([ids])[0]], beam_size=1, with_attention=True)[0][0]
         assert probe["tokens"] == translator.tgt_tok.labels(found.tokens, with_eos=found.ended)
         assert torch.tensor(probe["attention"]) == pytest.approx(found.attention, abs=1e-4)
-    served = TestClient(build_app({"tiny": translator})).get("/api/timeline", params={"model": "tiny"}).json()
+    served = local_client(build_app({"tiny": translator})).get("/api/timeline", params={"model": "tiny"}).json()
     assert served["entries"] == entries
     result = runner.invoke(app, ["plot", str(tmp_path / "run"), "--format", "svg"])
     assert result.exit_code == 0, result.output

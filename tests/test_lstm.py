@@ -6,14 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 import yaml
-from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from nmt.checkpoint import upgrade_weight_names
 from nmt.cli import app
 from nmt.model.attention import ATTENTIONS
 
-from .helpers import small_model, tiny_config
+from .helpers import local_client, small_model, tiny_config
 
 runner = CliRunner()
 
@@ -103,7 +102,7 @@ def test_an_lstm_exports_translates_and_serves_from_its_package(shared):
     result = run("translate", "--model", package, "--text", "we like tea.")
     assert result.exit_code == 0 and result.stdout == expected
     translator = Translator(load_packages([package], torch.device("cpu")))
-    with TestClient(build_app({"lstm": translator})) as client:
+    with local_client(build_app({"lstm": translator})) as client:
         info = client.get("/api/models").json()["models"][0]
         assert info["rnn"] == "lstm" and info["layers"] == [1, 2]
         answer = client.post("/api/translate", json={"text": "we like tea.", "beam_size": 5, "attention": True}).json()

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from nmt.cli import app
@@ -24,7 +23,15 @@ from nmt.serve.app import build_app
 from nmt.serve.requests import Limits
 from nmt.translate import Translator
 
-from .helpers import CELL_VARIANT_CONFIGS, random_sources, small_model, synthetic_pairs, tiny_config, variant_id
+from .helpers import (
+    CELL_VARIANT_CONFIGS,
+    local_client,
+    random_sources,
+    small_model,
+    synthetic_pairs,
+    tiny_config,
+    variant_id,
+)
 from .helpers import write_anki as write_pairs
 
 pytest.importorskip("onnxruntime")
@@ -129,7 +136,7 @@ def test_translate_with_the_onnx_engine_gives_pytorchs_translations(package, bea
 def test_the_json_api_on_the_onnx_engine(package):
     translators = {"torch": Translator(load_packages([package], torch.device("cpu"))),
                    "onnx": Translator(load_packages([package], torch.device("cpu"), "onnx"))}  # fmt: skip
-    with TestClient(build_app(translators, Limits())) as client:
+    with local_client(build_app(translators, Limits())) as client:
         models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
         assert models["onnx"]["engine"] == "onnx" and models["torch"]["engine"] == "torch"
         assert models["onnx"]["parameters"] == models["torch"]["parameters"]

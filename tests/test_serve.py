@@ -12,12 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from starlette.testclient import TestClient
 
 from nmt.serve.app import build_app
 from nmt.serve.requests import Limits
 
-from .helpers import random_translator
+from .helpers import local_client, random_translator
 
 LIMITS = Limits(max_chars=200, max_texts=4, max_beam=8, max_alternatives=10, max_body_bytes=5000)
 
@@ -26,7 +25,7 @@ LIMITS = Limits(max_chars=200, max_texts=4, max_beam=8, max_alternatives=10, max
 def client(tmp_path_factory):
     first = random_translator(tmp_path_factory.mktemp("a"), beam_size=3)
     second = random_translator(tmp_path_factory.mktemp("b"))
-    with TestClient(build_app({"first": first, "second": second}, LIMITS)) as test_client:
+    with local_client(build_app({"first": first, "second": second}, LIMITS)) as test_client:
         yield test_client
 
 

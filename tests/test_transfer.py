@@ -19,7 +19,7 @@ from nmt.parent import FED_WEIGHT, FREEZABLE, composed_pieces, load_parent, shar
 from nmt.prepare import prepare
 from nmt.train.trainer import build_trainer
 
-from .helpers import random_sources, synthetic_pairs, tiny_config, write_anki
+from .helpers import local_client, random_sources, synthetic_pairs, tiny_config, write_anki
 
 runner = CliRunner()
 
@@ -120,13 +120,12 @@ def test_a_package_is_a_parent_and_the_childs_card_and_api_name_it(tmp_path, par
     nmt("export", str(tmp_path / "child"), str(child_package))
     card = (child_package / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "**Parent**: trained from `package` (en-mr" in card and "test BLEU" in card
-    from starlette.testclient import TestClient
 
     from nmt.loading import load_packages
     from nmt.serve.app import build_app
     from nmt.translate import Translator
 
-    served = TestClient(build_app({"child": Translator(load_packages([child_package], torch.device("cpu")))}))
+    served = local_client(build_app({"child": Translator(load_packages([child_package], torch.device("cpu")))}))
     (info,) = served.get("/api/models").json()["models"]
     assert info["parent"]["name"] == "package" and info["parent"]["pair"] == "en-mr"
 
@@ -213,7 +212,7 @@ def test_a_damaged_parent_or_no_model_is_refused_and_nothing_is_written(tmp_path
         shutil.copytree(parent_run, ensemble / f"member-{k}")
     shutil.copy(parent_run / "config.yaml", ensemble / "config.yaml")
     refusals = (
-        (damaged, "Cannot read the parent model"),
+        (damaged, "Cannot read the weights"),
         (plain, "neither a run directory"),
         (ensemble, f"an ensemble of 2 members (train.members); a parent is one model: start from one of them, "
                    f"e.g. {ensemble / 'member-1'}"),

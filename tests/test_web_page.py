@@ -86,7 +86,8 @@ def page(run, tmp_path_factory) -> Path:
 def test_the_folder_holds_the_page_the_graphs_the_tokenizers_and_the_runtime(page):
     runtime = [f"runtime/{name}" for name in RUNTIME_FILES.values()]
     page_files = ["index.html", "translate.js", "heat.js", "page.css"]
-    for name in [*page_files, "model/encoder.onnx", "model/decoder_step.onnx", "model/config.json", *runtime]:
+    model_files = ["model/encoder.onnx", "model/decoder_step.onnx", "model/config.json", "fonts/devanagari.ttf"]
+    for name in [*page_files, *model_files, *runtime]:
         assert (page / name).is_file(), name
     assert len(list((page / "model").glob("spm.*.model"))) == 2
     for path in [page, *page.rglob("*")]:  # a web server running as another user can read every file
@@ -129,6 +130,44 @@ def test_the_page_translates_like_the_cli_draws_attention_and_asks_no_other_host
             if '"Network.requestWillBeSent"' in entry["message"]
         }
     assert urls and all(u.startswith(url) or u.startswith(("data:", "blob:")) for u in urls), urls
+
+
+# The rendered width of ``text`` in the translation's font, and of as many characters no font has
+# (U+0378 is unassigned: always the missing-glyph box), Devanagari replaced one for one.
+RENDERED_WIDTHS = """
+const shown = document.getElementById("translation");
+const width = (text) => {
+  const span = document.createElement("span");
+  span.style.font = getComputedStyle(shown).font;
+  span.textContent = text;
+  document.body.appendChild(span);
+  const found = span.getBoundingClientRect().width;
+  span.remove();
+  return found;
+};
+const text = shown.textContent;
+return [width(text), width(text.replace(/[\u0900-\u097f]/g, "\u0378"))];
+"""
+
+
+def test_the_page_draws_devanagari_with_its_own_font_not_boxes(page, browser):  # noqa: F811
+    """The folder carries the Noto font of the target's script: on a machine with no Devanagari
+    font (as CI's chromium), the translation would otherwise be a row of missing-glyph boxes."""
+    assert "fonts/devanagari.ttf" in (page / "page.css").read_text(encoding="utf-8")
+    with static_server(page) as url:
+        browser.get(f"{url}/index.html")
+        wait_for(browser, lambda d: d.execute_script("return document.body.dataset.ready"), timeout=60)
+        box = browser.find_element("id", "source")
+        box.clear()
+        box.send_keys("we like tea.")
+        wait_for(browser, lambda d: d.execute_script("return document.body.dataset.translated") not in (None, "0"))
+        loaded = browser.execute_async_script(
+            "const done = arguments[0]; document.fonts.load('16px \"Served Devanagari\"', 'क')"
+            ".then((faces) => done(faces.length)).catch(() => done(-1));"
+        )
+        drawn, boxes = browser.execute_script(RENDERED_WIDTHS)
+    assert loaded == 1  # the page's own face, from its own folder
+    assert abs(drawn - boxes) > 1.0, (drawn, boxes)
 
 
 def test_a_missing_runtime_is_a_clear_error_before_anything_is_written(run, tmp_path):

@@ -5,7 +5,6 @@ A local zip works the same as a downloaded one: ``data.path`` may name the zip i
 
 from __future__ import annotations
 
-import shutil
 import urllib.error
 import urllib.request
 import zipfile
@@ -53,6 +52,20 @@ def anki_member(archive: zipfile.ZipFile, path: Path) -> str:
     return names[0]
 
 
+# The largest Anki export (English-French, 230 k pairs) unpacks to about 40 MB; a member's header
+# may lie about its size, so the bytes are counted as they are written, too.
+MAX_UNPACKED_BYTES = 500 * 10**6
+
+
+def copy_at_most(source, out, limit: int, error: NmtError) -> None:
+    written = 0
+    for block in iter(lambda: source.read(1 << 20), b""):
+        written += len(block)
+        if written > limit:
+            raise error
+        out.write(block)
+
+
 def unpack(zip_path: Path, dest_dir: Path) -> Path:
     """Verify ``zip_path`` (every member's CRC) and extract its sentence-pair file into ``dest_dir``."""
     try:
@@ -62,8 +75,14 @@ def unpack(zip_path: Path, dest_dir: Path) -> Path:
                 raise NmtError(f"{zip_path} is corrupt: member {broken} fails its checksum. Download it again.")
             member = anki_member(archive, zip_path)
             target = dest_dir / Path(member).name
+            too_big = NmtError(
+                f"{zip_path}: {member} unpacks to more than {MAX_UNPACKED_BYTES // 10**6:,} MB, far beyond any Anki "
+                "export: refused (a zip bomb, or not an Anki archive)."
+            )
+            if archive.getinfo(member).file_size > MAX_UNPACKED_BYTES:
+                raise too_big
             with archive.open(member) as source, atomic_path(target) as tmp, open(tmp, "wb") as out:
-                shutil.copyfileobj(source, out)
+                copy_at_most(source, out, MAX_UNPACKED_BYTES, too_big)
     except zlib.error as exc:
         raise NmtError(
             f"{zip_path} is corrupt: its compressed data does not decompress ({exc}). Download it again."

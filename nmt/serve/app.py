@@ -12,9 +12,12 @@ ship in ``nmt/serve/static``. Every user mistake gets a 4xx JSON answer naming t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
+import logging
+import re
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -46,11 +49,29 @@ STATIC = Path(__file__).resolve().parent / "static"
 LAB_VIEWS = ("tree", "playback", "edit", "saliency")
 
 
+# A served model's output limit (ratio x source subwords + offset), whatever its package says:
+# the work budget counts a request's input, so its output must stay in proportion.
+SERVED_MAX_LEN_RATIO = 3.0
+SERVED_MAX_LEN_OFFSET = 50
+# The names a browser on this machine reaches the server by; others are refused (DNS rebinding).
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def clamp_decoding(translator: Translator) -> None:
+    decode = translator.decode
+    translator.decode = replace(
+        decode,
+        max_len_ratio=min(decode.max_len_ratio, SERVED_MAX_LEN_RATIO),
+        max_len_offset=min(decode.max_len_offset, SERVED_MAX_LEN_OFFSET),
+    )
+
+
 class ServedModel:
     """One model the server offers, with the lock its requests take turns on."""
 
     def __init__(self, name: str, translator: Translator, limits: Limits):
         self.name, self.translator = name, translator
+        clamp_decoding(translator)
         self.lab = Lab(translator)
         self.lock = threading.Lock()
         self.scheduler = Scheduler(self.decode, max_queued=limits.max_queued)
@@ -75,7 +96,7 @@ class ServedModel:
             "scripts_without_font": self.scripts_without_font,
             "attention_window": config.model.attention_window,
             "has_timeline": run_paths(config).timeline.is_file(),
-            "parent": self.translator.loaded.parent,  # the model it was trained from (init_from), or null
+            "parent": public_parent(self.translator.loaded.parent),  # the model it was trained from, or null
         }
 
     def check_prefix(self, prefix: str | list[str]) -> None:
@@ -114,11 +135,19 @@ class ServedModel:
 
     def timeline(self) -> list[dict]:
         path = run_paths(self.translator.loaded.config).timeline
+        if path.is_symlink():
+            raise RequestError(403, "model", f"{self.name}'s timeline is a symbolic link: it is not served")
         if not path.is_file():
             raise RequestError(
                 404, "model", f"{self.name} has no attention timeline: training records one with train.probes > 0"
             )
         return read_timeline(path)
+
+
+def public_parent(parent: dict | None) -> dict | None:
+    """A parent as the API shows it: its name, pair, hash and score (models trained before the
+    lineage left out local paths still carry one: not this machine's business to publish)."""
+    return None if parent is None else {key: value for key, value in parent.items() if key != "path"}
 
 
 def explanation_json(explanation: Explanation, attention: bool) -> dict:
@@ -230,9 +259,12 @@ class Api:
         return JSONResponse({"entries": await run_in_threadpool(model.timeline), "model": model.name})
 
 
-def build_app(models: dict[str, Translator], limits: Limits | None = None, token: str = "") -> Starlette:
+def build_app(
+    models: dict[str, Translator], limits: Limits | None = None, token: str = "", hosts: tuple[str, ...] = LOCAL_HOSTS
+) -> Starlette:
     """The page at /, its files at /static, the API at /api/*; with a ``token``, every API
-    request but /api/health must carry it."""
+    request but /api/health must carry it. Requests must name one of ``hosts`` as their Host,
+    and a browser's Origin, where it sends one, must be one of them too (``LocalOnly``)."""
     api = Api(models, limits or Limits())
     routes = [
         Route("/", page),
@@ -246,7 +278,8 @@ def build_app(models: dict[str, Translator], limits: Limits | None = None, token
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers = {RequestError: request_error, QueueFull: queue_full, ClientGone: client_gone, Exception: server_error}
-    middleware = [Middleware(TokenCheck, token=token)] if token else []
+    middleware = [Middleware(LocalOnly, hosts=hosts)]
+    middleware += [Middleware(TokenCheck, token=token)] if token else []
     app = Starlette(routes=routes, exception_handlers=handlers, middleware=middleware)
     app.state.served = api.served  # the models with their schedulers and locks, for tests and tools
     return app
@@ -271,8 +304,55 @@ class TokenCheck:
         await self.app(scope, receive, send)
 
 
+def host_name(value: str) -> str:
+    """The host of a Host header or an Origin's authority, without its port: ``[::1]:8000`` -> ``::1``."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class LocalOnly:
+    """Only requests meant for this server: a Host header naming one of ``hosts`` (a page on
+    another site that rebinds its own name to 127.0.0.1 sends its own name, and gets 400), and,
+    where a browser sends an Origin, one on those hosts (another site's page gets 403)."""
+
+    def __init__(self, app, hosts: tuple[str, ...]):
+        self.app, self.hosts = app, {host_name(h) for h in hosts}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = Request(scope).headers
+            origin = headers.get("origin")
+            if host_name(headers.get("host", "")) not in self.hosts:
+                allowed = ", ".join(sorted(self.hosts))
+                message = f"this server answers to {allowed} (nmt serve --allow-host NAME adds a name)"
+                await JSONResponse({"error": message, "field": "host"}, 400)(scope, receive, send)
+                return
+            if origin is not None and host_name(origin.split("://", 1)[-1]) not in self.hosts:
+                message = "requests from other sites' pages are refused"
+                await JSONResponse({"error": message, "field": "origin"}, 403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+TOKEN_IN_ADDRESS = re.compile(r"(token=)[^&\s]*")
+
+
+class HideToken(logging.Filter):
+    """The access log shows ``/?token=…``, never the token itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(TOKEN_IN_ADDRESS.sub(r"\1…", a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
 def run_server(app: Starlette, host: str, port: int) -> None:
     """Serve until Ctrl-C (uvicorn finishes the requests in flight, then returns)."""
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    config = uvicorn.Config(app, host=host, port=port, log_level="info")  # configures uvicorn's loggers
+    logging.getLogger("uvicorn.access").addFilter(HideToken())
+    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C after a clean shutdown
+        uvicorn.Server(config).run()

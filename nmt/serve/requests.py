@@ -28,10 +28,36 @@ class Limits:
     max_queued: int = 512  # texts waiting per model; beyond, 503 with Retry-After
 
 
+JSON_TYPES = ("application/json",)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, refused (413) as soon as it is known to be over ``limit`` bytes: by its
+    Content-Length before anything is read, else by counting while it streams in. A client
+    cannot make the server hold more than ``limit`` bytes of its body."""
+    too_big = RequestError(413, "body", f"the request body is over {limit:,} bytes")
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise too_big if declared.isdigit() else RequestError(400, "body", "Content-Length must be a number")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_big
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def read_json(request: Request, limits: Limits) -> dict:
-    body = await request.body()
-    if len(body) > limits.max_body_bytes:
-        raise RequestError(413, "body", f"the request body is over {limits.max_body_bytes:,} bytes")
+    """A POST's JSON object. The content type must say JSON: a cross-site page can send a
+    ``text/plain`` POST without asking, but a JSON one only after a CORS preflight, which this
+    server never grants."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type not in JSON_TYPES:
+        raise RequestError(
+            415, "body", f"send the body as JSON with Content-Type: application/json (got {content_type or 'none'!r})"
+        )
+    body = await read_body(request, limits.max_body_bytes)
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):

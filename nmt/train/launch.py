@@ -25,6 +25,18 @@ class TrainedModel:
     best_epoch: int
 
 
+def refuse_new_run_over_old(config: Config, resume: bool) -> None:
+    """A new run (no ``resume``) where one was trained is refused before anything is prepared or
+    written (the Trainer refuses too, but only once it is built, after ``nmt train`` has prepared)."""
+    run = run_paths(config)
+    found = run.trained_checkpoints()
+    if found and not resume:
+        raise NmtError(
+            f"{run.root} already holds a training run ({found[0]}). Pass --resume to continue it, "
+            f"or choose another run_dir (--set run_dir=...). Nothing was changed."
+        )
+
+
 def train(
     config: Config,
     device: torch.device,
