@@ -322,7 +322,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "decode.max_input_len": _between(1, 10_000),
     "decode.mbr": (
         lambda v: v == 0 or 2 <= v <= 64,
-        "0 (off) or an integer from 2 to 64 (MBR's candidates)",
+        "0 (off) or an integer >= 2 and <= 64 (MBR's candidates)",
     ),
 }
 

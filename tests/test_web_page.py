@@ -132,21 +132,14 @@ def test_the_page_translates_like_the_cli_draws_attention_and_asks_no_other_host
     assert urls and all(u.startswith(url) or u.startswith(("data:", "blob:")) for u in urls), urls
 
 
-# The rendered width of ``text`` in the translation's font, and of as many characters no font has
-# (U+0378 is unassigned: always the missing-glyph box), Devanagari replaced one for one.
+# The width of the translation drawn in the page's Devanagari face, and of as many characters no
+# font has (U+0378 is unassigned: always the missing-glyph box), Devanagari replaced one for one.
 RENDERED_WIDTHS = """
-const shown = document.getElementById("translation");
-const width = (text) => {
-  const span = document.createElement("span");
-  span.style.font = getComputedStyle(shown).font;
-  span.textContent = text;
-  document.body.appendChild(span);
-  const found = span.getBoundingClientRect().width;
-  span.remove();
-  return found;
-};
-const text = shown.textContent;
-return [width(text), width(text.replace(/[\u0900-\u097f]/g, "\u0378"))];
+const text = document.getElementById("translation").textContent;
+const context = document.createElement("canvas").getContext("2d");
+context.font = '40px "Served Devanagari", monospace';
+return [text, context.measureText(text).width,
+        context.measureText(text.replace(/[\u0900-\u097f]/g, "\u0378")).width];
 """
 
 
@@ -165,9 +158,10 @@ def test_the_page_draws_devanagari_with_its_own_font_not_boxes(page, browser):  
             "const done = arguments[0]; document.fonts.load('16px \"Served Devanagari\"', 'क')"
             ".then((faces) => done(faces.length)).catch(() => done(-1));"
         )
-        drawn, boxes = browser.execute_script(RENDERED_WIDTHS)
+        text, drawn, boxes = browser.execute_script(RENDERED_WIDTHS)
     assert loaded == 1  # the page's own face, from its own folder
-    assert abs(drawn - boxes) > 1.0, (drawn, boxes)
+    assert any("\u0900" <= char <= "\u097f" for char in text), text
+    assert abs(drawn - boxes) > 1.0, (text, drawn, boxes)
 
 
 def test_a_missing_runtime_is_a_clear_error_before_anything_is_written(run, tmp_path):
