@@ -15,15 +15,14 @@ from nmt.checkpoint import translation_weights
 from nmt.config import Config, config_from_dict, save_config
 from nmt.data.languages import language_name
 from nmt.errors import NmtError
-from nmt.fileio import fsync_file, write_lines_atomic, write_text_atomic
+from nmt.fileio import fsync_file, refuse_link, write_lines_atomic, write_text_atomic
 from nmt.loading import (
     PACKAGE_FORMAT,
+    check_weights_fit,
     load_checked_checkpoint,
     load_run,
     load_tokenizers,
-    model_for_weights,
     new_model,
-    refuse_link,
     spm_hashes,
     weights_shapes,
 )
@@ -93,7 +92,7 @@ def _onnx_graphs(config: Config, weights: dict, src_tok, tgt_tok, root: Path) ->
     """The model of ``weights`` as ONNX graphs in ``root`` (what the manifest records of them)."""
     from nmt.onnx_export import export_graphs
 
-    model = new_model(config, src_tok, tgt_tok)  # the weights' shapes are the config's: checked at load
+    model = new_model(config, src_tok, tgt_tok)  # the weights' shapes are the config's (check_weights_fit)
     model.load_state_dict(weights)
     return export_graphs(model, root)
 
@@ -118,7 +117,7 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
     # one copy per name: safetensors refuses tensors that share memory (tied embeddings)
     weights = {name: tensor.contiguous().clone() for name, tensor in translation_weights(payload).items()}
     source = run_paths(config).checkpoint(checkpoint)
-    model_for_weights(config, src_tok, tgt_tok, weights_shapes(weights), source)  # refused unless they match
+    check_weights_fit(config, src_tok, tgt_tok, weights_shapes(weights), source)
     parameters = sum(t.numel() for t in weights.values())
     paths = prepared_paths(config)
     report = load_report(paths) if paths.report.is_file() else None

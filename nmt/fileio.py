@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from nmt.errors import NmtError
+
 BOM = b"\xef\xbb\xbf"
 
 
@@ -56,6 +58,12 @@ def save_atomic(path: str | Path, writer: Callable[[Path], None]) -> None:
     """Call ``writer(tmp_path)`` and move the result to ``path`` atomically."""
     with atomic_path(path) as tmp:
         writer(tmp)
+
+
+def refuse_link(path: str | Path) -> None:
+    """A symbolic link in a shared run or package could make us read (and pass on) any file."""
+    if Path(path).is_symlink():
+        raise NmtError(f"{path} is a symbolic link: a run directory or a model package holds its own files.")
 
 
 def fsync_file(path: str | Path) -> None:

@@ -19,7 +19,7 @@ import yaml
 from nmt.checkpoint import check_compatible, load_checkpoint, translation_weights, upgrade_weight_names
 from nmt.config import Config, config_from_dict
 from nmt.errors import NmtError
-from nmt.fileio import sha256_file
+from nmt.fileio import refuse_link, sha256_file
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Seq2Seq
 from nmt.paths import CHECKPOINT_NAMES, PackagePaths, RunPaths, prepared_paths, run_paths
@@ -91,12 +91,6 @@ def load_run(run_dir: Path) -> Config:
     return config
 
 
-def refuse_link(path: Path) -> None:
-    """A symbolic link in a shared run or package could make us read (and pass on) any file."""
-    if path.is_symlink():
-        raise NmtError(f"{path} is a symbolic link: a run directory or a model package holds its own files.")
-
-
 def load_checked_checkpoint(config: Config, name: str, src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, Any]:
     """The payload of checkpoint ``name`` (best, last or a path), refused if its model
     settings or SentencePiece models differ from ``config``'s."""
@@ -110,13 +104,12 @@ def weights_shapes(weights: dict[str, torch.Tensor]) -> dict[str, tuple[int, ...
     return {name: tuple(tensor.shape) for name, tensor in weights.items()}
 
 
-def model_for_weights(
+def check_weights_fit(
     config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, shapes: dict[str, tuple[int, ...]], source: Path
-) -> Seq2Seq:
-    """A new model of ``config``, built only once its tensors' shapes are known to be ``shapes``
-    (the weights' own): a config that does not describe its weights is refused before it
-    allocates anything (built on the ``meta`` device first), so memory stays bounded by the
-    weights' size whatever a shared config.yaml says."""
+) -> None:
+    """Refuse ``config`` unless the model it describes has exactly the tensors ``shapes`` (the
+    weights' own). The model is built on the ``meta`` device, which allocates nothing, so memory
+    stays bounded by the weights' size whatever a shared config.yaml says."""
     with torch.device("meta"):
         expected = weights_shapes(new_model(config, src_tok, tgt_tok).state_dict())
     problems = [f"{name}: missing" for name in sorted(set(expected) - set(shapes))]
@@ -129,6 +122,13 @@ def model_for_weights(
     if problems:
         listed = "\n  ".join(problems[:8]) + (f"\n  ... and {len(problems) - 8} more" if len(problems) > 8 else "")
         raise NmtError(f"{source} does not hold the model its config describes:\n  {listed}")
+
+
+def model_for_weights(
+    config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, shapes: dict[str, tuple[int, ...]], source: Path
+) -> Seq2Seq:
+    """A new model of ``config``, built only once ``check_weights_fit`` has found it holds ``shapes``."""
+    check_weights_fit(config, src_tok, tgt_tok, shapes, source)
     return new_model(config, src_tok, tgt_tok)
 
 
@@ -246,8 +246,7 @@ def package_parts(model_dir: Path) -> tuple[Config, Tokenizer, Tokenizer, dict]:
     if not package.manifest.is_file():
         raise NmtError(f"{model_dir} is not a model package (no manifest.json): make one with `nmt export`.")
     manifest = read_manifest(package)
-    config = load_run_config(model_dir)
-    config.run_dir = str(model_dir)
+    config = load_run(model_dir)
     config.data.prepared_dir = str(model_dir)  # the package may have been moved
     for side in ("src", "tgt"):  # checked before SentencePiece parses them
         spm = prepared_paths(config).spm(side)

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from nmt.errors import NmtError
+from nmt.fileio import refuse_link
 from nmt.model.graphs import MEMORY_NAMES, DecoderStepGraph, EncoderGraph, state_names
 from nmt.tokenizer import PAD_ID
 
@@ -48,8 +49,7 @@ def graph_bytes(path: Path) -> bytes:
     a link), and ``nmt export`` never writes one."""
     import onnx
 
-    if path.is_symlink():
-        raise NmtError(f"{path} is a symbolic link: a package holds its own graphs.")
+    refuse_link(path)
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # onnx's parser raises its own (DecodeError and others)

@@ -221,7 +221,7 @@ class _Beams:
                  ranking: Ranking, limits: list[int]):  # fmt: skip
         batch = src_lengths.size(0)
         self.ranking, self.source_lengths, self.limits = ranking, src_lengths.tolist(), limits
-        self.reached_limit: list[int] = []  # sentences whose live beams were ended at their length limit
+        self.reached_limit = False  # whether a sentence's live beams were ended at its length limit
         # (A*beams, S): each row's attention summed over its steps, for the coverage penalty
         self.coverage = torch.zeros((batch, source_width), device=device) if ranking.coverage_penalty else None
         self.scores = torch.zeros((batch, 1), device=device)  # (A, beams): log p of each live beam
@@ -320,14 +320,14 @@ class _Beams:
         beams = self.scores.size(1)
         indices = [row * beams + beam for row in rows for beam in range(beams)]
         picked = torch.tensor(indices, dtype=torch.long).to(self.scores.device)
-        # one read of the host for all of them
+        # three reads of the host for all of them (not three per beam)
         scores, tokens, logprobs = (self.scores.reshape(-1)[picked].tolist(), self.tokens[picked].tolist(),
                                     self.logprobs[picked].tolist())  # fmt: skip
         for position, index in enumerate(indices):
             raw, sentence = scores[position], self.active[index // beams]
             if raw == float("-inf"):
                 continue
-            self.reached_limit.append(sentence)
+            self.reached_limit = True
             attention = None if self.attention is None else self.attention[index]
             sums = None if self.coverage is None else self._coverage(self.coverage[index], sentence)
             norm = self.ranking.score(raw, len(tokens[position]), sums)
@@ -423,7 +423,7 @@ def beam_search(
     beams.end_live_beams()
     found = beams.best(n_best, src_lengths)
     if trace is not None:
-        trace.finish(found[0], ended_at_limit=bool(beams.reached_limit))
+        trace.finish(found[0], ended_at_limit=beams.reached_limit)
     return found
 
 

@@ -90,16 +90,19 @@ def page_fonts(tokenizers, folder: Path) -> list[str]:
     """Copy into ``folder`` the Noto font of each script the vocabularies write (as ``nmt serve``
     serves them: a machine without a Devanagari font would draw the translation as boxes), and
     return their ``@font-face`` rules, pointing at the copies. The rules are the served page's."""
-    scripts = {script_of(char).lower() for tok in tokenizers for piece in tok.id_to_piece(list(range(tok.vocab_size)))
-               for char in piece} & {script.lower() for script in SCRIPT_FONTS}  # fmt: skip
+    pieces = [piece for tok in tokenizers for piece in tok.id_to_piece(list(range(tok.vocab_size)))]
+    written = {script_of(char) for piece in pieces for char in piece} & set(SCRIPT_FONTS)
+    rules = [
+        rule for rule in SERVED_FONT_FACES.read_text(encoding="utf-8").splitlines() if rule.startswith("@font-face")
+    ]
     faces = []
-    for rule in SERVED_FONT_FACES.read_text(encoding="utf-8").splitlines():
-        for script in sorted(scripts):
-            font = script_font(script)
-            if font is not None and rule.startswith("@font-face") and f"/fonts/{script}.ttf" in rule:
-                folder.mkdir(exist_ok=True)
-                shutil.copyfile(font, folder / f"{script}.ttf")
-                faces.append(rule.replace(f'url("/fonts/{script}.ttf")', f'url("fonts/{script}.ttf")'))
+    for script in sorted(script.lower() for script in written):
+        font, served = script_font(script), f'url("/fonts/{script}.ttf")'
+        if font is None:
+            continue
+        folder.mkdir(exist_ok=True)
+        shutil.copyfile(font, folder / f"{script}.ttf")
+        faces += [rule.replace(served, f'url("fonts/{script}.ttf")') for rule in rules if served in rule]
     return faces
 
 
