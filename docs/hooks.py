@@ -1,6 +1,6 @@
 """MkDocs hooks: the generated reference pages, added at build time so that no file holds a
 second copy of what the code declares — every config key from the config dataclasses
-(nmt/config_doc.py), every command and option from the Typer app itself."""
+(nmt/config/reference.py), every command and option from the Typer app itself."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer.main
 from mkdocs.structure.files import File
 
 from nmt.cli import app
-from nmt.config_doc import markdown as config_markdown
+from nmt.config.reference import markdown as config_markdown
 
 
 def _option_row(param: click.Parameter) -> str:

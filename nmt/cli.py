@@ -18,8 +18,8 @@ from typing import Annotated
 import typer
 import yaml
 
-from nmt.config import Config, load_config, save_config
-from nmt.errors import NmtError
+from nmt.config.schema import Config, load_config, save_config
+from nmt.core.errors import NmtError
 
 app = typer.Typer(
     add_completion=False,
@@ -86,7 +86,31 @@ EngineOption = Annotated[
     str,
     typer.Option(
         "--engine",
-        help="torch, or onnx: a package's ONNX graphs on onnxruntime (with --model; `nmt export --onnx` makes them).",
+        help="What runs --model packages: torch, onnx (the ONNX graphs `nmt export --onnx` makes, on onnxruntime), "
+        "or a plugin's engine.",
+    ),
+]
+PlotAttentionOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--plot-attention",
+        help="Attention heatmaps: a folder (one file per sentence, the first --plot-count, in --plot-format), "
+        "or with --text a file ending in .png, .svg or .pdf.",
+    ),
+]
+NBestOption = Annotated[
+    int | None,
+    typer.Option(
+        "--n-best",
+        min=1,
+        help="Write the K best translations of each line, best first, as TSV: line number, score, text.",
+    ),
+]
+TgtLangOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tgt-lang",
+        help="Which target a model of several targets (data.related) translates into (default: data.tgt_lang).",
     ),
 ]
 BeamOption = Annotated[
@@ -117,6 +141,24 @@ def user_errors(func):
     return wrapper
 
 
+@app.callback()
+@user_errors
+def load_plugins_first(
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--plugin",
+            help="A module to import first (repeat for several): your attentions, cells, engines or callbacks "
+            "register themselves; the run's config keeps it (plugins:). Give it before the command.",
+        ),
+    ] = None,
+) -> None:
+    """Before any command: the plugins named with --plugin (nmt/core/plugins.py)."""
+    from nmt.core.plugins import request_plugins
+
+    request_plugins(plugin or [])
+
+
 def _load(config: Path, overrides: list[str] | None) -> Config:
     return load_config(config, overrides or [])
 
@@ -128,7 +170,7 @@ def _device(config: Config, device: str | None):
 
 def _device_named(name: str):
     """The device, with TF32 on where it is a GPU."""
-    from nmt.device import enable_tf32, select_device
+    from nmt.core.device import enable_tf32, select_device
 
     chosen = select_device(name)
     enable_tf32(chosen)
@@ -162,9 +204,9 @@ def prepare(
     also be an Anki zip archive (verified and unpacked); --download LANG fetches one into
     data/<LANG>-eng/. docs/tutorials/your-data.md shows every source kind.
     """
-    from nmt.paths import run_paths
-    from nmt.prepare import changed_model_settings, refuse_over_checkpoints
-    from nmt.prepare import prepare as run_prepare
+    from nmt.config.paths import run_paths
+    from nmt.pipelines.prepare import changed_model_settings, refuse_over_checkpoints
+    from nmt.pipelines.prepare import prepare as run_prepare
 
     cfg = _load(config, set_)
     cfg.init_from = init_from or cfg.init_from
@@ -189,6 +231,33 @@ def prepare(
 
 @app.command()
 @user_errors
+def init(
+    data: Annotated[
+        list[Path],
+        typer.Argument(help="A TSV file or an Anki zip, or two line-aligned files (source, then target)."),
+    ],
+    to: Annotated[
+        Path | None, typer.Option("--to", help="Where to write the config (default: configs/SRC-TGT.yaml).")
+    ] = None,
+    minutes: Annotated[float, typer.Option("--minutes", min=0.1, help="The training budget it is written for.")] = 5.0,
+    src_lang: Annotated[
+        str, typer.Option("--src-lang", help="The source's language code (default: from the file names).")
+    ] = "",
+    tgt_lang: Annotated[
+        str, typer.Option("--tgt-lang", help="The target's language code (default: from the file names).")
+    ] = "",
+) -> None:
+    """Write a first config for your corpus: it counts pairs, sources and lengths, finds the scripts, and picks
+    the recipe measured for a corpus of that size on this machine."""
+    from nmt.pipelines.init import init_config
+
+    path, text = init_config(data, to, minutes, src_lang, tgt_lang)
+    typer.echo(text.rstrip())
+    typer.echo(f"\nWrote {path}. Next: nmt prepare --config {path} && nmt train --config {path}")
+
+
+@app.command()
+@user_errors
 def train(
     config: ConfigOption,
     set_: SetOption = None,
@@ -207,7 +276,7 @@ def train(
     stalls, stops early after train.patience validations without a gain or at the time budget
     (--minutes), and keeps checkpoints 'last' and 'best'. Logs to <run_dir>/train.log and metrics.jsonl.
     """
-    from nmt.paths import RunPaths, run_paths
+    from nmt.config.paths import RunPaths, run_paths
     from nmt.train import distributed
     from nmt.train.launch import refuse_new_run_over_old
     from nmt.train.launch import train as train_models
@@ -249,8 +318,8 @@ def train(
 
 def _prepare_for_training(cfg: Config, ddp) -> None:
     """Prepare the data if needed (rank 0), and make sure every rank sees it."""
-    from nmt.prepare import is_prepared
-    from nmt.prepare import prepare as run_prepare
+    from nmt.pipelines.prepare import is_prepared
+    from nmt.pipelines.prepare import prepare as run_prepare
 
     if ddp.is_main:
         report = run_prepare(cfg, log=lambda msg: typer.echo(msg, err=True))
@@ -276,28 +345,15 @@ def translate(
     ] = None,
     text: Annotated[str | None, typer.Option("--text", help="Translate this one sentence instead of a file.")] = None,
     beam_size: BeamOption = None,
-    plot_attention: Annotated[
-        Path | None,
-        typer.Option(
-            "--plot-attention",
-            help="Attention heatmaps: a folder (one file per sentence, the first --plot-count, in --plot-format), "
-            "or with --text a file ending in .png, .svg or .pdf.",
-        ),
-    ] = None,
+    plot_attention: PlotAttentionOption = None,
     plot_count: Annotated[int, typer.Option("--plot-count", min=1, help="How many sentences to plot.")] = 5,
     plot_format: Annotated[
         str, typer.Option("--plot-format", help="png, svg or pdf: the heatmaps' format in a --plot-attention folder.")
     ] = "png",
-    n_best: Annotated[
-        int | None,
-        typer.Option(
-            "--n-best",
-            min=1,
-            help="Write the K best translations of each line, best first, as TSV: line number, score, text.",
-        ),
-    ] = None,
+    n_best: NBestOption = None,
     device: DeviceOption = None,
     engine: EngineOption = "torch",
+    tgt_lang: TgtLangOption = None,
 ) -> None:
     """Translate text: exactly one output line per input line (an empty line gives an empty line).
 
@@ -305,11 +361,11 @@ def translate(
     beam search with length normalisation (decode.length_penalty). With --n-best K: K lines per
     input line instead, "number<TAB>score<TAB>translation" (score: the ranking score of search).
     """
-    from nmt.translate import read_input_lines
+    from nmt.pipelines.translate import read_input_lines
 
     if text is not None and input_ is not None:
         raise NmtError("Give either --text or --input, not both.")
-    translator = _translator(config, set_, checkpoint, model, device, engine)
+    translator = _translator(config, set_, checkpoint, model, device, engine, tgt_lang)
     lines = [text] if text is not None else read_input_lines(str(input_) if input_ else None)
     if n_best is None:
         written = translator.translate(lines, beam_size=beam_size, progress=input_ is not None)
@@ -331,7 +387,7 @@ def _write_lines(lines: list[str], output: Path | None) -> None:
         for line in lines:
             sys.stdout.write(line + "\n")
         return
-    from nmt.fileio import write_lines_atomic
+    from nmt.core.fileio import write_lines_atomic
 
     write_lines_atomic(output, lines)
     typer.echo(f"Wrote {len(lines)} lines to {output}", err=True)
@@ -344,8 +400,8 @@ def score(
     set_: SetOption = None,
     checkpoint: CheckpointsOption = None,
     model: ModelOption = None,
-    src: Annotated[Path, typer.Option("--src", help="Source sentences, one per line.")] = ...,
-    tgt: Annotated[Path, typer.Option("--tgt", help="Their translations, line-aligned with --src.")] = ...,
+    src: Annotated[Path, typer.Option("--src", help="Source sentences, one per line.")] = ...,  # type: ignore[assignment]
+    tgt: Annotated[Path, typer.Option("--tgt", help="Their translations, line-aligned with --src.")] = ...,  # type: ignore[assignment]
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write (default: stdout).")] = None,
     device: DeviceOption = None,
 ) -> None:
@@ -354,7 +410,7 @@ def score(
     One TSV line per pair: total log-probability (natural log, <eos> included), log-probability
     per subword, subwords (+ <eos>). The corpus perplexity goes to stderr.
     """
-    from nmt.translate import read_input_lines
+    from nmt.pipelines.translate import read_input_lines
 
     sources, targets = read_input_lines(str(src)), read_input_lines(str(tgt))
     if len(sources) != len(targets):
@@ -364,8 +420,11 @@ def score(
     counts = [len(h.token_logprobs) for h in scored]
     _write_lines([f"{h.log_prob:.4f}\t{h.log_prob / n:.4f}\t{n}" for h, n in zip(scored, counts)], output)
     total = sum(h.log_prob for h in scored)
-    typer.echo(f"{len(scored)} pairs, {sum(counts)} subwords: log-probability {total:.2f}, "
-               f"perplexity {math.exp(-total / max(1, sum(counts))):.2f}", err=True)  # fmt: skip
+    typer.echo(
+        f"{len(scored)} pairs, {sum(counts)} subwords: log-probability {total:.2f}, "
+        f"perplexity {math.exp(-total / max(1, sum(counts))):.2f}",
+        err=True,
+    )
 
 
 PLOT_SUFFIXES_BY_NAME = ("png", "svg", "pdf")
@@ -376,12 +435,12 @@ def _plot_attention(
     translator, lines: list[str], target: Path, count: int, beam_size: int | None, image_format: str = "png"
 ) -> None:
     """Heatmaps of the first ``count`` non-empty lines: into a folder, or one file for one sentence."""
-    from nmt.plotting import plot_attention
+    from nmt.core.plotting import plot_attention
 
     if image_format not in PLOT_SUFFIXES_BY_NAME:
         raise NmtError(f"--plot-format: got {image_format!r}, expected one of {', '.join(PLOT_SUFFIXES_BY_NAME)}.")
 
-    from nmt.model.attention import ATTENTIONS
+    from nmt.core.registry import ATTENTIONS
 
     attention = translator.loaded.config.model.attention
     if not ATTENTIONS[attention].has_weights:
@@ -432,9 +491,9 @@ def evaluate(
 
     Scores are computed on detokenized text. Hypotheses and a JSON report go to <run_dir>/eval/.
     """
-    from nmt.evaluate import evaluate as run_evaluate
-    from nmt.evaluate import evaluation_set
-    from nmt.paths import run_paths
+    from nmt.config.paths import run_paths
+    from nmt.pipelines.evaluate import evaluate as run_evaluate
+    from nmt.pipelines.evaluate import evaluation_set
 
     if model and src is None:
         raise NmtError("With --model, give the sentences to score: --src FILE --ref FILE [--ref FILE ...].")
@@ -449,8 +508,10 @@ def evaluate(
     for metric in ("bleu", "chrf", "ter"):
         typer.echo(f"{metric.upper():5s} {report[metric]:6.2f}   {report['signature'][metric]}")
     repeats = report["repeated_words"]
-    typer.echo(f"Outputs with a word repeated back to back: {repeats['hypotheses']:.1f} % "
-               f"(references: {repeats['references']:.1f} %)")  # fmt: skip
+    typer.echo(
+        f"Outputs with a word repeated back to back: {repeats['hypotheses']:.1f} % "
+        f"(references: {repeats['references']:.1f} %)"
+    )
     typer.echo(f"Hypotheses and report in {run_paths(cfg).eval_dir}")
 
 
@@ -461,10 +522,11 @@ def _translator(
     models: list[Path] | None,
     device: str | None,
     engine: str = "torch",
+    tgt_lang: str | None = None,
 ):
-    """A Translator from --config (+ --checkpoint ...) or from --model package(s)."""
-    from nmt.loading import check_engine, load_checkpoints, load_packages
-    from nmt.translate import Translator
+    """A Translator from --config (+ --checkpoint ...) or from --model package(s), into ``tgt_lang``."""
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import check_engine, load_checkpoints, load_packages
 
     check_engine(engine)
     if models:
@@ -474,15 +536,13 @@ def _translator(
                 "give --model alone, not with --config, --set or --checkpoint."
             )
         chosen = _device_named(device or "auto")
-        return Translator(load_packages(models, chosen, engine))
+        return Translator(load_packages(models, chosen, engine), tgt_lang)
     if engine != "torch":
-        raise NmtError(
-            f"--engine {engine} runs a model package's graphs: give --model PKG (nmt export RUN PKG --onnx)."
-        )
+        raise NmtError(f"--engine {engine} runs model packages: give --model PKG (nmt export RUN PKG).")
     if config is None:
         raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
     cfg = _load(config, set_)
-    return Translator(load_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device)))
+    return Translator(load_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device)), tgt_lang)
 
 
 TokenOption = Annotated[
@@ -539,28 +599,29 @@ def serve(
         typer.Option("--max-queued", min=1, help="Texts waiting per model before 503 + Retry-After (512)."),
     ] = None,
     engine: EngineOption = "torch",
+    tgt_lang: TgtLangOption = None,
 ) -> None:
     """A local page that translates as you type and draws attention, and its JSON API.
 
     Open http://HOST:PORT/ in a browser; the API is under /api (docs/reference/api.md). Several --model
     folders are shown side by side; --config (with --checkpoint) serves a training run. Ctrl-C stops.
     """
-    from nmt.loading import load_packages
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_packages
     from nmt.serve.app import LOCAL_HOSTS, build_app, run_server
     from nmt.serve.requests import Limits
-    from nmt.translate import Translator
 
     if model and (config is not None or set_ or checkpoint):
         raise NmtError("--model carries its own config and weights: give --model alone, or --config.")
     if model:
         chosen = _device_named(device or "auto")
-        translators = {}
+        translators: dict[str, Translator] = {}
         for path in model:  # named after their folders; a repeated name gets a number
             name = path.resolve().name
             name = name if name not in translators else f"{name}-{len(translators) + 1}"
-            translators[name] = Translator(load_packages([path], chosen, engine))
+            translators[name] = Translator(load_packages([path], chosen, engine), tgt_lang)
     else:
-        translator = _translator(config, set_, checkpoint, None, device, engine)
+        translator = _translator(config, set_, checkpoint, None, device, engine, tgt_lang)
         translators = {Path(translator.loaded.config.run_dir).name: translator}
     token = _serve_token(token, no_token)
     address = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
@@ -610,13 +671,15 @@ def export(
     With --web, a folder any static file host serves: the page translates as you type and draws
     attention, offline (onnxruntime-web and SentencePiece in the page; `npm ci --prefix web` once)."""
     if web:
-        from nmt.web_export import export_web, folder_size
+        from nmt.export.web_page import export_web, folder_size
 
         path = export_web(run_dir, out_dir, checkpoint, runtime)
-        typer.echo(f"Wrote the page for {run_dir} ({checkpoint}) to {path} ({folder_size(path) / 1e6:.1f} MB); "
-                   f"serve it with: python3 -m http.server --directory {path}")  # fmt: skip
+        typer.echo(
+            f"Wrote the page for {run_dir} ({checkpoint}) to {path} ({folder_size(path) / 1e6:.1f} MB); "
+            f"serve it with: python3 -m http.server --directory {path}"
+        )
         return
-    from nmt.export import export_model
+    from nmt.export.package import export_model
 
     path = export_model(run_dir, out_dir, checkpoint, onnx)
     typer.echo(f"Exported {run_dir} ({checkpoint}) to {path}; see {path / 'MODEL_CARD.md'}")
@@ -639,8 +702,8 @@ def plot(
 
     Works while training runs: it plots the epochs validated so far.
     """
-    from nmt.paths import RunPaths
-    from nmt.plotting import plot_timeline
+    from nmt.config.paths import RunPaths
+    from nmt.core.plotting import plot_timeline
     from nmt.train.timeline import read_timeline
 
     if image_format not in PLOT_SUFFIXES_BY_NAME:
@@ -658,8 +721,8 @@ def plot(
 
 def _learning_curves(run_dir: Path, output: Path | None = None) -> tuple[Path, int] | None:
     """Plot RUN_DIR/metrics.jsonl to ``output`` (default RUN_DIR/learning_curves.png); None if it is empty."""
-    from nmt.paths import RunPaths
-    from nmt.plotting import plot_learning_curves
+    from nmt.config.paths import RunPaths
+    from nmt.core.plotting import plot_learning_curves
     from nmt.train.metrics import MetricsFile
 
     run = RunPaths(run_dir)
@@ -701,8 +764,8 @@ def tune(
     with report.md beside it. Stopped (Ctrl-C) and run again, the study goes on where it was.
     docs/tuning.md has a worked example.
     """
+    from nmt.pipelines.tune import tune as run_study
     from nmt.train.state import TrainingInterrupted
-    from nmt.tune import tune as run_study
 
     cfg = _load(config, set_)
     if minutes is not None:
@@ -739,8 +802,8 @@ def average(
 
     Use the result with `nmt translate/evaluate --checkpoint RUN_DIR/checkpoints/averaged.pt`.
     """
-    from nmt.checkpoint import average_newest
-    from nmt.paths import RunPaths
+    from nmt.config.paths import RunPaths
+    from nmt.runtime.checkpoint import average_newest
 
     run = RunPaths(run_dir)
     path = output or run.averaged

@@ -13,9 +13,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nmt.config import Config, load_config
-from nmt.hardware import hardware_description
-from nmt.prepare import prepare
+from nmt.config.schema import Config, load_config
+from nmt.core.hardware import hardware_description
+from nmt.pipelines.prepare import prepare
 
 
 def load(config_path: str, overrides: list[str]) -> Config:
@@ -25,7 +25,7 @@ def load(config_path: str, overrides: list[str]) -> Config:
 
 
 def setup_device(name: str, threads: int) -> torch.device:
-    from nmt.device import enable_tf32, select_device
+    from nmt.core.device import enable_tf32, select_device
 
     if threads:
         torch.set_num_threads(threads)
@@ -38,7 +38,7 @@ def setup_device(name: str, threads: int) -> torch.device:
 
 def model_and_optimizer(config: Config, device: torch.device):
     """The tokenizers, model and optimizer as the Trainer builds them."""
-    from nmt.loading import load_tokenizers, new_model
+    from nmt.runtime.loading import load_tokenizers, new_model
     from nmt.train.optim import build_optimizer
 
     src_tok, tgt_tok = load_tokenizers(config)

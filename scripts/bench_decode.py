@@ -32,8 +32,8 @@ SAME_LIMIT = ["decode.max_len_ratio=1.5", "decode.max_len_offset=0", "decode.bat
 
 
 def test_sources(config, count: int) -> list[str]:
+    from nmt.config.paths import prepared_paths
     from nmt.data.references import read_references
-    from nmt.paths import prepared_paths
 
     return read_references(prepared_paths(config).multi("test")).sources[:count]
 
@@ -45,7 +45,7 @@ def train_weights(
     import random
 
     from nmt.data.batching import collate
-    from nmt.loading import load_tokenizers
+    from nmt.runtime.loading import load_tokenizers
     from nmt.train.data import epoch_batches, load_train_data
     from nmt.train.optim import make_adam
     from nmt.train.step import train_step
@@ -89,8 +89,8 @@ def measure(
     weights: str = "",
 ) -> dict:
     from nmt.data.batching import Example
-    from nmt.loading import load_checkpoints, load_tokenizers, new_model
-    from nmt.search import search_sentences
+    from nmt.decoding.search import search_sentences
+    from nmt.runtime.loading import load_checkpoints, load_tokenizers, new_model
 
     device = bc.setup_device(device_name, threads)
     config = bc.load(config_path, overrides)
@@ -143,8 +143,8 @@ def onnx_model(model, config):
     import tempfile
     from pathlib import Path
 
-    from nmt.onnx_engine import OnnxModel
-    from nmt.onnx_export import export_graphs
+    from nmt.export.onnx_graphs import export_graphs
+    from nmt.runtime.onnx_engine import OnnxModel
 
     folder = Path(tempfile.mkdtemp(prefix="bench-onnx-"))
     export_graphs(model, folder)

@@ -76,8 +76,10 @@ def main() -> None:
         train = timed([*nmt, "train", "--config", str(config), "--minutes", str(args.train_minutes)])
         size = corpus.stat().st_size / 2**20
         rows.append((pairs, size, *prepare, *train))
-        print(f"{pairs:,} pairs ({size:.0f} MiB): prepare {prepare[0]:.0f} s, peak {prepare[1]:,.0f} MiB; "
-              f"train --minutes {args.train_minutes:g}: {train[0]:.0f} s wall, peak {train[1]:,.0f} MiB")  # fmt: skip
+        print(
+            f"{pairs:,} pairs ({size:.0f} MiB): prepare {prepare[0]:.0f} s, peak {prepare[1]:,.0f} MiB; "
+            f"train --minutes {args.train_minutes:g}: {train[0]:.0f} s wall, peak {train[1]:,.0f} MiB"
+        )
     print("\n| pairs | corpus MiB | prepare s | prepare peak MiB | train wall s | train peak MiB |")
     print("|---:|---:|---:|---:|---:|---:|")
     for pairs, size, p_s, p_mib, p_code, t_s, t_mib, t_code in rows:

@@ -66,9 +66,9 @@ def measure(
     fast_path: bool = True,
     warmup: int = 5,
 ) -> dict:
+    from nmt.core.device import make_deterministic, select_precision
     from nmt.data.batching import collate, padding_fraction
-    from nmt.device import make_deterministic, select_precision
-    from nmt.loading import load_tokenizers
+    from nmt.runtime.loading import load_tokenizers
     from nmt.train.data import batch_lengths, load_train_data
     from nmt.train.step import train_step
 

@@ -19,13 +19,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from nmt.config.paths import prepared_paths  # noqa: E402
+from nmt.core.device import select_device  # noqa: E402
+from nmt.core.hardware import hardware_description  # noqa: E402
 from nmt.data.references import read_references  # noqa: E402
-from nmt.device import select_device  # noqa: E402
-from nmt.hardware import hardware_description  # noqa: E402
-from nmt.loading import load_trained  # noqa: E402
-from nmt.paths import prepared_paths  # noqa: E402
-from nmt.translate import Translator  # noqa: E402
-from nmt.web_export import export_web, folder_size  # noqa: E402
+from nmt.export.web_page import export_web, folder_size  # noqa: E402
+from nmt.pipelines.translate import Translator  # noqa: E402
+from nmt.runtime.loading import load_trained  # noqa: E402
 from tests.test_page import CHROMEDRIVER, CHROMIUM  # noqa: E402
 from tests.test_web_page import static_server  # noqa: E402
 

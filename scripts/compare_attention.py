@@ -23,26 +23,25 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import load_config
+from nmt.config.paths import prepared_paths, run_paths
+from nmt.config.schema import load_config
+from nmt.core.device import select_device
+from nmt.core.fileio import write_text_atomic
+from nmt.core.plotting import plot_attention, plot_bleu_by_length
+from nmt.core.registry import ATTENTIONS
 from nmt.data.references import read_references
-from nmt.device import select_device
-from nmt.fileio import write_text_atomic
-from nmt.loading import load_checkpoints
+from nmt.decoding.scoring import score, score_by_length
 from nmt.model.seq2seq import count_parameters
-from nmt.paths import prepared_paths, run_paths
-from nmt.plotting import plot_attention, plot_bleu_by_length
-from nmt.prepare import prepare
-from nmt.scoring import score, score_by_length
+from nmt.pipelines.prepare import prepare
+from nmt.pipelines.translate import Translator
+from nmt.runtime.loading import load_checkpoints
 from nmt.train.metrics import MetricsFile
 from nmt.train.trainer import build_trainer
-from nmt.translate import Translator
 
-# name -> config overrides. Windows use D = 3: Anki sentences are short (about 8 subwords).
+# name -> config overrides: every registered attention (a plugin's too, with --plugin in --set's
+# config), then the papers' combinations. Windows use D = 3: Anki sentences are short (about 8 subwords).
 VARIANTS = {
-    "bahdanau": [],
-    "luong-dot": ["model.attention=luong-dot"],
-    "luong-general": ["model.attention=luong-general"],
-    "luong-concat": ["model.attention=luong-concat"],
+    **{name: [f"model.attention={name}"] for name in ATTENTIONS},
     "luong-general+feed": ["model.attention=luong-general", "model.input_feeding=true"],
     "luong-general/local-m": [
         "model.attention=luong-general",
@@ -54,8 +53,6 @@ VARIANTS = {
         "model.attention_window=local-p",
         "model.window_width=3",
     ],
-    "hard": ["model.attention=hard"],
-    "none": ["model.attention=none"],
 }
 HEATMAP_SENTENCES = 3
 

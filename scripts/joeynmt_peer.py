@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import torch
 
-from nmt.config import ModelConfig
+from nmt.config.schema import ModelConfig
 from nmt.data.batching import Example
 
 AVAILABLE = importlib.util.find_spec("joeynmt") is not None

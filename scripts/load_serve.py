@@ -146,14 +146,18 @@ def classroom(args, sentences: list[str]) -> int:
     rates = {}
     for name, (seconds, latencies, errors) in (("1 client", alone), ("30 clients", crowd)):
         rates[name] = len(latencies) / seconds
-        print(f"{name:10s}: {len(latencies)} answered, {len(errors)} errors in {seconds:.1f} s: "
-              f"{rates[name]:.1f} requests/s, p50 {percentile(latencies, 0.5):.0f} ms, "
-              f"p95 {percentile(latencies, 0.95):.0f} ms")  # fmt: skip
+        print(
+            f"{name:10s}: {len(latencies)} answered, {len(errors)} errors in {seconds:.1f} s: "
+            f"{rates[name]:.1f} requests/s, p50 {percentile(latencies, 0.5):.0f} ms, "
+            f"p95 {percentile(latencies, 0.95):.0f} ms"
+        )
     print(f"30 clients / 1 client throughput: {rates['30 clients'] / rates['1 client']:.1f}x")
     model = next(iter(after))
-    print(f"a short request behind two heavy ones (64 x 1,000 characters, beam 16): {short_seconds * 1000:.0f} ms "
-          f"(queued texts then: {waiting[model]['queued_texts']}); heavy clients hung up: "
-          f"{after[model]['cancelled']} cancelled, queue {after[model]['queued_texts']} texts")  # fmt: skip
+    print(
+        f"a short request behind two heavy ones (64 x 1,000 characters, beam 16): {short_seconds * 1000:.0f} ms "
+        f"(queued texts then: {waiting[model]['queued_texts']}); heavy clients hung up: "
+        f"{after[model]['cancelled']} cancelled, queue {after[model]['queued_texts']} texts"
+    )
     return 1 if alone[2] or crowd[2] else 0
 
 
@@ -180,10 +184,14 @@ def main(argv: list[str] | None = None) -> int:
         server.terminate()
         server.wait(timeout=30)
     p50, p95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
-    print(f"{args.clients} clients x {args.requests} requests, beam {args.beam_size}: {len(latencies)} answered, "
-          f"{len(errors)} errors in {elapsed:.1f} s")  # fmt: skip
-    print(f"requests/s {len(latencies) / elapsed:.1f}   latency p50 {p50:.0f} ms   p95 {p95:.0f} ms   "
-          f"max {latencies[-1] * 1000 if latencies else float('nan'):.0f} ms")  # fmt: skip
+    print(
+        f"{args.clients} clients x {args.requests} requests, beam {args.beam_size}: {len(latencies)} answered, "
+        f"{len(errors)} errors in {elapsed:.1f} s"
+    )
+    print(
+        f"requests/s {len(latencies) / elapsed:.1f}   latency p50 {p50:.0f} ms   p95 {p95:.0f} ms   "
+        f"max {latencies[-1] * 1000 if latencies else float('nan'):.0f} ms"
+    )
     for error in errors[:5]:
         print("error:", error)
     return 1 if errors else 0

@@ -12,7 +12,7 @@ if [ -z "${CONFIG:-}" ]; then
     CONFIG=configs/eng-mar-cpu.yaml
   fi
 fi
-RUN_DIR=$(python -c "from nmt.config import load_config; print(load_config('$CONFIG').run_dir)")
+RUN_DIR=$(python -c "from nmt.config.schema import load_config; print(load_config('$CONFIG').run_dir)")
 echo "== config: $CONFIG   run directory: $RUN_DIR"
 start=$(date +%s)
 echo "== prepare"; nmt prepare --config "$CONFIG"

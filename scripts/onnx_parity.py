@@ -15,13 +15,13 @@ from pathlib import Path
 
 import torch
 
+from nmt.config.paths import prepared_paths
+from nmt.core.device import select_device
+from nmt.core.hardware import hardware_description
 from nmt.data.references import read_references
-from nmt.device import select_device
-from nmt.export import export_model
-from nmt.hardware import hardware_description
-from nmt.loading import load_packages, load_run_config
-from nmt.paths import prepared_paths
-from nmt.translate import Translator
+from nmt.export.package import export_model
+from nmt.pipelines.translate import Translator
+from nmt.runtime.loading import load_packages, load_run_config
 
 
 def timed_search(translator: Translator, sources: list[str], beam: int):

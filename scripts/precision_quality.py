@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import load_config
-from nmt.device import enable_tf32, select_device
-from nmt.prepare import prepare
+from nmt.config.schema import load_config
+from nmt.core.device import enable_tf32, select_device
+from nmt.pipelines.prepare import prepare
 from nmt.train.trainer import build_trainer
 
 VARIANTS = ("float32", "mixed, float32 recurrences", "mixed, 16-bit recurrences")

@@ -15,7 +15,7 @@ from torch.profiler import ProfilerActivity, profile
 
 def main() -> None:
     from nmt.data.batching import collate
-    from nmt.loading import load_tokenizers
+    from nmt.runtime.loading import load_tokenizers
     from nmt.train.data import epoch_batches, load_train_data
     from nmt.train.step import train_step
 

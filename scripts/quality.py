@@ -22,18 +22,18 @@ import statistics
 import sys
 from pathlib import Path
 
-from nmt.checkpoint import average_newest
-from nmt.config import load_config
+from nmt.config.paths import RunPaths, prepared_paths, run_paths
+from nmt.config.schema import load_config
+from nmt.core.device import select_device
+from nmt.core.fileio import write_text_atomic
 from nmt.data.references import read_references
-from nmt.device import select_device
-from nmt.fileio import write_text_atomic
-from nmt.loading import load_checkpoints
-from nmt.paths import RunPaths, prepared_paths, run_paths
-from nmt.prepare import prepare
-from nmt.scoring import repeated_word_share, score
+from nmt.decoding.scoring import repeated_word_share, score
+from nmt.pipelines.prepare import prepare
+from nmt.pipelines.translate import Translator
+from nmt.runtime.checkpoint import average_newest
+from nmt.runtime.loading import load_checkpoints
 from nmt.train.launch import train
 from nmt.train.metrics import MetricsFile
-from nmt.translate import Translator
 
 # name -> (training overrides, decoding overrides)
 VARIANTS: dict[str, tuple[list[str], list[str]]] = {
@@ -240,8 +240,17 @@ def train_run(base: str, overrides: list[str], seed: int, minutes: float, runs: 
     if len(key) > 245:  # a file name (key-seedN) holds 255 bytes: keep the start readable, hash the rest
         key = f"{key[:225]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     run_dir = runs / f"{key}-seed{seed}"
-    config = load_config(base, [*overrides, f"run_dir={run_dir}", f"data.prepared_dir={prepared_dir(runs, overrides)}",
-                                f"train.seed={seed}", f"train.max_minutes={minutes}", "train.epochs=1000"])  # fmt: skip
+    config = load_config(
+        base,
+        [
+            *overrides,
+            f"run_dir={run_dir}",
+            f"data.prepared_dir={prepared_dir(runs, overrides)}",
+            f"train.seed={seed}",
+            f"train.max_minutes={minutes}",
+            "train.epochs=1000",
+        ],
+    )
     if not (run_dir / "done").is_file():
         prepare(config, log=lambda _: None)
         train(config, device, resume=True, show_bar=False, log=lambda _: None)
@@ -264,8 +273,15 @@ def evaluate_run(
 ) -> dict:
     chosen = [o for o in decode_overrides if o.startswith("checkpoints:")]
     decode_overrides = [o for o in decode_overrides if o not in chosen]
-    config = load_config(base, [*train_overrides, *decode_overrides, f"run_dir={run_dir}",
-                                f"data.prepared_dir={prepared_dir(run_dir.parent, train_overrides)}"])  # fmt: skip
+    config = load_config(
+        base,
+        [
+            *train_overrides,
+            *decode_overrides,
+            f"run_dir={run_dir}",
+            f"data.prepared_dir={prepared_dir(run_dir.parent, train_overrides)}",
+        ],
+    )
     test_set = read_references(prepared_paths(config).multi("test"))
     hypotheses = Translator(load_checkpoints(config, checkpoints_to_load(run_dir, chosen), device)).translate(
         test_set.sources

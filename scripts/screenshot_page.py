@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "--config", args.config, "--port", str(port)])
+    serve = [sys.executable, "-m", "nmt", "serve", "--config", args.config, "--port", str(port), "--no-token"]
+    server = subprocess.Popen(serve)  # loopback only, and no token: the page opens at the bare address
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "chromium"
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1300,950"):

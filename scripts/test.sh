@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up, check style, and run the test suite (what CI runs).
+# Set up, check style and types, and run the test suite (what CI runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -9,4 +9,5 @@ if command -v npm >/dev/null && [ ! -f web/node_modules/.package-lock.json ]; th
 fi
 ruff check nmt tests scripts
 ruff format --check nmt tests scripts
+mypy  # the types of nmt/ ([tool.mypy] in pyproject.toml)
 python -m pytest -q "$@"

@@ -21,17 +21,25 @@ from pathlib import Path
 
 from quality import evaluate_run, study_arguments, table, train_run
 
+from nmt.core.device import select_device
+from nmt.core.fileio import write_text_atomic
 from nmt.data.references import read_references
-from nmt.device import select_device
-from nmt.fileio import write_text_atomic
 
 HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi", "data.dev_size=200", "data.test_size=400"]
 PARENT_CONFIG = "configs/eng-mar-cpu.yaml"  # what `bash scripts/main.sh` trains into runs/eng-mar-cpu
 FEEDING = ["model.input_feeding=true"]  # the recipe before round 3 (docs/quality.md, third measurement)
 
 # what the first eng-hin recipe tried on top of the eng-mar one (it lost: docs/transfer.md)
-REGULARISED = ["model.dropout=0.4", "train.word_dropout=0.1", "tokenizer.src_vocab_size=1000",
-               "tokenizer.tgt_vocab_size=1000", "train.batch_size=32"]  # fmt: skip
+REGULARISED = [
+    "model.dropout=0.4",
+    "train.word_dropout=0.1",
+    "tokenizer.src_vocab_size=1000",
+    "tokenizer.tgt_vocab_size=1000",
+    "train.batch_size=32",
+]
+
+
+RELATED = ["data.related={mr: data/eng-mar/mar.txt}"]  # one model for Hindi and Marathi, sources tagged
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,13 @@ VARIANTS: dict[str, Variant] = {
     "transfer, with input feeding (before)": Variant(PARENT_CONFIG, [*HINDI, *FEEDING], parent=FEEDING),
     # the child adds input feeding to the shipped parent's fast decoder (its fed inputs start at zero)
     "transfer, input feeding added to the parent": Variant(PARENT_CONFIG, [*HINDI, *FEEDING], parent=[]),
+    # mixed fine-tuning (docs/small-data.md): the parent continues on eng-hin beside eng-mar, tagged
+    "mixed fine-tuning, eng-hin x6 beside eng-mar": Variant(
+        "configs/eng-hin-transfer.yaml", [*RELATED, "data.oversample=6"], parent=[]
+    ),
+    "mixed fine-tuning, eng-hin x12 beside eng-mar": Variant(
+        "configs/eng-hin-transfer.yaml", [*RELATED, "data.oversample=12"], parent=[]
+    ),
 }
 
 

@@ -66,8 +66,8 @@ Tweak = Callable[[torch.nn.Module], None]  # applied to the new model before its
 def train_variant(run_dir: Path, overrides: list[str], tweak: Tweak | None = None):
     """Prepare and train ``CONFIG`` with ``overrides`` on the CPU into ``run_dir`` (in this
     process); ``tweak`` changes the model just before training. Returns the trainer."""
-    from nmt.config import load_config
-    from nmt.prepare import prepare
+    from nmt.config.schema import load_config
+    from nmt.pipelines.prepare import prepare
     from nmt.train.trainer import build_trainer
 
     config = load_config(ROOT / CONFIG, [f"run_dir={run_dir}", *overrides])
@@ -89,7 +89,7 @@ def epoch_losses(trainer) -> list[list[float]]:
 def recorded_name(model: torch.nn.Module, name: str) -> str:
     """A parameter's name as the reference records it: recorded when the Bahdanau decoder's
     cell was an ``nn.GRUCell``, whose parameters carry no layer suffix (old checkpoints are
-    renamed the same way on load: ``nmt.checkpoint.upgrade_weight_names``)."""
+    renamed the same way on load: ``nmt.runtime.checkpoint.upgrade_weight_names``)."""
     from nmt.model.decoder import BahdanauDecoder
 
     if isinstance(model.decoder, BahdanauDecoder) and name.startswith("decoder.rnn.") and name.endswith("_l0"):
@@ -120,8 +120,8 @@ def distance(prints: dict[str, list[float]], reference: dict[str, list[float]]) 
 
 
 def translations(trainer) -> dict[str, list[str]]:
-    from nmt.loading import LoadedModel
-    from nmt.translate import Translator
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import LoadedModel
 
     trainer.model.eval()
     loaded = LoadedModel(trainer.config, trainer.model, trainer.src_tok, trainer.tgt_tok, torch.device("cpu"))

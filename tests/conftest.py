@@ -16,7 +16,7 @@ import yaml
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
-os.environ.setdefault("NMT_DEVICE", "cpu")  # what device 'auto' means (nmt/device.py)
+os.environ.setdefault("NMT_DEVICE", "cpu")  # what device 'auto' means (nmt/core/device.py)
 # torch.compile's on-disk kernel cache, fresh for each run of the suite (and the processes it
 # starts): a kernel cached by an earlier run under another ATEN_CPU_CAPABILITY was seen to abort
 # the compiled step's test, so no test may depend on what an earlier run left in /tmp.

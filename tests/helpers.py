@@ -9,12 +9,12 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import Config, DecodeConfig, ModelConfig, TrainConfig, check_model_combination
+from nmt.config.schema import Config, DecodeConfig, ModelConfig, TrainConfig, check_model_combination
 from nmt.data.batching import source_tensor
-from nmt.loading import LoadedModel
+from nmt.data.tokenizer import Tokenizer, train_sentencepiece
 from nmt.model.seq2seq import Seq2Seq
-from nmt.tokenizer import Tokenizer, train_sentencepiece
-from nmt.translate import Translator
+from nmt.pipelines.translate import Translator
+from nmt.runtime.loading import LoadedModel
 
 SUBJECTS = {"I": "मी", "you": "तू", "we": "आम्ही", "they": "ते", "she": "ती"}
 VERBS = {"see": "पाहतो", "want": "हवे", "like": "आवडते", "eat": "खातो"}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nmt.config import load_config
-from nmt.prepare import prepare
+from nmt.config.schema import load_config
+from nmt.pipelines.prepare import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = {  # sha256 of each prepared file, recorded before the change

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from nmt.config import ModelConfig
-from nmt.model.attention import ATTENTIONS, FixedSummary, HardAttention, build_attention, masked_softmax
+from nmt.config.schema import ModelConfig
+from nmt.core.registry import ATTENTIONS
+from nmt.model.attention import FixedSummary, HardAttention, build_attention, masked_softmax
 
 DIM = 6  # query and encoder width (equal, so luong-dot applies)
 SOFT = [

@@ -3,7 +3,7 @@ import random
 import torch
 
 from nmt.data.batching import Example, bucketed_batches, collate, padding_fraction, sorted_batches
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 def test_bucketed_batches_cover_every_index_once():

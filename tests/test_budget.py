@@ -7,10 +7,10 @@ import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import config_from_dict
-from nmt.prepare import prepare
+from nmt.config.schema import config_from_dict
+from nmt.pipelines.prepare import prepare
 from nmt.train import trainer as trainer_module
-from nmt.train.budget import TimeBudget
+from nmt.train.control import TimeBudget
 from nmt.train.metrics import MetricsFile
 from nmt.train.trainer import Trainer, build_trainer
 
@@ -132,7 +132,7 @@ def test_budget_schedule_decays_the_learning_rate_linearly_over_the_budget(tmp_p
 
 
 def test_budget_schedule_holds_then_decays():
-    from nmt.config import TrainConfig
+    from nmt.config.schema import TrainConfig
     from nmt.train.schedule import RunPosition, learning_rate
 
     cfg = TrainConfig(lr_schedule="budget", learning_rate=1.0, min_lr=0.01, lr_hold=0.5, max_minutes=1)
@@ -152,7 +152,7 @@ def test_budget_schedule_without_a_time_budget_decays_over_the_epochs(tmp_path, 
 
 @pytest.mark.parametrize(("patience", "stop_epoch"), [(2, 4), (1, 3), (0, None)])
 def test_early_stopping_counts_epochs_without_a_better_dev_bleu_and_zero_turns_it_off(patience, stop_epoch):
-    from nmt.config import TrainConfig
+    from nmt.config.schema import TrainConfig
     from nmt.train.callbacks import EarlyStopping
     from nmt.train.state import Progress
 
@@ -163,3 +163,8 @@ def test_early_stopping_counts_epochs_without_a_better_dev_bleu_and_zero_turns_i
         if stopping.after_validation(trainer, {"dev_bleu": bleu}) and stopped is None:
             stopped = epoch
     assert stopped == stop_epoch
+
+
+def test_a_budget_without_a_clock_of_its_own_reads_the_monotonic_clock():
+    budget = TimeBudget(1.0)  # the clock argument is optional
+    assert 0.0 <= budget.spent() < 5.0 and not budget.exhausted()

@@ -5,10 +5,10 @@ import collections
 import pytest
 import torch
 
-from nmt.checkpoint import check_compatible, load_checkpoint, save_checkpoint, save_training_checkpoint
-from nmt.config import Config, ModelConfig
-from nmt.errors import NmtError
-from nmt.paths import RunPaths
+from nmt.config.paths import RunPaths
+from nmt.config.schema import Config, ModelConfig
+from nmt.core.errors import NmtError
+from nmt.runtime.checkpoint import check_compatible, load_checkpoint, save_checkpoint, save_training_checkpoint
 
 from .helpers import random_sources, small_model
 
@@ -66,7 +66,7 @@ def test_mismatched_vocabulary_and_model_are_refused():
 
 
 def test_averaging_two_checkpoints_gives_the_mean_of_their_weights(tmp_path):
-    from nmt.checkpoint import average_checkpoints
+    from nmt.runtime.checkpoint import average_checkpoints
 
     config = Config()
     a, b = small_model(seed=1), small_model(seed=2)

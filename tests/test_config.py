@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmt.config import config_from_dict, load_config, parse_override
-from nmt.errors import NmtError
+from nmt.config.schema import config_from_dict, load_config, parse_override
+from nmt.core.errors import NmtError
 
 
 def write(tmp_path: Path, raw) -> Path:

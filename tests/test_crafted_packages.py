@@ -17,9 +17,9 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.errors import NmtError
-from nmt.loading import load_trained
-from nmt.translate import Translator
+from nmt.core.errors import NmtError
+from nmt.pipelines.translate import Translator
+from nmt.runtime.loading import load_trained
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -97,8 +97,11 @@ def crafted(original: Path, work: Path, outside: Path, seed: int) -> tuple[Path,
     rng = random.Random(seed)
     folder = work / f"case-{seed}"
     shutil.copytree(original, folder)
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".json", ".yaml", ".safetensors",
-                   ".model", ".pt", ".jsonl"))  # fmt: skip
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".yaml", ".safetensors", ".model", ".pt", ".jsonl")
+    )
     target = rng.choice(files)
     roll = rng.random()
     if roll < 0.15:

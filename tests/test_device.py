@@ -1,4 +1,4 @@
-"""The device and precision policy (nmt/device.py), with the GPU's properties mocked; the
+"""The device and precision policy (nmt/core/device.py), with the GPU's properties mocked; the
 float32 recurrences under autocast; loss scaling; random states that survive any number of
 visible GPUs and ranks."""
 
@@ -9,10 +9,10 @@ import random
 import pytest
 import torch
 
-from nmt.config import TrainConfig, check_model_combination, config_from_dict
+from nmt.config.schema import TrainConfig, check_model_combination, config_from_dict
+from nmt.core.device import BF16, FLOAT32, FP16, make_deterministic, select_device, select_precision
+from nmt.core.errors import NmtError
 from nmt.data.batching import Example, collate
-from nmt.device import BF16, FLOAT32, FP16, make_deterministic, select_device, select_precision
-from nmt.errors import NmtError
 from nmt.train.state import rng_state, set_rng_state
 from nmt.train.step import train_step
 
@@ -25,8 +25,8 @@ def gpus(monkeypatch):
 
     def pretend(cuda: bool = False, mps: bool = False, capability: tuple[int, int] = (8, 0)):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-        monkeypatch.setattr("nmt.device.mps_available", lambda: mps)
-        monkeypatch.setattr("nmt.device.cuda_capability", lambda device: capability)
+        monkeypatch.setattr("nmt.core.device.mps_available", lambda: mps)
+        monkeypatch.setattr("nmt.core.device.cuda_capability", lambda device: capability)
 
     monkeypatch.delenv("NMT_DEVICE", raising=False)
     return pretend

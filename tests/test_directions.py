@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.fileio import read_lines
+from nmt.core.fileio import read_lines
 
 from .helpers import synthetic_pairs
 

@@ -3,6 +3,7 @@ student's training targets."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -12,16 +13,16 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import load_config
+from nmt.config.paths import prepared_paths
+from nmt.config.schema import load_config
+from nmt.core.errors import NmtError
+from nmt.core.fileio import read_lines
 from nmt.data.references import read_references
-from nmt.distill import human_targets
-from nmt.errors import NmtError
-from nmt.fileio import read_lines
-from nmt.loading import load_trained
-from nmt.paths import prepared_paths
-from nmt.prepare import prepare
+from nmt.pipelines.distill import human_targets
+from nmt.pipelines.prepare import prepare
+from nmt.pipelines.translate import Translator
+from nmt.runtime.loading import load_trained
 from nmt.train.trainer import build_trainer
-from nmt.translate import Translator
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -128,3 +129,41 @@ def test_a_teacher_that_is_not_a_model_or_of_another_pair_is_refused(tmp_path, t
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     with pytest.raises(NmtError, match=r"translates en -> mr, this config en -> hi"):
         prepare(load_config(path, []), log=lambda _: None)
+
+
+def test_self_training_adds_the_teachers_output_for_another_files_sources_line_for_line(tmp_path, teacher):
+    """data.synthetic_from: the teacher translates other sentences (dev/test sources left out), trained
+    beside the human pairs (distill: keep); another teacher, another prepared set."""
+    plain = load_config(write_config(tmp_path, "plain"), [])
+    prepare(plain, log=lambda _: None)
+    plain_paths = prepared_paths(plain)
+    test_source = read_lines(plain_paths.text("test", "src"))[0]
+    extra = ["You see tea.", "They eat rice.", test_source, "You see tea."]  # a test source, a repeat
+    (tmp_path / "extra.txt").write_text("".join(f"{line}\tignored column\n" for line in extra), encoding="utf-8")
+    data = {"distill_from": str(teacher), "distill": "keep", "synthetic_from": str(tmp_path / "extra.txt")}
+    config = load_config(write_config(tmp_path, "self", data=data), [])
+    logged = []
+    prepare(config, log=logged.append)
+    paths = prepared_paths(config)
+    human_src, human_tgt = read_lines(plain_paths.text("train", "src")), read_lines(plain_paths.text("train", "tgt"))
+    src, tgt = read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
+    kept = extra[:2]
+    assert src == human_src + kept and tgt[: len(human_tgt)] == human_tgt  # the human pairs as they were
+    assert tgt[len(human_tgt) :] == teacher_translations(teacher, kept)  # then the teacher's, line for line
+    assert read_lines(paths.attribution("train"))[-1].startswith("self-training: distilled by")
+    assert any("2 sentences of" in line and "(self-training)" in line for line in logged)
+    fingerprint = json.loads(paths.manifest.read_text())["fingerprint"]  # the file's sentences are part of it
+    (tmp_path / "extra.txt").write_text("We like milk.\n", encoding="utf-8")
+    prepare(config, log=lambda _: None, force=True)
+    assert json.loads(paths.manifest.read_text())["fingerprint"] != fingerprint
+    assert read_lines(paths.text("train", "src"))[-1] == "We like milk."
+    assert prepare(config, log=lambda _: None).reused
+    other = tmp_path / "other-teacher"  # the same teacher, one step further: another synthetic set
+    shutil.copytree(teacher, other)
+    payload = torch.load(other / "checkpoints" / "best.pt", weights_only=False)
+    payload["model"] = {k: v + 0.01 if v.is_floating_point() else v for k, v in payload["model"].items()}
+    torch.save(payload, other / "checkpoints" / "best.pt")
+    config.data.distill_from = str(other)
+    assert not prepare(config, log=lambda _: None).reused
+    with pytest.raises(NmtError, match=r"'data.synthetic_from' names sentences for a teacher"):
+        load_config(write_config(tmp_path, "lone", data={"synthetic_from": str(tmp_path / "extra.txt")}), [])

@@ -9,8 +9,8 @@ import re
 import typing
 from pathlib import Path
 
-from nmt.config import _RANGES, Config
-from nmt.config_doc import key_docs, markdown
+from nmt.config.reference import key_docs, markdown
+from nmt.config.schema import _RANGES, Config
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -81,8 +81,93 @@ def test_every_docs_link_to_a_file_resolves():
         f"{page.relative_to(ROOT)} -> {link}"
         for page in DOCS.rglob("*.md")
         for link in relative_links(page)
-        if link.split("#")[0] and not (page.parent / link.split("#")[0]).exists()
-        and link.split("#")[0] not in ("reference/config.md", "reference/cli.md", "config.md", "cli.md",
-                                       "../reference/config.md", "../reference/cli.md")  # generated at build
-    ]  # fmt: skip
+        if link.split("#")[0]
+        and not (page.parent / link.split("#")[0]).exists()
+        and link.split("#")[0]
+        not in (
+            "reference/config.md",
+            "reference/cli.md",
+            "config.md",
+            "cli.md",
+            "../reference/config.md",
+            "../reference/cli.md",
+        )  # generated at build
+    ]
     assert not missing, missing
+
+
+ARCHITECTURE = DOCS / "explanation" / "architecture.md"
+
+
+def module_table_names() -> set[str]:
+    """Every module the architecture page's table names: `nmt/x/a.py`, and `b.py` after it in the same cell."""
+    names = set()
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `nmt/"):
+            cell = line.split("|")[1]
+            paths = re.findall(r"`([\w/]+\.py)`", cell)
+            folder = paths[0].rsplit("/", 1)[0]
+            names |= {path if "/" in path else f"{folder}/{path}" for path in paths}
+    return names
+
+
+def test_the_architecture_page_opens_with_the_tree_and_names_every_module():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    tree = text.split("```")[1]
+    folders = sorted(p.name for p in (ROOT / "nmt").iterdir() if p.is_dir() and (p / "__init__.py").is_file())
+    assert all(f"├── {folder}/" in tree for folder in folders), folders
+    modules = {str(p.relative_to(ROOT)) for p in (ROOT / "nmt").rglob("*.py") if p.name != "__init__.py"} - {
+        "nmt/__init__.py"
+    }
+    assert modules - module_table_names() == set(), "modules missing from the architecture page's table"
+    assert module_table_names() - modules == set(), "the table names modules that do not exist"
+
+
+def recipes() -> dict[str, str]:
+    """The plugin modules of the page's "Adding a ..." recipes, by file name (their first line)."""
+    found = {}
+    for block in re.findall(r"```python\n(.*?)```", ARCHITECTURE.read_text(encoding="utf-8"), re.S):
+        first = block.splitlines()[0]
+        if first.startswith("# my_") and first.endswith(".py"):
+            found[first[2:]] = block
+    return found
+
+
+def test_each_extension_recipe_is_one_plugin_that_works_from_the_command_line(tmp_path):
+    """The four recipes, copied from the page: train with the cell, the attention and the callback
+    named by --plugin, then translate with the engine's package, each a command of its own."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from .helpers import synthetic_pairs, tiny_config, write_anki
+
+    assert sorted(recipes()) == ["my_attention.py", "my_callback.py", "my_cells.py", "my_engine.py"]
+    for name, code in recipes().items():
+        (tmp_path / name).write_text(code, encoding="utf-8")
+    raw = tiny_config(tmp_path, write_anki(tmp_path / "pairs.txt", synthetic_pairs()), train={"epochs": 1})
+    raw["model"] |= {"rnn": "elman", "attention": "scaled-dot", "decoder_hidden": 64, "output_dim": 64}
+    raw["train"]["callbacks"] = ["bleu-file"]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+
+    def nmt(*args):
+        done = subprocess.run(
+            [sys.executable, "-m", "nmt", *args], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    plugins = ["--plugin", "my_cells", "--plugin", "my_attention", "--plugin", "my_callback"]
+    nmt(*plugins, "train", "--config", "c.yaml")
+    run = Path(raw["run_dir"])
+    assert len((run / "bleu.txt").read_text().splitlines()) == 1  # one validation
+    nmt("export", str(run), "pkg")
+    (tmp_path / "in.txt").write_text("hello\nthere\n", encoding="utf-8")
+    torch_out = nmt(*plugins, "translate", "--model", "pkg", "--input", "in.txt").stdout
+    engine_out = nmt(
+        *plugins, "--plugin", "my_engine", "translate", "--model", "pkg", "--engine", "one-thread", "--input", "in.txt"
+    ).stdout
+    assert engine_out == torch_out and engine_out.count("\n") == 2

@@ -12,13 +12,14 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.config import config_from_dict
+from nmt.config.schema import config_from_dict
+from nmt.core.errors import NmtError
+from nmt.core.registry import ATTENTIONS, CELLS
 from nmt.data.batching import Example
-from nmt.errors import NmtError
-from nmt.model.attention import ATTENTIONS, SOFT, AttentionKind, DotAttention
-from nmt.model.cells import CELLS, RecurrentStack
+from nmt.model.attention import SOFT, AttentionKind, DotAttention
+from nmt.model.cells import RecurrentStack
 from nmt.train.data import TrainData
-from nmt.train.trainer import Trainer
+from nmt.train.trainer import RunOutput, Trainer
 
 from .helpers import small_model
 
@@ -103,9 +104,8 @@ def in_memory_trainer(tmp_path, model_section: dict, epochs: int) -> Trainer:
         skipped_long=0,
     )
     tokenizer = DigitTokenizer()
-    trainer = Trainer(config, model, data, (tokenizer, tokenizer), torch.device("cpu"), show_bar=False)
-    trainer.log.echo = False
-    return trainer
+    output = RunOutput(show_bar=False, echo=False)
+    return Trainer(config, model, data, (tokenizer, tokenizer), torch.device("cpu"), output=output)
 
 
 def test_the_config_accepts_registered_names_and_lists_them(registered, tmp_path):

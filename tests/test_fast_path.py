@@ -7,14 +7,15 @@ import shutil
 import pytest
 import torch
 
-from nmt.config import ModelConfig
+from nmt.config.schema import ModelConfig
+from nmt.core.registry import CELLS
 from nmt.data.batching import Example, collate
-from nmt.model.cells import CELLS, build_cell, layer_parts
+from nmt.data.tokenizer import PAD_ID
+from nmt.decoding.search import beam_search
+from nmt.model.cells import build_cell, layer_parts
 from nmt.model.encoder import Encoder
 from nmt.model.fast import reverse_within_lengths
 from nmt.model.seq2seq import Seq2Seq
-from nmt.search import beam_search
-from nmt.tokenizer import PAD_ID
 
 from .helpers import (
     CELL_VARIANT_CONFIGS,
@@ -196,7 +197,7 @@ def test_padded_encoder_equals_packed(layers, rnn):
 
 
 def test_rnn_input_is_not_part_of_a_checkpoints_identity():
-    from nmt.checkpoint import model_differences
+    from nmt.runtime.checkpoint import model_differences
 
     packed, padded = {"rnn_input": "packed", "embed_dim": 8}, {"rnn_input": "padded", "embed_dim": 8}
     assert model_differences(packed, padded, "model.") == []

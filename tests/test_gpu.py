@@ -20,7 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.device import BF16, FLOAT32, mps_available, select_precision
+from nmt.core.device import BF16, FLOAT32, mps_available, select_precision
 from nmt.train import trainer as trainer_module
 
 from .helpers import model_config, small_model, synthetic_pairs, tiny_config, write_anki
@@ -193,8 +193,8 @@ def test_fp16_with_loss_scaling_trains_on_any_gpu(tmp_path, device):
 @pytest.mark.parametrize("precision", ["float32", "bf16", "fp16"])
 def test_steady_state_training_steps_do_not_sync_the_host(tmp_path, precision):
     """torch.cuda.set_sync_debug_mode("error") raises on any host-device sync in the steps."""
-    from nmt.config import load_config
-    from nmt.prepare import prepare
+    from nmt.config.schema import load_config
+    from nmt.pipelines.prepare import prepare
     from nmt.train.trainer import build_trainer
 
     config = load_config(write_config(tmp_path, "run", precision=precision, loader_workers=0))

@@ -1,4 +1,4 @@
-"""The attention lab (nmt/lab.py, /api/lab/*, /api/timeline): its numbers are the model's own."""
+"""The attention lab (nmt/pipelines/lab.py, /api/lab/*, /api/timeline): its numbers are the model's own."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import Config, DecodeConfig, load_config
+from nmt.config.schema import Config, DecodeConfig, load_config
 from nmt.data.batching import source_tensor
-from nmt.forced import forced_log_probs
-from nmt.lab import Lab, LabInputError, spearman
-from nmt.loading import LoadedModel, load_checkpoints
+from nmt.decoding.forced import forced_log_probs
 from nmt.model.seq2seq import Seq2Seq
+from nmt.pipelines.lab import Lab, LabInputError, spearman
+from nmt.pipelines.translate import Translator
+from nmt.runtime.loading import LoadedModel, load_checkpoints
 from nmt.serve.app import build_app
 from nmt.train.timeline import read_timeline
-from nmt.translate import Translator
 
 from .helpers import (
     VARIANT_CONFIGS,

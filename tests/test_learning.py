@@ -8,10 +8,10 @@ import random
 import pytest
 import torch
 
-from nmt.config import ModelConfig, TrainConfig
+from nmt.config.schema import ModelConfig, TrainConfig
 from nmt.data.batching import Example, collate
+from nmt.decoding.search import greedy_search
 from nmt.model.seq2seq import Seq2Seq
-from nmt.search import greedy_search
 from nmt.train.step import train_step
 
 VOCAB = 14  # 4 specials + 10 symbols

@@ -19,8 +19,16 @@ def nmt_to_file(log: Path, *args: str, stdin: str | None = None) -> str:
     """Run `nmt ARGS` with stdout and stderr into ``log`` (not a terminal); the log's text."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with open(log, "w", encoding="utf-8") as out:
-        result = subprocess.run([sys.executable, "-m", "nmt", *args], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, input=stdin, text=True, timeout=600)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "nmt", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            input=stdin,
+            text=True,
+            timeout=600,
+        )
     text = log.read_text(encoding="utf-8")
     assert result.returncode == 0, text
     return text

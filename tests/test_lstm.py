@@ -8,9 +8,9 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from nmt.checkpoint import upgrade_weight_names
 from nmt.cli import app
-from nmt.model.attention import ATTENTIONS
+from nmt.core.registry import ATTENTIONS
+from nmt.runtime.checkpoint import upgrade_weight_names
 
 from .helpers import local_client, small_model, tiny_config
 
@@ -89,9 +89,9 @@ def test_stacked_lstms_train_and_resume_to_the_same_weights(shared, model):
 
 @pytest.mark.slow
 def test_an_lstm_exports_translates_and_serves_from_its_package(shared):
-    from nmt.loading import load_packages
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_packages
     from nmt.serve.app import build_app
-    from nmt.translate import Translator
 
     config = lstm_config(shared, "package", {"attention": "luong-concat", "decoder_layers": 2})
     assert run("train", "--config", config).exit_code == 0
@@ -113,8 +113,10 @@ def test_an_lstm_exports_translates_and_serves_from_its_package(shared):
 def test_a_checkpoint_from_before_the_shared_cell_loads():
     """Bahdanau decoders once held an nn.GRUCell (no layer suffix in its parameter names)."""
     model = small_model(seed=5)
-    old_names = {name.removesuffix("_l0") if name.startswith("decoder.rnn.") else name: tensor
-                 for name, tensor in model.state_dict().items()}  # fmt: skip
+    old_names = {
+        name.removesuffix("_l0") if name.startswith("decoder.rnn.") else name: tensor
+        for name, tensor in model.state_dict().items()
+    }
     assert "decoder.rnn.weight_ih" in old_names
     fresh = small_model(seed=6)
     fresh.load_state_dict(upgrade_weight_names(old_names))

@@ -1,13 +1,13 @@
-"""Minimum Bayes risk decoding (nmt/mbr.py): the candidate with the highest expected utility."""
+"""Minimum Bayes risk decoding (nmt/decoding/mbr.py): the candidate with the highest expected utility."""
 
 import math
 
 import pytest
 
-from nmt.config import Config, DecodeConfig
-from nmt.errors import NmtError
-from nmt.mbr import expected_utilities, mbr_choice, utility_function
-from nmt.translate import Translator
+from nmt.config.schema import Config, DecodeConfig
+from nmt.core.errors import NmtError
+from nmt.decoding.mbr import expected_utilities, mbr_choice, utility_function
+from nmt.pipelines.translate import Translator
 
 from .helpers import random_translator, tiny_config
 
@@ -54,7 +54,7 @@ def test_real_utilities_prefer_the_candidate_close_to_the_others(name):
 
 
 def test_decode_mbr_is_checked_on_load(tmp_path):
-    from nmt.config import config_from_dict
+    from nmt.config.schema import config_from_dict
 
     raw = tiny_config(tmp_path, tmp_path / "pairs.txt")
     raw["decode"]["mbr"] = 1
@@ -70,8 +70,11 @@ def test_translate_with_mbr_returns_one_of_each_lines_candidates(tmp_path):
     plain = random_translator(tmp_path, beam_size=4)
     lines = ["I see apples.", "", "we like tea.", "they eat rice."]
     candidates = [[plain.detokenize(h) for h in found] for found in plain.search(lines, 4, n_best=4)]
-    config = Config(run_dir=plain.loaded.config.run_dir, model=plain.loaded.config.model,
-                    decode=DecodeConfig(**{**vars(plain.decode), "mbr": 4}))  # fmt: skip
+    config = Config(
+        run_dir=plain.loaded.config.run_dir,
+        model=plain.loaded.config.model,
+        decode=DecodeConfig(**{**vars(plain.decode), "mbr": 4}),
+    )
     loaded = plain.loaded
     mbr = Translator(type(loaded)(config, loaded.model, loaded.src_tok, loaded.tgt_tok, loaded.device))
     chosen = mbr.translate(lines)

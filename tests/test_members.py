@@ -16,11 +16,11 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import load_config
-from nmt.errors import NmtError
-from nmt.loading import load_checkpoints
+from nmt.config.schema import load_config
+from nmt.core.errors import NmtError
 from nmt.model.ensemble import Ensemble
-from nmt.prepare import prepare
+from nmt.pipelines.prepare import prepare
+from nmt.runtime.loading import load_checkpoints
 from nmt.train.distributed import Distributed
 from nmt.train.launch import train
 from nmt.train.members import member_config, member_threads
@@ -33,8 +33,9 @@ runner = CliRunner()
 
 def write_config(tmp_path: Path, name: str = "pair", **train) -> Path:
     data = write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
-    raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / name),
-                      train={"epochs": 3, "threads": 2, "members": 2, **train})  # fmt: skip
+    raw = tiny_config(
+        tmp_path, data, run_dir=str(tmp_path / name), train={"epochs": 3, "threads": 2, "members": 2, **train}
+    )
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     return path
@@ -106,8 +107,11 @@ def test_a_members_run_is_exported_member_by_member(members_run, tmp_path):
     for k in (1, 2):
         result = runner.invoke(app, ["export", f"{run}/member-{k}", str(tmp_path / f"pkg-{k}")])
         assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["translate", "--model", str(tmp_path / "pkg-1"), "--model", str(tmp_path / "pkg-2")],
-                           input="I see apples.\n")  # fmt: skip
+    result = runner.invoke(
+        app,
+        ["translate", "--model", str(tmp_path / "pkg-1"), "--model", str(tmp_path / "pkg-2")],
+        input="I see apples.\n",
+    )
     assert result.exit_code == 0 and result.output.strip(), result.output
 
 
@@ -115,8 +119,14 @@ def test_a_members_run_is_exported_member_by_member(members_run, tmp_path):
 def test_sigterm_stops_every_member_with_a_checkpoint_and_resume_finishes_them(tmp_path):
     config = write_config(tmp_path, "stopped", epochs=200, batch_size=8, checkpoint_every=3)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config)], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "train", "--config", str(config)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     run = tmp_path / "stopped"
     deadline = time.time() + 120
     while time.time() < deadline and process.poll() is None:
@@ -128,8 +138,10 @@ def test_sigterm_stops_every_member_with_a_checkpoint_and_resume_finishes_them(t
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "member-*/checkpoints/last.pt" in stderr
-    steps = [torch.load(run / f"member-{k}" / "checkpoints" / "last.pt", weights_only=True)["progress"]["step"]
-             for k in (1, 2)]  # fmt: skip
+    steps = [
+        torch.load(run / f"member-{k}" / "checkpoints" / "last.pt", weights_only=True)["progress"]["step"]
+        for k in (1, 2)
+    ]
     assert all(step > 0 for step in steps)
     result = runner.invoke(app, ["train", "--config", str(config), "--resume", "--set", "train.epochs=2"])
     assert result.exit_code == 0, result.output

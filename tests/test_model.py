@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from nmt.data.batching import Example, collate
+from nmt.data.tokenizer import BOS_ID
+from nmt.decoding.search import beam_search, greedy_search
 from nmt.model.decoder import Memory
 from nmt.model.ensemble import Ensemble
-from nmt.search import beam_search, greedy_search
-from nmt.tokenizer import BOS_ID
 
 from .helpers import best_log_probs, best_tokens, random_sources, small_model
 

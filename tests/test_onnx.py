@@ -13,15 +13,15 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.errors import NmtError
-from nmt.loading import load_packages
+from nmt.core.errors import NmtError
+from nmt.decoding.search import beam_search, greedy_search
+from nmt.export.onnx_graphs import export_graphs
 from nmt.model.graphs import flatten_state, state_names, unflatten_state
-from nmt.onnx_engine import OnnxModel
-from nmt.onnx_export import export_graphs, graph_file
-from nmt.search import beam_search, greedy_search
+from nmt.pipelines.translate import Translator
+from nmt.runtime.loading import load_packages
+from nmt.runtime.onnx_engine import OnnxModel, graph_file
 from nmt.serve.app import build_app
 from nmt.serve.requests import Limits
-from nmt.translate import Translator
 
 from .helpers import (
     CELL_VARIANT_CONFIGS,
@@ -68,9 +68,11 @@ def test_every_variant_exports_with_the_same_tokens_attention_and_log_probs(over
             assert torch.allclose(found[0].attention, expected[0].attention, atol=1e-5)
 
 
-@pytest.mark.parametrize("overrides", [dict(attention="bahdanau"), dict(attention="luong-general", rnn="lstm",
-                                                                        input_feeding=True, decoder_layers=2)],
-                         ids=variant_id)  # fmt: skip
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(attention="bahdanau"), dict(attention="luong-general", rnn="lstm", input_feeding=True, decoder_layers=2)],
+    ids=variant_id,
+)
 def test_beam_search_n_best_matches_with_scores(overrides, tmp_path):
     model = small_model(vocab=24, dim=16, **overrides).eval()
     onnx = exported(model, tmp_path)
@@ -134,8 +136,10 @@ def test_translate_with_the_onnx_engine_gives_pytorchs_translations(package, bea
 
 
 def test_the_json_api_on_the_onnx_engine(package):
-    translators = {"torch": Translator(load_packages([package], torch.device("cpu"))),
-                   "onnx": Translator(load_packages([package], torch.device("cpu"), "onnx"))}  # fmt: skip
+    translators = {
+        "torch": Translator(load_packages([package], torch.device("cpu"))),
+        "onnx": Translator(load_packages([package], torch.device("cpu"), "onnx")),
+    }
     with local_client(build_app(translators, Limits())) as client:
         models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
         assert models["onnx"]["engine"] == "onnx" and models["torch"]["engine"] == "torch"

@@ -77,8 +77,15 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1280,900", "--no-first-run", "--disable-extensions"):  # fmt: skip
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,900",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # every request the page makes
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
@@ -112,8 +119,13 @@ def test_the_page_translates_as_you_type_draws_attention_and_follows_a_chosen_al
     browser.find_element(By.ID, "source").send_keys("I see apples.")
 
     # Both models' translations and heatmaps appear, side by side.
-    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".panel .translation .tok")) > 0
-             and all(panel_text(d, i) for i in (0, 1)))  # fmt: skip
+    wait_for(
+        browser,
+        lambda d: (
+            len(d.find_elements(By.CSS_SELECTOR, ".panel .translation .tok")) > 0
+            and all(panel_text(d, i) for i in (0, 1))
+        ),
+    )
     panels = browser.find_elements(By.CSS_SELECTOR, ".panel")
     assert [p.find_element(By.CSS_SELECTOR, "h2").text for p in panels] == ["bahdanau", "second"]
     first = panels[0]
@@ -135,9 +147,14 @@ def test_the_page_translates_as_you_type_draws_attention_and_follows_a_chosen_al
     # already meets that test, so first wait for the page to replace it.
     subword_heatmap = first.find_element(By.CSS_SELECTOR, ".heatmap svg")
     browser.find_element(By.ID, "words").click()
-    wait_for(browser, lambda d: staleness_of(subword_heatmap)(d)
-             and len(first.find_elements(By.CSS_SELECTOR, ".heatmap svg text.src")) <= len(columns)
-             and first.find_elements(By.CSS_SELECTOR, ".heatmap svg rect.cell"))  # fmt: skip
+    wait_for(
+        browser,
+        lambda d: (
+            staleness_of(subword_heatmap)(d)
+            and len(first.find_elements(By.CSS_SELECTOR, ".heatmap svg text.src")) <= len(columns)
+            and first.find_elements(By.CSS_SELECTOR, ".heatmap svg rect.cell")
+        ),
+    )
 
     # Clicking a subword lists alternatives; choosing one re-decodes with the chosen start.
     before = panel_text(browser)
@@ -147,8 +164,11 @@ def test_the_page_translates_as_you_type_draws_attention_and_follows_a_chosen_al
     tokens[position].click()
     wait_for(browser, lambda d: first.find_elements(By.CSS_SELECTOR, ".alternatives button.alt"))
     current = tokens[position].get_attribute("data-piece")
-    choice = next(b for b in first.find_elements(By.CSS_SELECTOR, ".alternatives button.alt")
-                  if b.get_attribute("data-token") not in (current, "<eos>"))  # fmt: skip
+    choice = next(
+        b
+        for b in first.find_elements(By.CSS_SELECTOR, ".alternatives button.alt")
+        if b.get_attribute("data-token") not in (current, "<eos>")
+    )
     chosen = choice.get_attribute("data-token")
     choice.click()
     wait_for(browser, lambda d: panel_text(d) != before)

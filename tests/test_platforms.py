@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from nmt.config import TrainConfig, config_from_dict
+from nmt.config.schema import TrainConfig, config_from_dict
+from nmt.core.device import FP16, ProcessSettings, enable_tf32
+from nmt.core.errors import NmtError
 from nmt.data.batching import Batch
-from nmt.device import FP16, ProcessSettings, enable_tf32
-from nmt.errors import NmtError
+from nmt.decoding.search import search_sentences
 from nmt.model.encoder import encoder_input
-from nmt.prepare import prepare
-from nmt.search import search_sentences
+from nmt.pipelines.prepare import prepare
 from nmt.train.distributed import Distributed, rank_seed
 from nmt.train.metrics import MetricsFile
 from nmt.train.step import train_step

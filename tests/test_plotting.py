@@ -2,8 +2,8 @@ import warnings
 
 import torch
 
-from nmt.fonts import missing_scripts
-from nmt.plotting import plot_attention, plot_bleu_by_length, plot_learning_curves
+from nmt.core.fonts import missing_scripts
+from nmt.core.plotting import plot_attention, plot_bleu_by_length, plot_learning_curves
 
 
 def test_devanagari_heatmap_renders_without_font_warnings(tmp_path):

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmt.config import config_from_dict
+from nmt.config.paths import prepared_paths
+from nmt.config.schema import config_from_dict
+from nmt.core.errors import NmtError
+from nmt.core.fileio import read_lines
 from nmt.data.tsv import read_tsv
-from nmt.errors import NmtError
-from nmt.fileio import read_lines
-from nmt.paths import prepared_paths
-from nmt.prepare import prepare
+from nmt.pipelines.prepare import prepare
 
 from .helpers import tiny_config, write_anki
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nmt.config import TrainConfig
+from nmt.config.schema import TrainConfig
 from nmt.train.schedule import RunPosition, epoch_seeds, learning_rate, step_settings
 from nmt.train.state import Progress
 

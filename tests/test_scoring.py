@@ -2,8 +2,8 @@
 
 import pytest
 
-from nmt.errors import NmtError
-from nmt.scoring import reference_streams, repeated_word_share, repeats_a_word, score, score_by_length
+from nmt.core.errors import NmtError
+from nmt.decoding.scoring import reference_streams, repeated_word_share, repeats_a_word, score, score_by_length
 
 
 def test_multi_reference_scoring():

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from nmt.config import DecodeConfig
-from nmt.errors import NmtError
-from nmt.search import Ranking, beam_search, block_repeats, greedy_search, search_sentences
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.config.schema import DecodeConfig
+from nmt.core.errors import NmtError
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.decoding.search import Ranking, beam_search, block_repeats, greedy_search, search_sentences
 
 from .helpers import VARIANT_CONFIGS, best_log_probs, best_tokens, random_sources, small_model, variant_id
 

@@ -22,16 +22,16 @@ import yaml
 from starlette.requests import Request
 from typer.testing import CliRunner
 
-from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.cli import app
-from nmt.config import DecodeConfig, config_from_dict
-from nmt.errors import NmtError
-from nmt.loading import load_trained
-from nmt.search import search_sentences
+from nmt.config.schema import DecodeConfig, config_from_dict
+from nmt.core.errors import NmtError
+from nmt.data.tokenizer import EOS_ID
+from nmt.decoding.search import search_sentences
+from nmt.pipelines.translate import Translator
+from nmt.runtime.checkpoint import load_checkpoint, save_checkpoint
+from nmt.runtime.loading import load_trained
 from nmt.serve.app import SERVED_MAX_LEN_RATIO, HideToken, build_app
 from nmt.serve.requests import RequestError, read_body
-from nmt.tokenizer import EOS_ID
-from nmt.translate import Translator
 
 from .helpers import local_client, random_translator, small_model, synthetic_pairs, tiny_config, write_anki
 
@@ -45,8 +45,11 @@ def nmt(*args: str) -> str:
 
 
 def tree_hashes(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
-            if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +71,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 def best_weights_hash(run: Path) -> str:
     payload = load_checkpoint(run / "checkpoints" / "best.pt")
-    return hashlib.sha256(b"".join(t.contiguous().numpy().tobytes() for _, t in sorted(payload["model"].items())))\
-        .hexdigest()  # fmt: skip
+    return hashlib.sha256(
+        b"".join(t.contiguous().numpy().tobytes() for _, t in sorted(payload["model"].items()))
+    ).hexdigest()
 
 
 def package_weights_hash(package: Path) -> str:
@@ -101,7 +105,7 @@ def test_exporting_a_copied_run_packages_that_folders_weights_not_the_original_r
 
     shutil.rmtree(original)  # the original gone: the moved run still exports and is a parent
     nmt("export", str(moved), str(tmp_path / "package-2"))
-    from nmt.parent import load_parent
+    from nmt.runtime.parent import load_parent
 
     parent = load_parent(moved)
     assert parent.sha256 == hashlib.sha256((moved / "checkpoints" / "best.pt").read_bytes()).hexdigest()
@@ -147,7 +151,7 @@ def test_a_package_whose_config_is_far_bigger_than_its_weights_is_refused_before
     raw["model"].update(embed_dim=4096, encoder_hidden=2048, decoder_hidden=4096, attention_dim=4096, output_dim=4096)
     (package / "config.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     script = (
-        "import re, torch; from nmt.loading import load_trained; from nmt.errors import NmtError\n"
+        "import re, torch; from nmt.runtime.loading import load_trained; from nmt.core.errors import NmtError\n"
         f"try:\n    load_trained({str(package)!r}, torch.device('cpu'))\nexcept NmtError as e:\n    print(e)\n"
         # VmHWM: this process's own peak (ru_maxrss would count the forked pytest before exec)
         "print('peak', int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) // 1024)"
@@ -194,14 +198,19 @@ def test_an_onnx_graph_with_external_data_is_refused_before_onnxruntime_reads_it
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
-    from nmt.onnx_export import graph_bytes
+    from nmt.runtime.onnx_engine import graph_bytes
 
     tensor = helper.make_tensor("w", TensorProto.FLOAT, [4], [0.0] * 4)
     tensor.ClearField("float_data")
     tensor.data_location = TensorProto.EXTERNAL
     tensor.external_data.add(key="location", value="../../etc/passwd")
-    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [tensor])  # fmt: skip
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["w"], ["y"])],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [tensor],
+    )
     path = tmp_path / "encoder.onnx"
     onnx.save(helper.make_model(graph), str(path))
     with pytest.raises(NmtError, match="external data"):
@@ -268,8 +277,9 @@ def test_nmt_serve_has_a_random_token_by_default_and_hides_it_from_the_log(runs,
     assert client.get("/api/models").status_code == 401
     assert client.get("/api/models", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     assert "?token=" not in nmt("serve", "--model", str(runs["package"]), "--no-token")
-    record = logging.LogRecord("uvicorn.access", logging.INFO, "", 0, '%s - "%s %s"', ("a", "GET", f"/?token={token}"),
-                               None)  # fmt: skip
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, "", 0, '%s - "%s %s"', ("a", "GET", f"/?token={token}"), None
+    )
     HideToken().filter(record)
     assert token not in record.getMessage() and "token=…" in record.getMessage()
 
@@ -288,7 +298,7 @@ def test_decoding_settings_have_upper_bounds_and_serve_clamps_the_output_limit(t
 
 # 9. nmt tune never trains in a folder the study's storage names
 def test_a_trials_run_directory_comes_from_its_number_inside_the_study(tmp_path):
-    from nmt.tune import trial_run_dir
+    from nmt.pipelines.tune import trial_run_dir
 
     study = SimpleNamespace(root=tmp_path / "tune")
     elsewhere = {"run_dir": "/home/someone/other-project/run"}
@@ -316,8 +326,12 @@ def test_an_anki_zip_that_unpacks_beyond_the_cap_is_refused(tmp_path, monkeypatc
 # 11. a language code is one path part
 @pytest.mark.parametrize("code", ["x/../../../outside/en", "..", "en/", "e n", ""])
 def test_a_language_code_that_is_not_one_path_part_is_refused(code):
-    raw = {"run_dir": "r", "data": {"path": "x.tsv", "src_lang": code}, "train": {"epochs": 1, "batch_size": 8},
-           "decode": {"beam_size": 1}}  # fmt: skip
+    raw = {
+        "run_dir": "r",
+        "data": {"path": "x.tsv", "src_lang": code},
+        "train": {"epochs": 1, "batch_size": 8},
+        "decode": {"beam_size": 1},
+    }
     with pytest.raises(NmtError, match=r"data\.src_lang"):
         config_from_dict(raw)
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.config import config_from_dict
+from nmt.config.paths import SPLITS, prepared_paths
+from nmt.config.schema import config_from_dict
+from nmt.core.errors import NmtError
+from nmt.core.fileio import read_lines
 from nmt.data.shards import HEADER_BYTES, Shard, ShardPairs, write_shard
-from nmt.errors import NmtError
-from nmt.fileio import read_lines
-from nmt.loading import load_tokenizers
-from nmt.paths import SPLITS, prepared_paths
-from nmt.prepare import prepare
+from nmt.pipelines.prepare import prepare
+from nmt.runtime.loading import load_tokenizers
 from nmt.train.data import batch_lengths, encode_pairs, load_train_data
 from nmt.train.trainer import build_trainer
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nmt.config import load_config
-from nmt.parent import architecture_differences
+from nmt.config.schema import load_config
+from nmt.runtime.parent import architecture_differences
 
 ROOT = Path(__file__).resolve().parents[1]
 

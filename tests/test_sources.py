@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from nmt.config import config_from_dict
+from nmt.config.paths import prepared_paths
+from nmt.config.schema import config_from_dict
+from nmt.core.errors import NmtError
+from nmt.core.fileio import read_lines
 from nmt.data.languages import looks_like_header
 from nmt.data.tsv import read_tsv
-from nmt.errors import NmtError
-from nmt.fileio import read_lines
-from nmt.loading import load_tokenizers, new_model
-from nmt.paths import prepared_paths
-from nmt.prepare import prepare
+from nmt.pipelines.prepare import prepare
+from nmt.runtime.loading import load_tokenizers, new_model
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 

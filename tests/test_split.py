@@ -2,9 +2,9 @@
 
 import pytest
 
+from nmt.core.errors import NmtError
 from nmt.data.pairs import Pair
 from nmt.data.split import group_references, split_by_source
-from nmt.errors import NmtError
 
 
 def make_pairs(n_sources: int, per_source: int) -> list[Pair]:

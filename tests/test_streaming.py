@@ -12,15 +12,15 @@ from array import array
 import pytest
 from tqdm import tqdm
 
-from nmt.config import config_from_dict
+from nmt.config.paths import prepared_paths
+from nmt.config.schema import config_from_dict
+from nmt.core.fileio import read_lines
 from nmt.data.distinct import DistinctSorted, FirstOccurrence, pair_digest, repeated_digests
 from nmt.data.pairs import Pair, drop_duplicates
 from nmt.data.split import group_references, split_by_source
 from nmt.data.streaming import Reservoir
 from nmt.data.tsv import read_tsv
-from nmt.fileio import read_lines
-from nmt.paths import prepared_paths
-from nmt.prepare import prepare
+from nmt.pipelines.prepare import prepare
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -131,7 +131,7 @@ def test_prepare_shows_its_passes_in_lines_per_second(tmp_path, monkeypatch):
     def visible_bar(*args, **kwargs):
         return tqdm(*args, **{**kwargs, "disable": False, "file": screen, "mininterval": 0, "leave": True})
 
-    monkeypatch.setattr("nmt.progress.tqdm", visible_bar)
+    monkeypatch.setattr("nmt.core.progress.tqdm", visible_bar)
     data_path = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
     prepare(config_from_dict(tiny_config(tmp_path, data_path)), log=lambda _: None)
     shown = screen.getvalue()

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nmt.topk import best_candidates
+from nmt.decoding.topk import best_candidates
 
 
 @pytest.mark.parametrize("vocab", [7, 20, 97, 4000])  # 97: prime, so the blocks are padded

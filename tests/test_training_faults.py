@@ -7,9 +7,9 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import config_from_dict
-from nmt.errors import NmtError
-from nmt.prepare import prepare
+from nmt.config.schema import config_from_dict
+from nmt.core.errors import NmtError
+from nmt.pipelines.prepare import prepare
 from nmt.train import trainer as trainer_module
 from nmt.train.trainer import Trainer, build_trainer
 

@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from nmt.data.batching import Example, collate
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from nmt.train.ema import EmaWeights
-from nmt.train.regularise import word_dropout
-from nmt.train.step import token_loss
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from nmt.train.optim import EmaWeights
+from nmt.train.step import token_loss, word_dropout
 
 
 def random_batch(n: int = 400, seed: int = 0):
@@ -62,7 +61,7 @@ def test_encoder_output_dropout_drops_real_positions_at_its_rate_in_training_onl
 
 
 def spm_model(tmp_path, model_type="unigram"):
-    from nmt.tokenizer import Tokenizer, train_sentencepiece
+    from nmt.data.tokenizer import Tokenizer, train_sentencepiece
 
     from .helpers import synthetic_pairs
 
@@ -83,7 +82,7 @@ def test_subword_sampling_gives_several_segmentations_that_all_decode_to_the_tex
 
 
 def test_each_epoch_samples_afresh_and_a_resumed_epoch_gets_the_same_pairs(tmp_path):
-    from nmt.config import TrainConfig
+    from nmt.config.schema import TrainConfig
     from nmt.train.data import TrainData, epoch_examples
 
     tokenizer = spm_model(tmp_path)
@@ -98,7 +97,7 @@ def test_each_epoch_samples_afresh_and_a_resumed_epoch_gets_the_same_pairs(tmp_p
 
 
 def test_joined_pairs_are_two_training_pairs_end_to_end_drawn_afresh_each_epoch_within_max_len():
-    from nmt.config import TrainConfig
+    from nmt.config.schema import TrainConfig
     from nmt.train.data import JoinedPairs, TrainData, batch_lengths, epoch_examples
 
     gen = torch.Generator().manual_seed(0)
@@ -144,17 +143,18 @@ def test_weight_average_follows_its_formula_and_swaps_back():
 
 
 def test_training_with_a_weight_average_validates_both_and_translates_with_the_better(tmp_path):
-    from nmt.checkpoint import load_checkpoint, translation_weights
-    from nmt.config import config_from_dict
-    from nmt.loading import load_checkpoints
-    from nmt.prepare import prepare
+    from nmt.config.schema import config_from_dict
+    from nmt.pipelines.prepare import prepare
+    from nmt.runtime.checkpoint import load_checkpoint, translation_weights
+    from nmt.runtime.loading import load_checkpoints
     from nmt.train.metrics import MetricsFile
     from nmt.train.trainer import build_trainer
 
     from .helpers import synthetic_pairs, tiny_config, write_anki
 
-    config = config_from_dict(tiny_config(tmp_path, write_anki(tmp_path / "p.txt", synthetic_pairs()),
-                                          train={"ema_decay": 0.9, "epochs": 2}))  # fmt: skip
+    config = config_from_dict(
+        tiny_config(tmp_path, write_anki(tmp_path / "p.txt", synthetic_pairs()), train={"ema_decay": 0.9, "epochs": 2})
+    )
     prepare(config, log=lambda _: None)
     trainer = build_trainer(config, torch.device("cpu"), show_bar=False)
     trainer.run()
@@ -209,12 +209,14 @@ def test_curriculum_visits_every_pair_once_short_ones_first_and_only_for_its_spa
 
 
 def test_curriculum_batches_keep_every_pair_once_and_the_epochs_after_it_as_without_one():
-    from nmt.config import TrainConfig
+    from nmt.config.schema import TrainConfig
     from nmt.train.data import batch_lengths, epoch_batches
 
     gen = torch.Generator().manual_seed(1)
-    examples = [Example(*(torch.randint(4, 50, (n,), generator=gen).tolist() for _ in range(2)))
-                for n in torch.randint(1, 40, (3000,), generator=gen).tolist()]  # fmt: skip
+    examples = [
+        Example(*(torch.randint(4, 50, (n,), generator=gen).tolist() for _ in range(2)))
+        for n in torch.randint(1, 40, (3000,), generator=gen).tolist()
+    ]
     lengths = batch_lengths(examples)
     plain, curriculum = TrainConfig(batch_size=16), TrainConfig(batch_size=16, curriculum_epochs=1.0)
     batches = epoch_batches(examples, curriculum, 1)
@@ -230,8 +232,8 @@ def test_curriculum_batches_keep_every_pair_once_and_the_epochs_after_it_as_with
 
 
 def test_curriculum_config_is_checked():
-    from nmt.config import config_from_dict
-    from nmt.errors import NmtError
+    from nmt.config.schema import config_from_dict
+    from nmt.core.errors import NmtError
 
     with pytest.raises(NmtError, match=r"'train.curriculum_epochs': got -1.0, expected a number >= 0"):
         config_from_dict({"train": {"curriculum_epochs": -1}})

@@ -12,11 +12,11 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import FREEZE_PARTS, load_config
-from nmt.errors import NmtError
-from nmt.loading import load_tokenizers, new_model
-from nmt.parent import FED_WEIGHT, FREEZABLE, composed_pieces, load_parent, shared_pieces
-from nmt.prepare import prepare
+from nmt.config.schema import FREEZE_PARTS, load_config
+from nmt.core.errors import NmtError
+from nmt.pipelines.prepare import prepare
+from nmt.runtime.loading import load_tokenizers, new_model
+from nmt.runtime.parent import FED_WEIGHT, FREEZABLE, composed_pieces, load_parent, shared_pieces
 from nmt.train.trainer import build_trainer
 
 from .helpers import local_client, random_sources, synthetic_pairs, tiny_config, write_anki
@@ -121,9 +121,9 @@ def test_a_package_is_a_parent_and_the_childs_card_and_api_name_it(tmp_path, par
     card = (child_package / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "**Parent**: trained from `package` (en-mr" in card and "test BLEU" in card
 
-    from nmt.loading import load_packages
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_packages
     from nmt.serve.app import build_app
-    from nmt.translate import Translator
 
     served = local_client(build_app({"child": Translator(load_packages([child_package], torch.device("cpu")))}))
     (info,) = served.get("/api/models").json()["models"]
@@ -214,9 +214,12 @@ def test_a_damaged_parent_or_no_model_is_refused_and_nothing_is_written(tmp_path
     refusals = (
         (damaged, "Cannot read the weights"),
         (plain, "neither a run directory"),
-        (ensemble, f"an ensemble of 2 members (train.members); a parent is one model: start from one of them, "
-                   f"e.g. {ensemble / 'member-1'}"),
-    )  # fmt: skip
+        (
+            ensemble,
+            f"an ensemble of 2 members (train.members); a parent is one model: start from one of them, "
+            f"e.g. {ensemble / 'member-1'}",
+        ),
+    )
     for parent, expected in refusals:
         result = runner.invoke(app, ["prepare", "--config", str(child), "--init-from", str(parent)])
         assert result.exit_code != 0 and expected in result.output and "Traceback" not in result.output

@@ -5,7 +5,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmt.fileio import read_lines, split_lines
+from nmt.core.fileio import read_lines, split_lines
 
 from .helpers import random_translator
 

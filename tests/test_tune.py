@@ -10,14 +10,14 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import load_config
-from nmt.errors import NmtError
+from nmt.config.schema import load_config
+from nmt.core.errors import NmtError
 from nmt.train.state import TrainingInterrupted
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
 optuna = pytest.importorskip("optuna")  # the test command installs it (the tune extra)
-tune_module = pytest.importorskip("nmt.tune")
+tune_module = pytest.importorskip("nmt.pipelines.tune")
 runner = CliRunner()
 SPACE = {"model.dropout": {"low": 0.0, "high": 0.3}, "train.learning_rate": {"choices": [0.03, 1e-7]}}
 
@@ -165,4 +165,15 @@ def test_the_documented_search_spaces_are_valid():
     config = load_config(root / "configs" / "eng-hin.yaml")
     example = yaml.safe_load((root / "docs" / "tuning" / "space.yaml").read_text(encoding="utf-8"))
     assert [p.key for p in tune_module.parse_space(example, config)] == list(example)
-    assert len(tune_module.parse_space(tune_module.DEFAULT_SPACE, config)) == len(tune_module.DEFAULT_SPACE)
+    space = tune_module.default_space()
+    assert len(tune_module.parse_space(space, config)) == len(space)
+    assert space["model.attention"] == {"choices": ["bahdanau", "luong-general", "luong-concat"]}
+
+
+def test_the_default_space_takes_every_registered_soft_attention(monkeypatch):
+    from nmt.core.registry import ATTENTIONS
+    from nmt.model.attention import SOFT, AttentionKind, DotAttention
+
+    kind = AttentionKind(lambda c, q, e, w: DotAttention(w), "recur-then-attend", ("e_j = q · h_j", *SOFT))
+    monkeypatch.setitem(ATTENTIONS, "plugged-in", kind)  # as a plugin registers one
+    assert tune_module.default_space()["model.attention"]["choices"][-1] == "plugged-in"

@@ -18,8 +18,8 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.errors import NmtError
-from nmt.web_export import RUNTIME_FILES, export_web, find_runtime
+from nmt.core.errors import NmtError
+from nmt.export.web_page import RUNTIME_FILES, export_web, find_runtime
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 from .test_page import MISSING, REQUIRED, browser, wait_for  # noqa: F401 - the shared chromium fixture
@@ -116,8 +116,10 @@ def test_the_page_translates_like_the_cli_draws_attention_and_asks_no_other_host
             before = browser.execute_script("return document.body.dataset.translated || '0'")
             box.clear()
             box.send_keys(sentence)
-            wait_for(browser, lambda d, b=before: d.execute_script("return document.body.dataset.translated") not in
-                     (None, b))  # fmt: skip
+            wait_for(
+                browser,
+                lambda d, b=before: d.execute_script("return document.body.dataset.translated") not in (None, b),
+            )
             shown = browser.find_element("id", "translation").text
             assert shown == expected[sentence], sentence
             rows = browser.execute_script("return document.querySelectorAll('#heatmap text.tgt').length")
@@ -169,3 +171,11 @@ def test_a_missing_runtime_is_a_clear_error_before_anything_is_written(run, tmp_
     with pytest.raises(NmtError, match=r"npm ci --prefix web"):
         export_web(run[1], out, runtime=tmp_path / "nowhere")
     assert not out.exists()
+
+
+def test_the_files_the_export_copies_are_where_it_looks():
+    """The page, the heat map script and the served fonts' rules, found from the module's own place."""
+    from nmt.export import web_page
+
+    assert (web_page.PAGE / "index.html").is_file() and web_page.HEATMAP.is_file()
+    assert web_page.SERVED_FONT_FACES.is_file() and web_page.CHECKOUT_RUNTIME.parent.name == "web"

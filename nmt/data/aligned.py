@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
+from nmt.core.errors import NmtError
+from nmt.core.fileio import binary_lines
 from nmt.data.pairs import Pair, Problem, ReadResult, decode_line, normalize_text
-from nmt.errors import NmtError
-from nmt.fileio import binary_lines
 
 
 @dataclass
@@ -68,7 +68,7 @@ def aligned_pairs(
         if problem is not None:
             result.add_problem(problem)
             continue
-        src, *refs = (normalize_text(side) for side in sides)
+        src, *refs = (normalize_text(side) for side in sides if isinstance(side, str))  # no Problem: above
         if not src and not any(refs):
             result.blank_lines += 1
         elif not src:

@@ -51,7 +51,9 @@ def curriculum_order(lengths: list[int], span: float, epoch: int, seed: int) -> 
     rng = np.random.default_rng(seed)
     by_release = np.lexsort((rng.random(count), release)).tolist()  # soonest first, ties at random
     picks = rng.random(count).tolist()
-    waiting, order, admitted = [], [], 0
+    waiting: list[int] = []
+    order: list[int] = []
+    admitted = 0
     for place in range(count):
         while admitted < count and (release[by_release[admitted]] <= place / count or not waiting):
             waiting.append(by_release[admitted])

@@ -41,7 +41,8 @@ class FirstOccurrence:
     """Keeps the first pair of every repeated digest, and every pair whose digest is unique."""
 
     def __init__(self, repeated: set[int]):
-        self.repeated, self.seen = repeated, set()
+        self.repeated = repeated
+        self.seen: set = set()
         self.dropped = 0
 
     def keep(self, digest: int) -> bool:

@@ -11,9 +11,9 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from nmt.errors import NmtError
-from nmt.fileio import atomic_path
-from nmt.progress import progress_bar
+from nmt.core.errors import NmtError
+from nmt.core.fileio import atomic_path
+from nmt.core.progress import progress_bar
 
 ANKI_URL = "https://www.manythings.org/anki/{lang}-eng.zip"
 USER_AGENT = "nmt (Anki sentence-pair downloader)"  # the site refuses Python's default agent

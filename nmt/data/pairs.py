@@ -51,7 +51,7 @@ class ReadResult:
     problem_count: int = 0
     problems_by_kind: dict[str, int] = field(default_factory=dict)
     keep_problems: int | None = None  # None: keep every problem
-    on_problem: Callable[[Problem], None] | None = None
+    on_problem: Callable[[Problem], object] | None = None
 
     def add_problem(self, problem: Problem) -> None:
         self.problem_count += 1

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.fileio import read_lines, write_lines_atomic
+from nmt.core.fileio import read_lines, write_lines_atomic
 
 
 @dataclass

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from nmt.core.errors import NmtError
+from nmt.core.fileio import atomic_path
 from nmt.data.batching import Example
-from nmt.errors import NmtError
-from nmt.fileio import atomic_path
 
 MAGIC = b"NMTIDS2\n"
 HEADER_BYTES = len(MAGIC) + 4 * 8
@@ -111,7 +111,7 @@ class Shard(Sequence):
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def __getitem__(self, index: int) -> list[int]:
+    def __getitem__(self, index: int) -> list[int]:  # type: ignore[override]  # no slices
         return self.ids[self.offsets[index] : self.offsets[index + 1]].tolist()
 
 
@@ -139,6 +139,6 @@ class ShardPairs(Sequence):
     def __len__(self) -> int:
         return len(self.kept)
 
-    def __getitem__(self, index: int) -> Example:
+    def __getitem__(self, index: int) -> Example:  # type: ignore[override]  # no slices
         row = int(self.kept[index])
         return Example(self.src[row], self.tgt[row])

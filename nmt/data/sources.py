@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
-from nmt.config import DataConfig
+from nmt.config.schema import DataConfig
+from nmt.core.errors import NmtError
 from nmt.data.aligned import ReferenceRows, aligned_pairs, read_aligned
 from nmt.data.pairs import Pair, Problem, ReadResult
 from nmt.data.tsv import tsv_pairs
-from nmt.errors import NmtError
 
 GIVEN_SPLITS = ("dev", "test")
 
@@ -62,6 +62,8 @@ def input_files(data: DataConfig) -> list[Path]:
         if files:
             src, tgts = language_files(files, data)
             named += [(f"data.{key}.{data.src_lang}", src), *((f"data.{key}.{data.tgt_lang}", t) for t in tgts)]
+    named += [(f"data.related.{lang}", Path(path)) for lang, path in data.related.items()]
+    named += [("data.synthetic_from", Path(data.synthetic_from))] if data.synthetic_from else []
     for key, path in named:
         if not path.is_file():
             raise NmtError(f"Data file not found: {path} (config key '{key}').")

@@ -11,8 +11,8 @@ import random
 from array import array
 from dataclasses import dataclass
 
+from nmt.core.errors import NmtError
 from nmt.data.pairs import Pair
-from nmt.errors import NmtError
 
 
 @dataclass

@@ -22,13 +22,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from nmt.config import DataConfig
+from nmt.config.paths import PreparedPaths
+from nmt.config.schema import DataConfig
+from nmt.core.fileio import atomic_text_writer
 from nmt.data.distinct import DistinctSorted, FirstOccurrence, pair_digest, repeated_digests
 from nmt.data.pairs import Pair, ReadResult
 from nmt.data.sources import Corpus
 from nmt.data.split import carved_ranks, group_references
-from nmt.fileio import atomic_text_writer
-from nmt.paths import PreparedPaths
 
 BAR_EVERY = 4096  # pairs between progress-bar updates
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from nmt.config import HeaderMode as Header
+from nmt.config.schema import HeaderMode as Header
+from nmt.core.errors import NmtError
+from nmt.core.fileio import binary_lines
 from nmt.data.languages import looks_like_header
 from nmt.data.pairs import Pair, Problem, ReadResult, decode_line, normalize_text
-from nmt.errors import NmtError
-from nmt.fileio import binary_lines
 
 
 def parse_line(raw: bytes, line_no: int, path: str, source_first: bool = True) -> Pair | Problem | None:

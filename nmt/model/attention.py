@@ -35,16 +35,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nmt.core.registry import ATTENTIONS
+
 
 class AttentionSettings(Protocol):
-    """What a builder reads from ``model`` in the config (nmt.config.ModelConfig has these;
-    this module does not import the config, which imports the registry below)."""
+    """What a builder reads from ``model`` in the config (nmt.config.schema.ModelConfig has these)."""
 
     attention_dim: int
     gumbel_temperature: float
-
-
-WINDOWS = ("global", "local-m", "local-p")
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -245,10 +243,10 @@ class AttentionKind:
     one_position: bool = False  # attends to exactly one source position per step (hard attention)
 
 
-# The registry: config.model.attention's allowed values are its keys, in this order.
+# The built-ins, registered in the order the config reference lists them (model.attention's values).
 SOFT = ("a_j = exp(e_j) / Σ_k exp(e_k)", "c = Σ_j a_j h_j")
 ADDITIVE = "e_j = vᵀ tanh(W q + U h_j)"
-ATTENTIONS: dict[str, AttentionKind] = {
+BUILT_IN: dict[str, AttentionKind] = {
     "bahdanau": AttentionKind(
         lambda c, q, e, w: AdditiveAttention(q, e, c.attention_dim, w), "attend-then-recur", (ADDITIVE, *SOFT)
     ),
@@ -275,6 +273,9 @@ ATTENTIONS: dict[str, AttentionKind] = {
         takes_window=False,
     ),
 }
+for _name, _kind in BUILT_IN.items():
+    ATTENTIONS.register(_name, _kind)
+
 # A window's equations, shown after the score's (D: model.window_width).
 WINDOW_FORMULAS = {
     "global": (),

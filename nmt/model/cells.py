@@ -21,12 +21,13 @@ class here (docs/explanation/architecture.md, "Adding a cell"); recurrences run 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nmt.core.registry import CELLS
 from nmt.model.fast import run_in_float32, split_input_gates
 
 LayerState = torch.Tensor | tuple[torch.Tensor, ...]  # one layer: h, or (h, c)
@@ -94,7 +95,7 @@ class RecurrentStack:
     def _as_hx(self, stack: StackState):
         """A stack's state as the module's call takes it: (layers, B, H), or a tuple of those."""
         if self.state_parts == 1:
-            return torch.stack(stack, 0)
+            return torch.stack(cast(tuple[torch.Tensor, ...], stack), 0)  # one tensor per layer: h
         return tuple(torch.stack(parts, 0) for parts in zip(*stack))
 
     def _from_hx(self, hx) -> StackState:
@@ -128,7 +129,7 @@ class RecurrentStack:
 
     def advance_reference(self, inputs: torch.Tensor, stack: StackState) -> StackState:
         """The plain model: each layer's cell on its whole input (B, in) -> the stack's new state."""
-        new = []
+        new: list[LayerState] = []
         for layer, state in enumerate(stack):
             if layer > 0:
                 inputs = self.between_layers(self.output(new[-1]))
@@ -216,8 +217,8 @@ class LSTM(RecurrentStack, nn.LSTM):
         return torch.lstm(inputs, initial, weights, True, 1, dropout, training, False, True)
 
 
-# The registry: model.rnn's allowed values are its keys.
-CELLS: dict[str, type[RecurrentStack]] = {"gru": GRU, "lstm": LSTM}
+CELLS.register("gru", GRU)  # model.rnn's values, in this order
+CELLS.register("lstm", LSTM)
 
 
 def build_cell(name: str, input_size: int, hidden_size: int, layers: int, dropout: float, bidirectional=False):

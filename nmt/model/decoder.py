@@ -33,12 +33,13 @@ from dataclasses import dataclass, fields
 import torch
 from torch import nn
 
-from nmt.config import ModelConfig
-from nmt.model.attention import ATTENTIONS, build_attention
+from nmt.config.schema import ModelConfig
+from nmt.core.registry import ATTENTIONS
+from nmt.data.tokenizer import PAD_ID
+from nmt.model.attention import build_attention
 from nmt.model.cells import StackState, build_cell, layer_parts, select_rows
 from nmt.model.dropout import Dropout
 from nmt.model.fast import InputGateTable
-from nmt.tokenizer import PAD_ID
 
 
 @dataclass
@@ -57,7 +58,7 @@ class Memory:
 @dataclass
 class DecoderState:
     stack: StackState  # the cell stack's state after step t-1, bottom layer first: h, or (h, c) per layer
-    position: int = 0  # t of the next step (local windows need it)
+    position: int | torch.Tensor = 0  # t of the next step (local windows need it); a tensor (1,) in the ONNX graph
     feed: torch.Tensor | None = None  # (B, output_dim): h̃_{t-1}, with input feeding
 
     @property
@@ -93,7 +94,7 @@ class AttentionDecoder(nn.Module):
         # Tied embeddings (Press & Wolf, 2017): W_o = E, reached through a projection when widths differ.
         output_width = config.embed_dim if config.tie_embeddings else config.output_dim
         self.output = nn.Linear(output_width, vocab_size)  # W_o
-        self.project = nn.Identity()  # o_t -> the output layer's input
+        self.project: nn.Module = nn.Identity()  # o_t -> the output layer's input
         if output_width != config.output_dim:
             self.project = nn.Linear(config.output_dim, output_width, bias=False)
         if config.tie_embeddings:
@@ -155,7 +156,7 @@ class AttentionDecoder(nn.Module):
 
     # ---- the fast path: the same outputs as ``reference_step`` (tests/test_fast_path.py) ----
 
-    def step_body(self, input_gates, rest_weight, stack: StackState, feed, memory: Memory, t: int):
+    def step_body(self, input_gates, rest_weight, stack: StackState, feed, memory: Memory, t: int | torch.Tensor):
         """One step on precomputed gates: input_gates (B, gates·H) = W_ie E y_{t-1} + b_ih, W_ir
         the weights of the rest of the cell's input, the stack's state, h̃_{t-1} (or None) ->
         (new stack state, the step's outputs for ``features``, attention weights (B, S)).

@@ -16,11 +16,11 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.config import ModelConfig
+from nmt.config.schema import ModelConfig
+from nmt.data.tokenizer import PAD_ID
 from nmt.model.cells import build_cell
 from nmt.model.dropout import Dropout
 from nmt.model.fast import padded_birnn, run_in_float32
-from nmt.tokenizer import PAD_ID
 
 
 class Encoder(nn.Module):

@@ -19,10 +19,10 @@ Under mixed precision the recurrences stay in float32 (``run_in_float32``).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 
 def run_in_float32(function, *args):
@@ -74,6 +74,7 @@ class InputGateTable:
         if self._identity != identity:
             self._table, self._other_weight = split_input_gates(embedding, weight_ih, bias_ih)
             self._identity = identity
+        assert self._table is not None  # set just above
         return self._table.index_select(0, tokens), self._other_weight
 
 
@@ -128,7 +129,7 @@ def flatten_per_direction(rnn) -> None:
                 torch._cudnn_rnn_flatten_weight(weights, 4, input_size, mode, rnn.hidden_size, 0, 1, True, False)
 
 
-def compile_step_body(decoder: nn.Module, mode: str, backend: str = "inductor") -> None:
+def compile_step_body(decoder: Any, mode: str, backend: str = "inductor") -> None:
     """``torch.compile`` the decoder's ``step_body``, the per-step body of its teacher-forced
     loop and of search, as one graph (shapes and the step number dynamic: no recompilation per
     sentence length; mode ``reduce-overhead`` adds CUDA graphs)."""

@@ -1,7 +1,7 @@
-"""The model as two graphs of flat, named tensors: what ONNX export traces (``nmt/onnx_export.py``)
-and what an engine other than PyTorch runs (``nmt/onnx_engine.py``).
+"""The model as two graphs of flat, named tensors: what ONNX export traces (``nmt/export/onnx_graphs.py``)
+and what an engine other than PyTorch runs (``nmt/runtime/onnx_engine.py``).
 
-Search speaks to a model through ``encode`` and ``decode_step`` (``nmt/search.py``); their
+Search speaks to a model through ``encode`` and ``decode_step`` (``nmt/decoding/search.py``); their
 memory and state are nested Python objects (an LSTM's (h, c) per layer, the step a Python int).
 Here they are flat tensors with names, the step a tensor::
 
@@ -21,10 +21,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.config import ModelConfig
-from nmt.model.cells import CELLS, layer_parts, layer_state
+from nmt.config.schema import ModelConfig
+from nmt.core.registry import CELLS
+from nmt.data.tokenizer import PAD_ID
+from nmt.model.cells import layer_parts, layer_state
 from nmt.model.decoder import DecoderState, Memory
-from nmt.tokenizer import PAD_ID
+from nmt.model.seq2seq import Seq2Seq
 
 MEMORY_NAMES = ("enc_outputs", "keys", "mask")
 
@@ -53,7 +55,7 @@ def unflatten_state(tensors: list[torch.Tensor], config: ModelConfig, step: int 
 class EncoderGraph(nn.Module):
     """``Seq2Seq.encode`` with flat outputs, on the padded encoder (lengths from the padding)."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: Seq2Seq):
         super().__init__()
         self.model = model
 
@@ -66,7 +68,7 @@ class EncoderGraph(nn.Module):
 class DecoderStepGraph(nn.Module):
     """``Seq2Seq.decode_step`` with flat inputs and outputs; the step a tensor (1,)."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: Seq2Seq):
         super().__init__()
         self.model = model
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.config import ModelConfig
-from nmt.model.cells import CELLS
+from nmt.config.schema import ModelConfig
+from nmt.core.registry import CELLS
+from nmt.data.tokenizer import PAD_ID
 from nmt.model.decoder import DecoderState, Memory, build_decoder
 from nmt.model.encoder import Encoder
 from nmt.model.fast import compile_step_body, run_in_float32
-from nmt.tokenizer import PAD_ID
 
 
 class Seq2Seq(nn.Module):
     """RNN encoder-decoder with attention (or, with ``attention: none``, a fixed summary).
 
     Training calls ``forward``; search uses ``encode`` and ``decode_step`` (the
-    ``SearchModel`` protocol of ``nmt.search``).
+    ``SearchModel`` protocol of ``nmt.decoding.search``).
     """
 
     def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
@@ -53,7 +53,7 @@ class Seq2Seq(nn.Module):
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """prev_tokens (B,) -> logits (B, V) of the next token (float32), new state, attention (B, S).
 
-        Logits, not log-probabilities: search normalises only what it keeps (see ``nmt.search``)."""
+        Logits, not log-probabilities: search normalises only what it keeps (see ``nmt.decoding.search``)."""
         logits, state, weights = self.decoder.step(prev_tokens, state, memory)
         return logits.float(), state, weights
 

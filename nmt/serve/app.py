@@ -19,6 +19,7 @@ import re
 import threading
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -28,10 +29,11 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from nmt.errors import NmtError
-from nmt.fonts import missing_scripts, script_font
-from nmt.lab import Lab, LabInputError
-from nmt.paths import run_paths
+from nmt.config.paths import run_paths
+from nmt.core.errors import NmtError
+from nmt.core.fonts import missing_scripts, script_font
+from nmt.pipelines.lab import Lab, LabInputError
+from nmt.pipelines.translate import Explanation, Translator
 from nmt.serve.requests import (
     AlternativesRequest,
     LabRequest,
@@ -43,7 +45,6 @@ from nmt.serve.requests import (
 )
 from nmt.serve.scheduler import QueueFull, Scheduler, Ticket
 from nmt.train.timeline import read_timeline
-from nmt.translate import Explanation, Translator
 
 STATIC = Path(__file__).resolve().parent / "static"
 LAB_VIEWS = ("tree", "playback", "edit", "saliency")
@@ -118,7 +119,7 @@ class ServedModel:
             return self.translator.alternatives(request.text, request.prefix, request.k)
 
     def lab_view(self, view: str, request: LabRequest) -> dict:
-        """One of the attention lab's views (``nmt.lab``) as JSON; a request that does not fit
+        """One of the attention lab's views (``nmt.pipelines.lab``) as JSON; a request that does not fit
         the sentence or the model is a 422 naming the field."""
         lab = self.lab
         calls = {
@@ -129,7 +130,7 @@ class ServedModel:
         }
         try:
             with self.lock:
-                return calls[view]().to_json()
+                return calls[view]().to_json()  # type: ignore[attr-defined]  # every view has one
         except LabInputError as error:
             raise RequestError(422, error.field, str(error)) from None
 
@@ -277,7 +278,12 @@ def build_app(
         Route("/api/timeline", api.timeline),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    handlers = {RequestError: request_error, QueueFull: queue_full, ClientGone: client_gone, Exception: server_error}
+    handlers: dict[Any, Any] = {
+        RequestError: request_error,
+        QueueFull: queue_full,
+        ClientGone: client_gone,
+        Exception: server_error,
+    }
     middleware = [Middleware(LocalOnly, hosts=hosts)]
     middleware += [Middleware(TokenCheck, token=token)] if token else []
     app = Starlette(routes=routes, exception_handlers=handlers, middleware=middleware)

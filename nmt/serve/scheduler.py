@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class QueueFull(Exception):
@@ -50,7 +51,8 @@ class Ticket:
 def slices_of(work: list[int], slice_work: int) -> deque[list[int]]:
     """Consecutive runs of texts whose work adds up to at most ``slice_work`` (one text at least)."""
     slices: deque[list[int]] = deque()
-    current, total = [], 0
+    current: list[int] = []
+    total = 0
     for index, units in enumerate(work):
         if current and total + units > slice_work:
             slices.append(current)
@@ -68,7 +70,7 @@ class Scheduler:
 
     def __init__(
         self,
-        decode: Callable[[list[str], Hashable], list],
+        decode: Callable[[list[str], Any], list],  # (texts, their settings: one hashable key)
         max_queued: int = 512,
         slice_work: int = 16_000,
         batch_work: int = 48_000,
@@ -136,7 +138,8 @@ class Scheduler:
         if not self.turn:
             return None, []
         settings = self.turn[0].settings
-        batch, total = [], 0
+        batch: list = []
+        total = 0
         for ticket in self.turn:
             if ticket.settings != settings:
                 continue

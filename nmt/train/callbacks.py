@@ -1,71 +1,124 @@
-"""What the Trainer tells about each validation, and who may stop it.
+"""What the Trainer tells about a run as it goes, and who may stop it: the callback API.
 
-After every validation the Trainer hands the validation's record (the line it appends to
-metrics.jsonl) to each of ``Trainer.callbacks`` in turn, on rank 0. A callback answers with a
-reason to stop, or None to go on; any reason ends the run there, after a checkpoint, as early
-stopping does (under torchrun every rank stops with rank 0). The run's own bookkeeping flows
-through the same list, in this order: the metrics file and the log line, TensorBoard, the
-probe sentences' timeline, early stopping. Code that trains a model adds its own::
+A callback is told, on rank 0 (the only process outside torchrun):
+
+    on_start(trainer, resumed)          the run starts, or resumes from its last checkpoint
+    after_step(trainer, step)           every ``every_steps`` updates (0: never); cheap, it reads
+                                        no figure from the device
+    after_validation(trainer, record)   a ``ValidationRecord`` (nmt/train/metrics.py); answer a
+                                        reason to stop, or None to go on
+    on_end(trainer, reason)             why the run ended: the control's reason, "interrupted: ..."
+                                        (a stop signal) or "failed: ..." (an error); always called
+
+Any reason to stop ends the run there, after a checkpoint, as early stopping does (under
+torchrun every rank stops with rank 0). A resumed run never hands a callback a record it saw
+before: a validation redone after a resume (the run died between telling the callbacks and
+its checkpoint) goes only to the callbacks that rewrite their own files on resume
+(``rewrites_on_resume``: metrics.jsonl, the probes' timeline, the CSV file).
+
+The run's own bookkeeping flows through the same list, in this order: metrics.jsonl and the
+log line, TensorBoard (``train.tensorboard``), the probes' timeline (``train.probes``), early
+stopping (``train.patience``), then the callbacks ``train.callbacks`` names from the
+``CALLBACKS`` registry (``csv`` is built in; a plugin adds its own: nmt/core/plugins.py), then
+those handed to ``train(config, device, callbacks=[...])`` (nmt/train/launch.py), which also
+reach every member of ``train.members`` (they must pickle: define them at module level)::
 
     class StopAt30(Callback):
         def after_validation(self, trainer, record):
-            return "dev BLEU reached 30" if record["dev_bleu"] >= 30 else None
+            return "dev BLEU reached 30" if record.dev_bleu >= 30 else None
 
-    trainer = build_trainer(config, device)
-    trainer.callbacks.append(StopAt30())
-    trainer.run()
+    train(config, device, callbacks=[StopAt30()])
 
-``nmt tune``'s pruner is one (``nmt/tune.py``).
+``nmt tune``'s pruner is one (nmt/pipelines/tune.py).
 """
 
 from __future__ import annotations
 
-from nmt.errors import NmtError
-from nmt.train.metrics import epochs_trained
+import csv
+import dataclasses
+import io
+from typing import ClassVar, Protocol
+
+import torch
+
+from nmt.config.paths import RunPaths
+from nmt.config.schema import Config
+from nmt.core.errors import NmtError
+from nmt.core.fileio import write_text_atomic
+from nmt.core.registry import CALLBACKS
+from nmt.data.tokenizer import Tokenizer
+from nmt.model.seq2seq import Seq2Seq
+from nmt.train.data import TrainData
+from nmt.train.metrics import MetricsFile, RunLog, ValidationRecord
+from nmt.train.monitor import TensorBoardMonitor
+from nmt.train.state import Progress
+
+
+class Trainer(Protocol):
+    """What a callback may read of the running ``Trainer`` (nmt/train/trainer.py)."""
+
+    config: Config
+    model: Seq2Seq
+    progress: Progress  # where the run is: epoch, step, best dev BLEU so far, ...
+    run_dir: RunPaths  # its files
+    log: RunLog  # a line into train.log (and the console)
+    metrics: MetricsFile
+    data: TrainData
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
+    device: torch.device
+
+    def record_probes(self, epoch: int, dev_bleu: float) -> None: ...
 
 
 class Callback:
-    """Subclass it and override what you need; ``trainer`` is the running ``Trainer``
-    (nmt.train.trainer), its ``progress``, ``model``, ``config`` and ``log`` among what it holds."""
+    """Subclass it and override what you need; ``trainer`` is the running Trainer."""
 
-    def after_validation(self, trainer, record: dict) -> str | None:
-        """Told of a validation (rank 0): a reason to stop the run, or None to go on."""
+    every_steps: int = 0  # after_step every this many updates; 0: never
+    rewrites_on_resume: bool = False  # True: it trims its own records on resume and is told a redone validation
+
+    def on_start(self, trainer: Trainer, resumed: bool) -> None:
+        """The run starts (``resumed``: from its last checkpoint, at ``trainer.progress.step``)."""
+
+    def after_step(self, trainer: Trainer, step: int) -> None:
+        """``step`` updates are done (every ``every_steps``)."""
+
+    def after_validation(self, trainer: Trainer, record: ValidationRecord) -> str | None:
+        """Told of a validation: a reason to stop the run, or None to go on."""
         return None
 
-    def close(self) -> None:
-        """The run is over (or failed): release what was opened."""
+    def on_end(self, trainer: Trainer, reason: str) -> None:
+        """The run is over, or failed: release what was opened."""
 
 
 class MetricsLog(Callback):
-    """Appends the record to metrics.jsonl and logs its line."""
+    """Appends the record to metrics.jsonl and logs its line (resume trims the file: Trainer.restore)."""
 
-    def after_validation(self, trainer, record: dict) -> None:
-        trainer.metrics.append(record)
-        where = f"epoch {record['epoch']:3d}"
-        if record.get("mid_epoch"):
-            where = f"epoch {epochs_trained(record):5.2f}"
+    rewrites_on_resume = True
+
+    def after_validation(self, trainer: Trainer, record: ValidationRecord) -> None:
+        trainer.metrics.append(record.to_dict())
+        where = f"epoch {record.epoch:3d}" if record.epochs is None else f"epoch {record.epochs:5.2f}"
         trainer.log(
-            f"{where}  train loss {record['train_loss']:.3f}  dev loss {record['dev_loss']:.3f}  "
-            f"ppl {record['dev_ppl']:.1f}  BLEU {record['dev_bleu']:.2f}  chrF {record['dev_chrf']:.2f}  "
-            f"{record['tokens_per_s']:.0f} tok/s  {record['epoch_seconds']:.0f}s"
-            + ("  *best*" if record["best"] else "")
+            f"{where}  train loss {record.train_loss:.3f}  dev loss {record.dev_loss:.3f}  "
+            f"ppl {record.dev_ppl:.1f}  BLEU {record.dev_bleu:.2f}  chrF {record.dev_chrf:.2f}  "
+            f"{record.tokens_per_s:.0f} tok/s  {record.epoch_seconds:.0f}s" + ("  *best*" if record.best else "")
         )
+        return None
 
 
 class TensorBoardLog(Callback):
     """Scalars and attention heatmaps per validation into <run_dir>/tensorboard (train.tensorboard)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         try:  # checked before training starts; the writer opens at the first validation
             import torch.utils.tensorboard  # noqa: F401
         except ImportError:
             raise NmtError("train.tensorboard needs the tensorboard package: pip install tensorboard") from None
-        self.monitor = None
+        self.monitor: TensorBoardMonitor | None = None
 
-    def after_validation(self, trainer, record: dict) -> None:
+    def after_validation(self, trainer: Trainer, record: ValidationRecord) -> None:
         if self.monitor is None:
-            from nmt.train.monitor import TensorBoardMonitor
-
             self.monitor = TensorBoardMonitor(
                 trainer.run_dir.tensorboard,
                 trainer.model,
@@ -74,9 +127,10 @@ class TensorBoardLog(Callback):
                 (trainer.src_tok, trainer.tgt_tok),
                 trainer.device,
             )
-        self.monitor.log(record)
+        self.monitor.log(record.to_dict())
+        return None
 
-    def close(self) -> None:
+    def on_end(self, trainer: Trainer, reason: str) -> None:
         if self.monitor is not None:
             self.monitor.close()
 
@@ -85,9 +139,12 @@ class ProbeTimeline(Callback):
     """The probe sentences' translations and attention into timeline.jsonl (train.probes), once
     per epoch: the lab's timeline steps through epochs, so validations inside one are left out."""
 
-    def after_validation(self, trainer, record: dict) -> None:
-        if not record.get("mid_epoch"):
-            trainer.record_probes(record["epoch"], record["dev_bleu"])
+    rewrites_on_resume = True
+
+    def after_validation(self, trainer: Trainer, record: ValidationRecord) -> None:
+        if record.kind == "epoch":
+            trainer.record_probes(record.epoch, record.dev_bleu)
+        return None
 
 
 class EarlyStopping(Callback):
@@ -96,14 +153,49 @@ class EarlyStopping(Callback):
     def __init__(self, patience: int):
         self.patience = patience
 
-    def after_validation(self, trainer, record: dict) -> str | None:
+    def after_validation(self, trainer: Trainer, record: ValidationRecord) -> str | None:
         if 0 < self.patience <= trainer.progress.bad_epochs:
             return f"no dev BLEU gain in {self.patience} validations"
         return None
 
 
-def standard_callbacks(trainer) -> list[Callback]:
-    """The run's own bookkeeping, as its config asks for it."""
+@CALLBACKS.register("csv")
+class CsvLog(Callback):
+    """Every record as a row of <run_dir>/metrics.csv (``train.callbacks: [csv]``), for a
+    spreadsheet; a resumed run drops the rows its checkpoint does not include."""
+
+    rewrites_on_resume = True
+    COLUMNS: ClassVar[list[str]] = [field.name for field in dataclasses.fields(ValidationRecord)]
+
+    def on_start(self, trainer: Trainer, resumed: bool) -> None:
+        self.path = trainer.run_dir.root / "metrics.csv"
+        rows = []
+        if resumed and self.path.is_file():
+            with open(self.path, encoding="utf-8", newline="") as handle:
+                rows = [row for row in csv.DictReader(handle) if row.get("step", "").isdigit()]
+            rows = [row for row in rows if MetricsFile.included(_as_record(row), trainer.progress)]
+        self._write(rows)
+
+    def after_validation(self, trainer: Trainer, record: ValidationRecord) -> None:
+        with open(self.path, "a", encoding="utf-8", newline="") as handle:
+            csv.DictWriter(handle, self.COLUMNS).writerow(dataclasses.asdict(record))
+        return None
+
+    def _write(self, rows: list[dict]) -> None:
+        text = io.StringIO()
+        writer = csv.DictWriter(text, self.COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+        write_text_atomic(self.path, text.getvalue())
+
+
+def _as_record(row: dict[str, str]) -> dict:
+    """What ``MetricsFile.included`` reads of a CSV row."""
+    return {"step": int(row["step"]), "epoch": int(row["epoch"]), "partial": row.get("kind") == "partial"}
+
+
+def standard_callbacks(trainer: Trainer) -> list[Callback]:
+    """The run's own bookkeeping as its config asks for it, then ``train.callbacks`` by name."""
     cfg = trainer.config.train
     callbacks: list[Callback] = [MetricsLog()]
     if cfg.tensorboard:
@@ -112,4 +204,4 @@ def standard_callbacks(trainer) -> list[Callback]:
         callbacks.append(ProbeTimeline())
     if cfg.patience:
         callbacks.append(EarlyStopping(cfg.patience))
-    return callbacks
+    return callbacks + [CALLBACKS[name]() for name in cfg.callbacks]

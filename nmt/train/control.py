@@ -8,20 +8,34 @@ here but by one function of the run's position (``nmt.train.schedule.learning_ra
 
 Under torchrun every process asks the same questions at the same steps and one collective
 agrees on the answers, so that all ranks stop together.
+
+A wall-clock budget for training (``train.max_minutes``, ``nmt train --minutes N``).
+
+The clock counts every second spent inside ``Trainer.run`` — training steps, validation,
+checkpoints — across resumed sessions (the spent seconds travel in the checkpoint), so a
+budget means the same on any machine: this much time, then the best model so far.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
-from nmt.config import TrainConfig
-from nmt.train.budget import TimeBudget
+from nmt.config.schema import TrainConfig
 from nmt.train.distributed import Distributed
 from nmt.train.schedule import RunPosition
 from nmt.train.state import Progress, StopFlag
+
+
+class StepVerdict(NamedTuple):
+    """After a step, on every rank alike."""
+
+    stop_signal: bool  # a stop signal arrived: checkpoint and stop
+    out_of_time: bool  # the time budget is spent: end the epoch here
+    checkpoint_due: bool  # train.checkpoint_minutes has passed since the last checkpoint
 
 
 class RunControl:
@@ -55,14 +69,14 @@ class RunControl:
         """train.checkpoint_minutes have passed since the last checkpoint (on this rank's clock)."""
         return bool(self.cfg.checkpoint_minutes) and self.clock() - self.last_saved >= 60 * self.cfg.checkpoint_minutes
 
-    def after_step(self, check_point: bool) -> tuple[bool, bool, bool]:
-        """(stop signal, budget spent, interval checkpoint due) after a step. They are host
-        values; under DDP one collective agrees on all three, and on a GPU only at the steps
-        that read figures anyway (``check_point``), since it syncs the host."""
+    def after_step(self, check_point: bool) -> StepVerdict:
+        """What the run control says after a step. Its flags are host values; under DDP one
+        collective agrees on all three, and on a GPU only at the steps that read figures anyway
+        (``check_point``), since it syncs the host."""
         if self.ddp.enabled and not check_point:
-            return False, False, False
+            return StepVerdict(False, False, False)
         flags = [bool(self.signal), self.budget_spent(), self.checkpoint_due()]
-        return tuple(self.ddp.any_of(flags, self.device))
+        return StepVerdict(*self.ddp.any_of(flags, self.device))
 
     def ended(self, progress: Progress) -> str | None:
         """Why the run is over, or None while it goes on (a collective under torchrun when there
@@ -75,3 +89,18 @@ class RunControl:
             minutes = f"{self.cfg.max_minutes:g}-minute budget"
             return f"{minutes} spent after {progress.step} steps; --minutes M --resume goes on"
         return None
+
+
+class TimeBudget:
+    def __init__(self, minutes: float, spent_before: float = 0.0, clock: Callable[[], float] | None = None):
+        self.limit = minutes * 60.0  # seconds; 0 = no budget
+        self.spent_before = spent_before  # seconds spent by earlier sessions of the run
+        self.clock = clock or time.monotonic
+        self.started = self.clock()
+
+    def spent(self) -> float:
+        """Seconds spent so far, earlier sessions included."""
+        return self.spent_before + self.clock() - self.started
+
+    def exhausted(self) -> bool:
+        return self.limit > 0 and self.spent() >= self.limit

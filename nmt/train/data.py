@@ -10,14 +10,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nmt.config import Config, TrainConfig
+from nmt.config.paths import prepared_paths
+from nmt.config.schema import Config, TrainConfig
+from nmt.core.fileio import read_lines
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
 from nmt.data.curriculum import curriculum_order
 from nmt.data.references import ReferenceSet, read_references
+from nmt.data.related import source_tag
 from nmt.data.shards import Shard, ShardPairs
-from nmt.fileio import read_lines
-from nmt.paths import prepared_paths
-from nmt.tokenizer import PAD_ID, Tokenizer
+from nmt.data.tokenizer import PAD_ID, Tokenizer, tagged
 from nmt.train.distributed import Distributed
 from nmt.train.schedule import epoch_seeds, joined_pairs_seed
 from nmt.train.state import STOP_SIGNALS
@@ -51,14 +52,15 @@ def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> T
     paths = prepared_paths(config)
     train = shard_pairs(config, "train", src_tok, tgt_tok)
     kept = train.within_length(config.train.max_len)
-    train_text = ([], [])
+    train_text: tuple[list[str], list[str]] = ([], [])
     if config.train.subword_sampling:
         train_text = (read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
     dev = shard_pairs(config, "dev", src_tok, tgt_tok)
     dev_set = read_references(paths.multi("dev"))
     if 0 < config.train.validation_sentences < len(dev_set.sources):
         dev_set, dev = validation_sample(dev_set, dev, read_lines(paths.text("dev", "src")), config.train)
-    return TrainData(kept, dev, src_tok.encode(dev_set.sources), dev_set.references, len(train) - len(kept), train_text)
+    dev_sources = src_tok.encode(tagged(dev_set.sources, source_tag(config.data)))  # this pair's target's tag, if any
+    return TrainData(kept, dev, dev_sources, dev_set.references, len(train) - len(kept), train_text)
 
 
 def validation_sample(
@@ -85,8 +87,10 @@ def epoch_examples(data: TrainData, src_tok: Tokenizer, tgt_tok: Tokenizer, cfg:
     if cfg.subword_sampling:
         src_seed, tgt_seed = epoch_seeds(cfg, epoch)
         src_lines, tgt_lines = data.train_text
-        sampled = zip(src_tok.sample(src_lines, cfg.subword_sampling, src_seed),
-                      tgt_tok.sample(tgt_lines, cfg.subword_sampling, tgt_seed))  # fmt: skip
+        sampled = zip(
+            src_tok.sample(src_lines, cfg.subword_sampling, src_seed),
+            tgt_tok.sample(tgt_lines, cfg.subword_sampling, tgt_seed),
+        )
         examples = within_length([Example(s, t) for s, t in sampled], cfg.max_len)
     if cfg.concat_pairs:
         examples = JoinedPairs.drawn(examples, cfg.concat_pairs, cfg.max_len, joined_pairs_seed(cfg, epoch))
@@ -133,7 +137,7 @@ class JoinedPairs(Sequence):
     def __len__(self) -> int:
         return len(self.base) + len(self.joined)
 
-    def __getitem__(self, index: int) -> Example:
+    def __getitem__(self, index: int) -> Example:  # type: ignore[override]  # no slices
         if index < len(self.base):
             return self.base[index]
         first, second = (self.base[int(i)] for i in self.joined[index - len(self.base)])

@@ -5,14 +5,16 @@ Trainer itself (its callbacks, its metrics)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from nmt.config import Config
-from nmt.errors import NmtError
-from nmt.paths import run_paths
+from nmt.config.paths import run_paths
+from nmt.config.schema import Config
+from nmt.core.errors import NmtError
+from nmt.train.callbacks import Callback
 from nmt.train.distributed import Distributed
 
 
@@ -44,9 +46,11 @@ def train(
     ddp: Distributed | None = None,
     show_bar: bool = True,
     log=print,
+    callbacks: Sequence[Callback] = (),
 ) -> list[TrainedModel]:
     """Train ``config``'s model (or, with ``train.members: N``, its N members side by side) and
-    return the trained models. Raises ``TrainingInterrupted`` when a stop signal cut the run
+    return the trained models. ``callbacks`` are told of the run (nmt/train/callbacks.py); each
+    member gets its own copy. Raises ``TrainingInterrupted`` when a stop signal cut the run
     short (checkpointed: call again with ``resume=True``)."""
     from nmt.train.members import train_members
     from nmt.train.trainer import build_trainer
@@ -56,8 +60,8 @@ def train(
     if config.train.members > 1:
         if ddp.world > 1:
             raise NmtError("train.members trains several models in processes of its own: run it without torchrun.")
-        results = train_members(config, device, resume, log=log)
+        results = train_members(config, device, resume, log=log, callbacks=callbacks)
         return [TrainedModel(run.member(r.member).root, r.best_bleu, r.best_epoch) for r in results]
-    progress = build_trainer(config, ddp.device(device), ddp, show_bar).run(resume)
+    progress = build_trainer(config, ddp.device(device), ddp, show_bar, callbacks).run(resume)
     ddp.barrier()  # leave together: a rank tearing down while another still runs can abort it (gloo)
     return [TrainedModel(run.root, progress.best_bleu, progress.best_epoch)]

@@ -6,7 +6,7 @@ two one-thread trainings together train about 1.7x the tokens of one two-thread 
 (docs/tuning.md). Two members then cost no extra wall clock, and an ensemble of two models is a
 better translator than either. Member K is an ordinary run in ``<run_dir>/member-K`` with seed
 ``train.seed + K - 1``, sharing the run's prepared data; translation, evaluation and the server
-load the members' checkpoints as one ``Ensemble`` (``nmt.loading``).
+load the members' checkpoints as one ``Ensemble`` (``nmt.runtime.loading``).
 """
 
 from __future__ import annotations
@@ -17,14 +17,16 @@ import os
 import queue
 import signal
 import traceback
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
-from nmt.config import Config, save_config
-from nmt.errors import NmtError
-from nmt.paths import run_paths
+from nmt.config.paths import run_paths
+from nmt.config.schema import Config, save_config
+from nmt.core.errors import NmtError
+from nmt.train.callbacks import Callback
 from nmt.train.state import TrainingInterrupted
 
 
@@ -54,13 +56,14 @@ def member_config(config: Config, member: int) -> Config:
     return member_cfg
 
 
-def _train_member(config: Config, device: torch.device, resume: bool, member: int, results) -> None:
-    """One member, in its own process: its outcome goes to ``results``."""
+def _train_member(
+    config: Config, device: torch.device, resume: bool, member: int, results, callbacks: Sequence[Callback]
+) -> None:
+    """One member, in its own process (its own copy of ``callbacks``): its outcome goes to ``results``."""
     from nmt.train.trainer import build_trainer
 
     try:
-        trainer = build_trainer(config, device, show_bar=False)
-        trainer.log.prefix = f"[member-{member}] "
+        trainer = build_trainer(config, device, show_bar=False, callbacks=callbacks, log_prefix=f"[member-{member}] ")
         progress = trainer.run(resume)
         results.put(MemberResult(member, "done", progress.best_bleu, progress.best_epoch))
     except TrainingInterrupted as error:
@@ -92,19 +95,26 @@ def _stop_signals_forwarded(processes: list):
         signal.signal(signal.SIGINT, before_int)
 
 
-def train_members(config: Config, device: torch.device, resume: bool = False, log=print) -> list[MemberResult]:
-    """Train the run's members side by side; raise ``TrainingInterrupted`` if a stop signal cut
-    them short (each saved its checkpoint), ``NmtError`` naming the member that failed."""
+def train_members(
+    config: Config, device: torch.device, resume: bool = False, log=print, callbacks: Sequence[Callback] = ()
+) -> list[MemberResult]:
+    """Train the run's members side by side, each told of its run by a copy of ``callbacks``
+    (pickled into its process); raise ``TrainingInterrupted`` if a stop signal cut them short
+    (each saved its checkpoint), ``NmtError`` naming the member that failed."""
     configs = [member_config(config, k) for k in range(1, config.train.members + 1)]
     threads = configs[0].train.threads
-    log(f"Training {len(configs)} members side by side ({threads} thread(s) each, seeds "
-        f"{', '.join(str(c.train.seed) for c in configs)}) in {config.run_dir}/member-*; "
-        "translation ensembles their best checkpoints.")  # fmt: skip
+    seeds = ", ".join(str(c.train.seed) for c in configs)
+    log(
+        f"Training {len(configs)} members side by side ({threads} thread(s) each, seeds {seeds}) in "
+        f"{config.run_dir}/member-*; translation ensembles their best checkpoints."
+    )
     save_config(config, run_paths(config).config)
     context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
     results = context.Queue()
     processes = [
-        context.Process(target=_train_member, args=(member_cfg, device, resume, k, results), name=f"member-{k}")
+        context.Process(
+            target=_train_member, args=(member_cfg, device, resume, k, results, tuple(callbacks)), name=f"member-{k}"
+        )
         for k, member_cfg in enumerate(configs, start=1)
     ]
     with _stop_signals_forwarded(processes):

@@ -1,17 +1,66 @@
-"""``<run_dir>/metrics.jsonl``: one JSON record per validation (epoch, step, losses, dev BLEU
+"""What a run writes down: ``<run_dir>/train.log`` (``RunLog``) and ``metrics.jsonl``.
+
+``<run_dir>/metrics.jsonl``: one JSON record per validation (epoch, step, losses, dev BLEU
 and chrF, learning rate, tokens/s, gradient norm, times, whether it was the best so far;
 ``epochs`` and ``mid_epoch`` or ``partial`` on a validation inside an epoch). Written by training, read by
-``nmt plot``, the end-of-training summary and experiment scripts."""
+``nmt plot``, the end-of-training summary and experiment scripts.
+
+The training log: lines to the console (above any progress bar) and to the file.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from nmt.errors import NmtError
-from nmt.fileio import write_lines_atomic
+from tqdm import tqdm
+
+from nmt.core.errors import NmtError
+from nmt.core.fileio import write_lines_atomic
 from nmt.train.state import Progress
+
+
+@dataclass
+class ValidationRecord:
+    """One validation, as the Trainer hands it to each callback's ``after_validation`` and as
+    ``metrics.jsonl`` keeps it (``to_dict`` is the line). Losses are per target token; seconds
+    of training count this epoch's share inside an epoch."""
+
+    epoch: int  # the epoch being trained (1-based)
+    step: int  # optimizer updates so far
+    train_loss: float  # this epoch's mean so far
+    dev_loss: float
+    dev_ppl: float
+    dev_bleu: float  # greedy search, all references (of the EMA weights when they did better)
+    dev_chrf: float
+    lr: float  # the learning rate of the last step
+    tokens_per_s: float  # target tokens per second of training, this epoch
+    grad_norm: float  # mean gradient norm before clipping, this epoch's finite steps
+    epoch_seconds: float
+    train_seconds: float  # training time of the run so far, validations and checkpoints not counted
+    elapsed_seconds: float  # of the time budget: everything the run spent, earlier sessions included
+    best: bool  # the best dev BLEU so far: best.pt points at this validation's checkpoint
+    kind: str = "epoch"  # "epoch" (its end), "mid_epoch" (train.validate_every), "partial" (the budget ended it)
+    epochs: float | None = None  # inside an epoch: epochs trained, with the fraction (2.4)
+    raw_dev_bleu: float | None = None  # with train.ema_decay: the raw weights' dev BLEU
+    ema_dev_bleu: float | None = None  # and the averaged weights'
+
+    def to_dict(self) -> dict[str, Any]:
+        """The metrics.jsonl line: the keys in this order, the optional ones only when set."""
+        line: dict[str, Any] = {"epoch": self.epoch, "step": self.step, "train_loss": self.train_loss}
+        line |= {"dev_loss": self.dev_loss, "dev_ppl": self.dev_ppl, "dev_bleu": self.dev_bleu}
+        line["dev_chrf"] = self.dev_chrf
+        if self.raw_dev_bleu is not None:
+            line |= {"raw_dev_bleu": self.raw_dev_bleu, "ema_dev_bleu": self.ema_dev_bleu}
+        for name in ("lr", "tokens_per_s", "grad_norm", "epoch_seconds", "train_seconds", "elapsed_seconds", "best"):
+            line[name] = getattr(self, name)
+        if self.kind != "epoch":
+            line |= {"epochs": self.epochs, self.kind: True}
+        return line
 
 
 def epochs_trained(record: dict) -> float:
@@ -73,3 +122,25 @@ class MetricsFile:
                 return
             handle.seek(0)
             handle.truncate(handle.read().rfind(b"\n") + 1)
+
+
+class RunLog:
+    """Timestamped lines to ``path``, echoed to the console; silent when not ``enabled``
+    (processes other than rank 0)."""
+
+    def __init__(self, path: Path, echo: bool = True, enabled: bool = True, prefix: str = ""):
+        self.path = path
+        self.echo = echo
+        self.enabled = enabled
+        self.prefix = prefix  # on the console only: whose line it is when several runs share one (train.members)
+        if enabled:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, message: str) -> None:
+        if not self.enabled:
+            return
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} {message}\n")
+        if self.echo:
+            tqdm.write(self.prefix + message)

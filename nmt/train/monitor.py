@@ -6,11 +6,11 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import Config
-from nmt.errors import NmtError
-from nmt.model.attention import ATTENTIONS
-from nmt.search import search_sentences
-from nmt.tokenizer import Tokenizer
+from nmt.config.schema import Config
+from nmt.core.errors import NmtError
+from nmt.core.registry import ATTENTIONS
+from nmt.data.tokenizer import Tokenizer
+from nmt.decoding.search import search_sentences
 from nmt.train.data import TrainData
 
 SCALARS = {
@@ -47,7 +47,7 @@ class TensorBoardMonitor:
 
     def log(self, record: dict) -> None:
         """One validation's metrics.jsonl record, plus heatmaps of a few fixed dev sentences."""
-        from nmt.plotting import attention_figure
+        from nmt.core.plotting import attention_figure
 
         step = record["step"]
         for tag, key in SCALARS.items():
@@ -62,6 +62,7 @@ class TensorBoardMonitor:
             best = hypotheses[0]
             source, hypothesis = self.src_tok.decode([ids])[0], self.tgt_tok.decode([best.tokens])[0]
             src_labels, tgt_labels = self.src_tok.labels(ids), self.tgt_tok.labels(best.tokens, with_eos=best.ended)
+            assert best.attention is not None  # asked for above
             figure = attention_figure(src_labels, tgt_labels, best.attention, f"{source}\n{hypothesis}")
             self.writer.add_figure(f"attention/dev_{number + 1}", figure, step, close=True)
         self.writer.flush()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nmt.config import TrainConfig
+from nmt.config.schema import TrainConfig
 
 
 @dataclass(frozen=True)

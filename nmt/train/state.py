@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nmt.config import TrainConfig
-from nmt.errors import NmtError
+from nmt.config.schema import TrainConfig
+from nmt.core.errors import NmtError
 
 
 @dataclass

@@ -1,4 +1,6 @@
-"""One training update: loss, backward, clipping, and a skip for non-finite values."""
+"""One training update: loss, backward, clipping, and a skip for non-finite values; and word
+dropout, applied to a batch before it (not to the model, so inference never sees it).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +10,10 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from nmt.config import TrainConfig
+from nmt.config.schema import TrainConfig
+from nmt.core.device import FLOAT32, Precision
 from nmt.data.batching import Batch
-from nmt.device import FLOAT32, Precision
-from nmt.tokenizer import PAD_ID
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
@@ -74,8 +76,22 @@ def train_step(
         scaler.update()
         return StepResult(loss_sum.detach(), nonfinite, grad_norm.detach())
     if loss_sum.is_cuda and optimizer.defaults.get("fused"):
-        optimizer.found_inf = nonfinite.float()
+        optimizer.found_inf = nonfinite.float()  # type: ignore[attr-defined]  # read by the fused step
         optimizer.step()
     elif not bool(nonfinite):
         optimizer.step()
     return StepResult(loss_sum.detach(), nonfinite, grad_norm.detach())
+
+
+def word_dropout(batch: Batch, p: float) -> Batch:
+    """Each real source token and target *input* token becomes <unk> with probability ``p``
+    (word dropout: Sennrich & Zhang, 2019; Gal & Ghahramani, 2016). Padding, <bos>, <eos>
+    and the targets the loss compares with are never changed."""
+    if p <= 0.0:
+        return batch
+
+    def drop(ids: torch.Tensor) -> torch.Tensor:
+        droppable = (ids != PAD_ID) & (ids != BOS_ID) & (ids != EOS_ID)
+        return ids.masked_fill(droppable & (torch.rand(ids.shape, device=ids.device) < p), UNK_ID)
+
+    return Batch(drop(batch.src), batch.src_lengths, drop(batch.tgt_in), batch.tgt_out)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import Config
-from nmt.search import search_sentences
-from nmt.tokenizer import Tokenizer
+from nmt.config.schema import Config
+from nmt.data.tokenizer import Tokenizer
+from nmt.decoding.search import search_sentences
 from nmt.train.metrics import MetricsFile
 from nmt.train.state import Progress
 

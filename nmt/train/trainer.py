@@ -19,23 +19,25 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import torch
 
-from nmt.checkpoint import save_training_checkpoint
-from nmt.config import Config, TrainConfig, save_config
+from nmt.config.paths import run_paths
+from nmt.config.schema import Config, TrainConfig, save_config
+from nmt.core.device import ProcessSettings, make_deterministic, select_precision
+from nmt.core.errors import NmtError
+from nmt.core.hardware import hardware_description
+from nmt.core.plugins import load_plugins
+from nmt.core.progress import progress_bar
 from nmt.data.batching import Batch, padding_fraction
-from nmt.device import ProcessSettings, make_deterministic, select_precision
-from nmt.errors import NmtError
-from nmt.hardware import hardware_description
-from nmt.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
+from nmt.data.tokenizer import Tokenizer
 from nmt.model.encoder import encoder_input
-from nmt.model.seq2seq import count_parameters
-from nmt.parent import check_architecture, freeze, inherit_weights, load_parent
-from nmt.paths import run_paths
-from nmt.progress import progress_bar
-from nmt.tokenizer import Tokenizer
+from nmt.model.seq2seq import Seq2Seq, count_parameters
+from nmt.runtime.checkpoint import save_training_checkpoint, training_checkpoint
+from nmt.runtime.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
+from nmt.runtime.parent import check_architecture, freeze, inherit_weights, load_parent
 from nmt.train.callbacks import Callback, standard_callbacks
 from nmt.train.control import RunControl
 from nmt.train.data import (
@@ -47,14 +49,11 @@ from nmt.train.data import (
     load_train_data,
 )
 from nmt.train.distributed import Distributed, rank_seed
-from nmt.train.ema import EmaWeights
-from nmt.train.log import RunLog
-from nmt.train.metrics import MetricsFile
-from nmt.train.optim import build_optimizer
-from nmt.train.regularise import word_dropout
+from nmt.train.metrics import MetricsFile, RunLog, ValidationRecord
+from nmt.train.optim import EmaWeights, build_optimizer
 from nmt.train.schedule import learning_rate, step_settings
 from nmt.train.state import Progress, TrainingInterrupted, rng_state, seed_everything, set_rng_state
-from nmt.train.step import StepResult, train_step
+from nmt.train.step import StepResult, train_step, word_dropout
 from nmt.train.timeline import Timeline, probe_sources, probe_translations
 from nmt.train.validate import ValidationStopped, validate, validation_seconds
 
@@ -155,12 +154,23 @@ class EpochMeter:
         )
 
 
-def build_trainer(config: Config, device: torch.device, ddp: Distributed | None = None, show_bar: bool = True):
-    """The ``Trainer`` of ``config``: its tokenizers, prepared data and a new model, made in the
-    order that makes a run reproducible (threads and determinism first, then the seed the
+def build_trainer(
+    config: Config,
+    device: torch.device,
+    ddp: Distributed | None = None,
+    show_bar: bool = True,
+    callbacks: Sequence[Callback] = (),
+    echo: bool = True,
+    log_prefix: str = "",
+) -> Trainer:
+    """The ``Trainer`` of ``config``: its plugins, tokenizers, prepared data and a new model, made
+    in the order that makes a run reproducible (threads and determinism first, then the seed the
     model's initial weights come from). Under torchrun each rank then draws its own random
-    numbers. What it sets process-wide is put back when the run ends."""
+    numbers. What it sets process-wide is put back when the run ends. ``callbacks`` are told of
+    the run after its own (nmt/train/callbacks.py); ``echo`` False keeps the log off the console,
+    ``log_prefix`` marks its console lines (a member's)."""
     ddp = ddp or Distributed()
+    load_plugins(config.plugins, "Config key 'plugins'")  # a member or a trial is a process of its own
     before = ProcessSettings.current()
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
@@ -170,49 +180,63 @@ def build_trainer(config: Config, device: torch.device, ddp: Distributed | None 
     src_tok, tgt_tok = load_tokenizers(config)
     data = load_train_data(config, src_tok, tgt_tok)
     model = new_model(config, src_tok, tgt_tok)
-    parent, inherited = None, ""
+    parent, notes = None, []
     if config.init_from and not run_paths(config).checkpoint("last").is_file():  # a run resumed has its own weights
         parent = load_parent(config.init_from)
         check_architecture(parent, config)
         inherited = inherit_weights(model, parent, (src_tok, tgt_tok))  # before the Trainer: its average starts here
-    frozen = freeze(model, config.train.freeze)
-    if ddp.rank:  # the same initial weights everywhere, not the same dropout: rank 0 draws on as one process does
-        seed_everything(rank_seed(config.train.seed, ddp.rank))
-    trainer = Trainer(config, model, data, (src_tok, tgt_tok), device, ddp, show_bar)
-    trainer.settings_before = before
-    if parent is not None:
-        trainer.parent = parent.lineage
-        trainer.notes.append(
+        notes.append(
             f"Started from the parent {parent.path} ({parent.lineage['pair']}, sha256 {parent.sha256[:12]}…): "
             f"every tensor copied; {inherited}. Optimizer, schedule, step count and best score start fresh."
         )
+    frozen = freeze(model, config.train.freeze)
     if frozen:
-        trainer.notes.append(f"Frozen (train.freeze: {', '.join(config.train.freeze)}): {frozen:,} parameters.")
-    return trainer
+        notes.append(f"Frozen (train.freeze: {', '.join(config.train.freeze)}): {frozen:,} parameters.")
+    if ddp.rank:  # the same initial weights everywhere, not the same dropout: rank 0 draws on as one process does
+        seed_everything(rank_seed(config.train.seed, ddp.rank))
+    output = RunOutput(show_bar, echo, log_prefix)
+    lineage = parent.lineage if parent is not None else None
+    return Trainer(config, model, data, (src_tok, tgt_tok), device, ddp, output, callbacks, lineage, notes, before)
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """What a run shows on the console (its files are written either way)."""
+
+    show_bar: bool = True  # progress bars (rank 0)
+    echo: bool = True  # the log's lines
+    log_prefix: str = ""  # before each console line: whose it is when several runs share one (train.members)
 
 
 class Trainer:
-    """Trains ``model`` on ``data`` as ``config`` says (``build_trainer`` makes both from the
-    config; tests hand in their own). ``tokenizers``: (source, target), for validation's text
-    and the checkpoints' vocabulary hashes."""
+    """Trains ``model`` on ``data`` as ``config`` says; everything it holds comes through here
+    (``build_trainer`` makes the model, data and the rest from the config; tests hand in their
+    own). ``tokenizers``: (source, target), for validation's text and the checkpoints'
+    vocabulary hashes; ``parent``: the lineage of the model it starts from (init_from);
+    ``notes``: what was done before it, logged with the setup; ``settings_before``: the process
+    settings to put back when ``run()`` ends."""
 
     def __init__(
         self,
         config: Config,
-        model: torch.nn.Module,
+        model: Seq2Seq,
         data: TrainData,
         tokenizers: tuple[Tokenizer, Tokenizer],
         device: torch.device,
         ddp: Distributed | None = None,
-        show_bar: bool = True,
+        output: RunOutput = RunOutput(),
+        callbacks: Sequence[Callback] = (),
+        parent: dict | None = None,
+        notes: Sequence[str] = (),
+        settings_before: ProcessSettings | None = None,
     ):
         ddp = ddp or Distributed()  # one process unless torchrun started several
         self.config, self.device, self.ddp = config, device, ddp
         self.run_dir = run_paths(config)
-        self.log = RunLog(self.run_dir.train_log, echo=True, enabled=ddp.is_main)
+        self.log = RunLog(self.run_dir.train_log, output.echo, ddp.is_main, output.log_prefix)
         self.metrics = MetricsFile(self.run_dir.metrics)
         self.timeline = Timeline(self.run_dir.timeline)
-        self.show_bar = show_bar and ddp.is_main
+        self.show_bar = output.show_bar and ddp.is_main
         self.src_tok, self.tgt_tok = tokenizers
         self.data = data
         self.model = model.to(device)
@@ -229,16 +253,19 @@ class Trainer:
         self.trained: torch.nn.Module = self.model  # what the step calls; run() wraps it in DDP under torchrun
         self.pace_logged = False  # the epoch-length estimate is logged once per session
         self.loader = EpochLoader(data, ddp, self.config.train, device)  # kept across epochs (its workers too)
-        self.settings_before: ProcessSettings | None = None  # put back when run() ends (build_trainer sets it)
-        self.parent: dict | None = None  # the lineage of the model this run started from (init_from)
-        self.notes: list[str] = []  # what build_trainer did, logged with the setup
-        # told of each validation (rank 0), in order; any may end the run (nmt/train/callbacks.py)
-        self.callbacks: list[Callback] = standard_callbacks(self)
+        self.settings_before = settings_before
+        self.parent = parent
+        self.notes = list(notes)
+        # told of the run (rank 0), in order; any may end it at a validation (nmt/train/callbacks.py)
+        self.callbacks: list[Callback] = standard_callbacks(self) + list(callbacks)
+        self.seen_steps: set[int] = set()  # validations the callbacks saw before this resume (restore)
 
     def run(self, resume: bool = False) -> Progress:
         """Train until the run control says the run has ended; keep ``last`` and ``best`` checkpoints."""
+        reason = "failed before it started"
         try:
-            self.start(resume)
+            resumed = self.start(resume)
+            self.tell("on_start", resumed)
             self.control.start(self.progress)
             self.trained = self.ddp.wrap(self.model, self.device)
             signal = self.control.signal
@@ -251,17 +278,29 @@ class Trainer:
                         raise TrainingInterrupted(
                             f"Training stopped by {signal.signal_name} after epoch {self.progress.epoch}."
                         )
+            reason = ended
             self.log_summary(ended)
             return self.progress
+        except TrainingInterrupted as error:
+            reason = f"interrupted: {error}"
+            raise
+        except BaseException as error:
+            reason = f"failed: {type(error).__name__}: {error}"
+            raise
         finally:
-            for callback in self.callbacks:
-                callback.close()
+            self.tell("on_end", reason)
             self.loader.close()
             if self.settings_before is not None:
                 self.settings_before.restore()
 
-    def start(self, resume: bool) -> None:
-        """Resume from ``last``, or start a new run (refusing to overwrite an old one)."""
+    def tell(self, hook: str, *arguments) -> None:
+        """Call ``hook`` of every callback, in order (rank 0: the callbacks' process)."""
+        if self.ddp.is_main:
+            for callback in self.callbacks:
+                getattr(callback, hook)(self, *arguments)
+
+    def start(self, resume: bool) -> bool:
+        """Resume from ``last`` (True), or start a new run (refusing to overwrite an old one)."""
         last = self.run_dir.checkpoint("last")
         resuming = resume and last.is_file()
         if resuming:
@@ -280,6 +319,7 @@ class Trainer:
             save_config(self.config, self.run_dir.config)
         self.ddp.barrier()  # every process has read the checkpoint before rank 0 writes new ones
         self.log_setup()
+        return resuming
 
     def restore(self) -> None:
         payload = load_checked_checkpoint(self.config, "last", self.src_tok, self.tgt_tok)
@@ -303,7 +343,8 @@ class Trainer:
             set_rng_state(saved[self.ddp.rank], self.device)
         else:  # more ranks than the checkpoint saved: a stream of this rank's own, not rank 0's again
             seed_everything(rank_seed(self.config.train.seed, self.ddp.rank, self.progress.step))
-        if self.ddp.is_main:
+        if self.ddp.is_main:  # validations after the checkpoint are redone: each callback sees a record once
+            self.seen_steps = {r["step"] for r in self.metrics.read() if not MetricsFile.included(r, self.progress)}
             self.metrics.trim(self.progress)
             self.timeline.trim(self.progress)
         self.log(
@@ -340,13 +381,19 @@ class Trainer:
             self.set_learning_rate(
                 learning_rate(self.config.train, self.control.position(self.progress, epoch + 1, 1, 1))
             )
-        record = self.record(epoch, stats, metrics, improved, kind)
         reasons = []
-        if record is not None:  # rank 0 holds the record: its callbacks decide, every rank follows
-            reasons = [reason for callback in self.callbacks if (reason := callback.after_validation(self, record))]
+        if self.ddp.is_main:  # rank 0 holds the record: its callbacks decide, every rank follows
+            reasons = self.tell_validation(self.record(epoch, stats, metrics, improved, kind))
         if self.ddp.any(bool(reasons), self.device):
             self.progress.stop_reason = reasons[0] if reasons else "a callback on rank 0"
         self.save(best=improved)
+
+    def tell_validation(self, record: ValidationRecord) -> list[str]:
+        """The callbacks' reasons to stop, each told of ``record`` once: a validation redone after
+        a resume goes only to those that trimmed their records (``rewrites_on_resume``)."""
+        seen = record.step in self.seen_steps
+        told = [c for c in self.callbacks if c.rewrites_on_resume or not seen]
+        return [reason for callback in told if (reason := callback.after_validation(self, record))]
 
     def validate_parent(self) -> None:
         """The parent's weights as they are, on this dev set: the timeline's epoch 0 (the lab then
@@ -363,20 +410,19 @@ class Trainer:
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """One pass over the training data in bucketed, seeded-shuffled batches, starting at
-        ``progress.batch_in_epoch`` (after a mid-epoch checkpoint)."""
-        progress, device = self.progress, self.device
-        validate_every, checkpoint_every = self.config.train.validate_every, self.config.train.checkpoint_every
+        ``progress.batch_in_epoch`` (after a mid-epoch checkpoint). It ends at its last batch,
+        when the budget is spent, or when a validation inside it ends the run; a stop signal
+        checkpoints and raises ``TrainingInterrupted``."""
+        progress = self.progress
         self.trained.train()
         examples = epoch_examples(self.data, self.src_tok, self.tgt_tok, self.config.train, epoch)
         batches = self.epoch_plan(examples, epoch)
         self.epoch_length = len(batches)
-        meter = EpochMeter(progress, device)
-        check_every = 1 if device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
+        meter = EpochMeter(progress, self.device)
         bar = progress_bar(len(batches), f"epoch {epoch}", "batch", self.show_bar, initial=progress.batch_in_epoch)
         first = progress.batch_in_epoch + 1
-        loaded = self.loader.batches(examples, batches[first - 1 :])
         started = time.perf_counter()
-        for number, batch in enumerate(loaded, start=first):
+        for number, batch in enumerate(self.loader.batches(examples, batches[first - 1 :]), start=first):
             tokens = batch.num_tgt_tokens  # counting them syncs a GPU: once per step
             meter.add(self.train_batch(batch, tokens, epoch, number, len(batches[number - 1])), tokens)
             progress.step += 1
@@ -384,36 +430,51 @@ class Trainer:
             bar.update(1)
             if number - first + 1 == PACE_BATCHES and not self.pace_logged:
                 self.log_pace(len(batches), (time.perf_counter() - started) / PACE_BATCHES)
-            if number % check_every == 0:
-                self.check_nonfinite(meter, epoch)
             if number % 20 == 0 or number == len(batches):  # reading the loss syncs: not every step
                 bar.set_postfix(**meter.postfix())
-            stopped, out_of_time, interval_due = self.control.after_step(
-                number % check_every == 0 or number == len(batches)
-            )
-            if stopped:
-                meter.save_into(progress, self.ddp)
-                self.save()
-                raise TrainingInterrupted(
-                    f"Training stopped by {self.control.signal.signal_name or 'a signal'} at epoch {epoch}, "
-                    f"step {progress.step}."
-                )
-            if number == len(batches):
+            if not self.epoch_goes_on(epoch, number, len(batches), meter):
                 break
-            if out_of_time:
-                self.control.out_of_time = True
-                break
-            if validate_every and progress.step % validate_every == 0:  # validates and checkpoints
-                with meter.paused():  # tokens/s counts training only
-                    self.validation(epoch, meter.stats(progress, self.ddp), "mid_epoch")
-                self.trained.train()
-                if progress.stop_reason:
-                    break
-            elif (checkpoint_every and progress.step % checkpoint_every == 0) or interval_due:
-                meter.save_into(progress, self.ddp)
-                self.save()
         bar.close()
         return meter.stats(progress, self.ddp)
+
+    def epoch_goes_on(self, epoch: int, number: int, batches: int, meter: EpochMeter) -> bool:
+        """After batch ``number`` of ``batches``: check the figures, tell the step callbacks, act on
+        the run control's verdict (checkpoint and raise on a stop signal; validate or checkpoint
+        when due), and say whether the epoch goes on."""
+        progress, train = self.progress, self.config.train
+        check_every = 1 if self.device.type == "cpu" else 20  # reading counters syncs the GPU: not every step
+        if number % check_every == 0:
+            self.check_nonfinite(meter, epoch)
+        self.tell_step(progress.step)
+        verdict = self.control.after_step(number % check_every == 0 or number == batches)
+        if verdict.stop_signal:
+            meter.save_into(progress, self.ddp)
+            self.save()
+            raise TrainingInterrupted(
+                f"Training stopped by {self.control.signal.signal_name or 'a signal'} at epoch {epoch}, "
+                f"step {progress.step}."
+            )
+        if number == batches:
+            return False
+        if verdict.out_of_time:
+            self.control.out_of_time = True
+            return False
+        if train.validate_every and progress.step % train.validate_every == 0:  # validates and checkpoints
+            with meter.paused():  # tokens/s counts training only
+                self.validation(epoch, meter.stats(progress, self.ddp), "mid_epoch")
+            self.trained.train()
+            return not progress.stop_reason
+        if (train.checkpoint_every and progress.step % train.checkpoint_every == 0) or verdict.checkpoint_due:
+            meter.save_into(progress, self.ddp)
+            self.save()
+        return True
+
+    def tell_step(self, step: int) -> None:
+        """``after_step`` of the callbacks whose ``every_steps`` divides ``step`` (rank 0)."""
+        if self.ddp.is_main:
+            for callback in self.callbacks:
+                if callback.every_steps and step % callback.every_steps == 0:
+                    callback.after_step(self, step)
 
     def epoch_plan(self, examples, epoch: int) -> list[list[int]]:
         """This epoch's global batches for this number of processes. A mid-epoch checkpoint
@@ -494,48 +555,41 @@ class Trainer:
         if not self.ddp.is_main:
             return
         self.progress.elapsed_seconds = self.control.budget.spent()
-        payload = {
-            "hardware": hardware_description(self.device),
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "progress": asdict(self.progress),
-            "rng": rng if self.ddp.enabled else rng[0],
-            "config": self.config.to_dict(),
-            "spm_sha256": spm_hashes(self.src_tok, self.tgt_tok),
-        }
-        if self.scaler is not None:
-            payload["scaler"] = self.scaler.state_dict()
-        if self.parent is not None:
-            payload["parent"] = self.parent
-        if self.ema is not None:
-            payload["ema"] = self.ema.state_dict()
-            payload["translate_with"] = "ema" if self.ema_is_better else "model"
+        payload = training_checkpoint(
+            model=self.model.state_dict(),
+            optimizer=self.optimizer.state_dict(),
+            progress=asdict(self.progress),
+            rng=rng if self.ddp.enabled else rng[0],  # type: ignore[arg-type,index]  # rank 0 holds every rank's
+            config=self.config.to_dict(),
+            spm_sha256=spm_hashes(self.src_tok, self.tgt_tok),
+            hardware=hardware_description(self.device),
+            scaler=self.scaler.state_dict() if self.scaler is not None else None,
+            parent=self.parent,
+            ema=self.ema.state_dict() if self.ema is not None else None,
+            translate_with="ema" if self.ema_is_better else "model",
+        )
         save_training_checkpoint(self.run_dir, payload, self.progress.step, self.config.train.keep_checkpoints, best)
 
     def record(
         self, epoch: int, stats: EpochStats, metrics: dict[str, float], improved: bool, kind: str
-    ) -> dict | None:
-        """The validation's record, as metrics.jsonl keeps it (rank 0; None on the others)."""
-        if not self.ddp.is_main:
-            return None
+    ) -> ValidationRecord:
+        """The validation's record, as the callbacks see it and metrics.jsonl keeps it."""
         inside = kind != "epoch"  # a validation inside the epoch: its share so far
-        record = {
-            "epoch": epoch,
-            "step": self.progress.step,
-            "train_loss": round(stats.loss, 4),
-            **{k: round(v, 4) for k, v in metrics.items()},
-            "lr": self.optimizer.param_groups[0]["lr"],
-            "tokens_per_s": round(stats.tokens_per_second, 1),
-            "grad_norm": round(stats.grad_norm, 4),
-            "epoch_seconds": round(stats.seconds, 2),
-            "train_seconds": round(self.progress.train_seconds + (stats.seconds if inside else 0), 2),
-            "elapsed_seconds": round(self.control.budget.spent(), 2),
-            "best": improved,
-        }
-        if inside:
-            record["epochs"] = round(epoch - 1 + self.progress.batch_in_epoch / max(1, self.epoch_length), 4)
-            record[kind] = True  # "partial": the budget ended this epoch early; "mid_epoch": train.validate_every
-        return record
+        return ValidationRecord(
+            epoch=epoch,
+            step=self.progress.step,
+            train_loss=round(stats.loss, 4),
+            **{name: round(value, 4) for name, value in metrics.items()},
+            lr=self.optimizer.param_groups[0]["lr"],
+            tokens_per_s=round(stats.tokens_per_second, 1),
+            grad_norm=round(stats.grad_norm, 4),
+            epoch_seconds=round(stats.seconds, 2),
+            train_seconds=round(self.progress.train_seconds + (stats.seconds if inside else 0), 2),
+            elapsed_seconds=round(self.control.budget.spent(), 2),
+            best=improved,
+            kind=kind,
+            epochs=round(epoch - 1 + self.progress.batch_in_epoch / max(1, self.epoch_length), 4) if inside else None,
+        )
 
     def record_probes(self, epoch: int, dev_bleu: float) -> None:
         """The probe sentences' translation and attention into timeline.jsonl (rank 0), with
@@ -620,9 +674,10 @@ class Trainer:
             self.log(f"{progress.nonfinite_steps} update(s) were skipped for a non-finite loss or gradient.")
         records = self.metrics.read()
         best = [  # the best epoch's records up to the best validation (older checkpoints lack best_step)
-            r for r in records
+            r
+            for r in records
             if r["epoch"] == progress.best_epoch and (not progress.best_step or r["step"] <= progress.best_step)
-        ]  # fmt: skip
+        ]
         to_best = f" (after {best[-1]['train_seconds']:.0f}s of training)" if best else ""
         where = f"epoch {progress.best_epoch}"
         if best and best[-1].get("mid_epoch"):

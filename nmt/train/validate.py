@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from nmt.config import Config
+from nmt.config.schema import Config
 from nmt.data.batching import Example, collate, sorted_batches
-from nmt.scoring import score
-from nmt.search import search_sentences
-from nmt.tokenizer import Tokenizer
+from nmt.data.tokenizer import Tokenizer
+from nmt.decoding.scoring import score
+from nmt.decoding.search import search_sentences
 from nmt.train.data import TrainData
 from nmt.train.distributed import Distributed
 from nmt.train.step import token_loss
@@ -63,7 +63,7 @@ def validate(
     often on every rank) all ranks raise ``ValidationStopped`` together."""
     ddp = ddp or Distributed()
     pairs = [data.dev[i] for i in range(ddp.rank, len(data.dev), ddp.world)]
-    loss_sum, tokens = 0.0, 0
+    loss_sum, tokens = 0.0, 0.0
     for chunk in _chunks(pairs, len(data.dev), ddp.world):
         for indices in sorted_batches([len(ex.src_ids) for ex in chunk], config.train.batch_size):
             if stop():
@@ -89,7 +89,7 @@ def validate(
     for rank_rows, rank_found in ddp.all_gather((found_rows, found)):
         for row, ids in zip(rank_rows, rank_found, strict=True):
             translations[row] = ids
-    scores = score(tgt_tok.decode(translations), data.dev_references, metrics=("bleu", "chrf"))
+    scores = score(tgt_tok.decode([ids or [] for ids in translations]), data.dev_references, metrics=("bleu", "chrf"))
     loss = loss_sum / max(1, tokens)
     return {
         "dev_loss": loss,

@@ -1,7 +1,7 @@
 // A model that translates in the browser, with no server: the page `nmt export RUN DIR --web`
 // writes. SentencePiece (sentencepiece-js, WebAssembly) cuts the text into subwords, the model's
 // two ONNX graphs (encoder, one decoder step) run on onnxruntime-web, and search runs here, as
-// nmt/search.py runs it: greedy for beam 1, otherwise beam search with the same ranking
+// nmt/decoding/search.py runs it: greedy for beam 1, otherwise beam search with the same ranking
 // (log p / lp(length) + coverage), the same stopping rule and the same repeat guard.
 "use strict";
 
@@ -71,7 +71,7 @@ async function decodeStep(prevTokens, step, memory, state) {
   return { logits: out.logits, attention: out.attention, state: page.config.state.map((n) => out[`next_${n}`]) };
 }
 
-// ---- search (nmt/search.py) ----
+// ---- search (nmt/decoding/search.py) ----
 
 function logSumExp(values) {
   let max = -Infinity;

@@ -1,0 +1,122 @@
+"""The config reference, generated from the config dataclasses (``nmt/config/schema.py``): every key with
+its type, default, allowed range and description, in one place, so a key is written once.
+
+A key's description is the comment beside its field, or the comment lines right above it, in
+``nmt/config/schema.py``; its allowed values come from the field's type (a ``Literal``, a registry) and
+``_RANGES``; required keys from ``REQUIRED_KEYS``. The documentation site renders ``markdown()``
+(docs/hooks.py); ``tests/test_docs.py`` checks that every key is there.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import typing
+from dataclasses import dataclass
+
+from nmt.config import schema as config_module
+from nmt.config.schema import _RANGES, REQUIRED_KEYS, Config, _describe_type
+
+SECTION_INTROS = {
+    "": "The run as a whole.",
+    "data": "What to read and how to split it (`nmt prepare`).",
+    "tokenizer": "The SentencePiece models (`nmt prepare`).",
+    "model": "The network: embeddings, encoder, attention, decoder (checked key by key when a checkpoint is loaded).",
+    "train": "How `nmt train` trains: budget, schedule, regularisation, checkpoints, devices.",
+    "decode": "How search translates (`nmt translate`, `evaluate`, `serve`; validation uses greedy search).",
+    "tune": "`nmt tune`: a study of recipes for this corpus, machine and budget.",
+}
+
+
+@dataclass
+class KeyDoc:
+    key: str  # dotted: train.batch_size
+    type: str  # as the validation messages say it: "an integer", "one of 'gru', 'lstm'"
+    default: str  # as YAML writes it
+    allowed: str  # the range check's description, or "" when the type says it all
+    required: bool
+    description: str
+
+
+def _field_comments(cls: type) -> dict[str, str]:
+    """Each field's comment in the class's source: the lines right above it and the comment on its line(s)."""
+    source = inspect.getsource(cls)
+    lines = source.splitlines()
+    found = {}
+    class_node = ast.parse(source).body[0]
+    assert isinstance(class_node, ast.ClassDef)
+    for node in class_node.body:
+        if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name):
+            continue
+        above: list[str] = []
+        row = node.lineno - 2  # the line before the field, 0-based
+        while row >= 0 and lines[row].strip().startswith("#"):
+            above.insert(0, lines[row].strip().lstrip("#").strip())
+            row -= 1
+        beside = [line.split("#", 1)[1].strip() for line in lines[node.lineno - 1 : node.end_lineno] if "  #" in line]
+        found[node.target.id] = " ".join(part for part in [*above, *beside] if part and part != "fmt: skip")
+    return found
+
+
+def _yaml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value == "" or value == [] or value == {}:
+        return '""' if isinstance(value, str) else "[]" if isinstance(value, list) else "{}"
+    return str(value)
+
+
+def key_docs() -> list[KeyDoc]:
+    """Every config key, section by section, in the dataclasses' order."""
+    docs = []
+    hints = typing.get_type_hints(Config, include_extras=True)
+    sections = [("", Config, Config())]
+    nested = [f for f in dataclasses.fields(Config) if dataclasses.is_dataclass(hints[f.name])]
+    sections += [(f.name, hints[f.name], getattr(Config(), f.name)) for f in nested]
+    for section, cls, instance in sections:
+        comments = _field_comments(cls)
+        types = typing.get_type_hints(cls, include_extras=True)
+        for field in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(types[field.name]):
+                continue
+            key = f"{section}.{field.name}" if section else field.name
+            allowed = _RANGES[key][1] if key in _RANGES else ""
+            required = key in REQUIRED_KEYS and key != "run_dir"  # run_dir defaults to runs/<file name>
+            value = _yaml_value(getattr(instance, field.name))
+            docs.append(
+                KeyDoc(key, _describe_type(types[field.name]), value, allowed, required, comments.get(field.name, ""))
+            )
+    return docs
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown() -> str:
+    """The reference page."""
+    parts = [
+        "# Config reference\n",
+        "Generated from the config dataclasses of `nmt/config/schema.py` (their types, defaults, range checks and "
+        "comments): this page is the only list of keys. A config is YAML with the sections below; keys marked "
+        "*required* must be in the file, every other key has the default shown. Unknown keys are refused with the "
+        "nearest valid name; a wrong type or value names the key, the value and what is allowed. "
+        "`--set KEY=VALUE` overrides any key on the command line.\n",
+    ]
+    docs = key_docs()
+    for section, intro in SECTION_INTROS.items():
+        rows = [d for d in docs if (d.key.split(".")[0] if "." in d.key else "") == section]
+        if not rows:
+            continue
+        parts.append(f"## `{section}`\n" if section else "## Top level\n")
+        parts.append(intro + "\n")
+        parts.append("| key | type | default | allowed | what it does |\n|---|---|---|---|---|")
+        for d in rows:
+            default = "*required*" if d.required else f"`{_cell(d.default)}`"
+            parts.append(f"| `{d.key}` | {_cell(d.type)} | {default} | {_cell(d.allowed)} | {_cell(d.description)} |")
+        parts.append("")
+    return "\n".join(parts) + "\n"
+
+
+_ = config_module  # the module whose source the comments are read from

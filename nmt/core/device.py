@@ -1,0 +1,146 @@
+"""The device and precision policy, in one place (docs/tutorials/hardware.md).
+
+Device (``train.device`` / ``--device``): ``auto`` takes a CUDA GPU, then Apple's MPS, then
+the CPU; ``NMT_DEVICE`` in the environment says what ``auto`` means instead (the test suite
+sets it to ``cpu`` so that its results do not depend on the machine).
+
+Precision (``train.precision``), for the training step:
+
+=========  ==================================================================================
+auto       bf16 autocast on a CUDA GPU with native bf16 (compute capability 8.0 or more:
+           A100, H100, RTX 30xx and later); fp16 autocast with loss scaling on older CUDA
+           GPUs (T4, V100: bf16 there is emulated and slow); float32 on MPS and the CPU.
+float32    no autocast (TF32 tensor cores for matrix products on a CUDA GPU).
+bf16       bf16 autocast, wherever asked.
+fp16       fp16 autocast with a GradScaler (dynamic loss scaling), wherever asked.
+=========  ==================================================================================
+
+Under autocast only the attention, the output layers and the loss's inputs run in the lower
+precision: the recurrences (the encoder's cuDNN RNN and the decoder's step) are kept in
+float32 (``nmt.model.fast.float32_recurrence``), since cuDNN's autocast casts an RNN to fp16
+whatever dtype was asked for, and a recurrent state rounded at every step drifts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from nmt.core.errors import NmtError
+
+DEVICE_NAMES = ("auto", "cpu", "cuda", "mps")
+PRECISION_NAMES = ("auto", "float32", "bf16", "fp16")
+NATIVE_BF16_CAPABILITY = (8, 0)  # Ampere: the first NVIDIA GPUs with bf16 tensor cores
+
+
+def mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return backend is not None and backend.is_available()
+
+
+def select_device(name: str) -> torch.device:
+    """auto | cpu | cuda | mps -> the device (auto: CUDA, then MPS, then the CPU)."""
+    if name not in DEVICE_NAMES:
+        raise NmtError(f"--device: got {name!r}, expected one of {', '.join(map(repr, DEVICE_NAMES))}.")
+    if name == "auto":
+        override = os.environ.get("NMT_DEVICE", "").strip()
+        if override and override != "auto":
+            return select_device(override)
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if mps_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise NmtError("Device 'cuda' was asked for, but PyTorch sees no CUDA GPU. Use --device cpu or auto.")
+    if name == "mps" and not mps_available():
+        raise NmtError("Device 'mps' was asked for, but PyTorch sees no Apple GPU (MPS). Use --device cpu or auto.")
+    return torch.device(name)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What ``train.precision`` resolved to on one device."""
+
+    autocast: torch.dtype | None  # None: plain float32
+    loss_scaling: bool  # a GradScaler (fp16 only)
+
+    def describe(self) -> str:
+        if self.autocast is None:
+            return "float32"
+        name = "bf16" if self.autocast is torch.bfloat16 else "fp16"
+        return f"{name} autocast" + (" with loss scaling" if self.loss_scaling else "") + ", float32 recurrences"
+
+
+FLOAT32 = Precision(None, False)
+BF16 = Precision(torch.bfloat16, False)
+FP16 = Precision(torch.float16, True)
+
+
+def cuda_capability(device: torch.device) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device)
+
+
+def select_precision(name: str, device: torch.device) -> Precision:
+    """``train.precision`` on ``device``, by the table in this module's docstring."""
+    if name not in PRECISION_NAMES:
+        raise NmtError(f"train.precision: got {name!r}, expected one of {', '.join(map(repr, PRECISION_NAMES))}.")
+    if name != "auto":
+        return {"float32": FLOAT32, "bf16": BF16, "fp16": FP16}[name]
+    if device.type != "cuda":
+        return FLOAT32
+    return BF16 if cuda_capability(device) >= NATIVE_BF16_CAPABILITY else FP16
+
+
+def enable_tf32(device: torch.device) -> None:
+    """On a CUDA device, let float32 matrix products and cuDNN RNNs use TF32 tensor cores
+    (10-bit mantissa inputs, float32 accumulation). A process-wide switch; no-op elsewhere.
+
+    Set through the legacy ``allow_tf32`` flags on purpose: PyTorch 2.9+ reads them through its
+    new ``fp32_precision`` switches too, while setting the new switches makes any later read
+    of the legacy flags raise ("mix of the legacy and new APIs") in every library of the process."""
+    if device.type != "cuda":
+        return
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+
+def make_deterministic(device: torch.device) -> None:
+    """``train.deterministic``: the same run gives the same bits, resumed or not, on a GPU too.
+    cuBLAS gets a fixed workspace, cuDNN its deterministic algorithms and no autotuning, and
+    PyTorch refuses (warns about) any op without a deterministic implementation. Costs speed on
+    a GPU (docs/benchmarks.md); nothing on a CPU, whose kernels are deterministic already."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    """The process-wide switches training sets (torch's CPU threads, deterministic
+    algorithms), read so that they can be put back when a run ends: a second model trained,
+    compiled or evaluated in the same process (a tuning study, a notebook, a server, the test
+    suite) must not inherit the first run's."""
+
+    threads: int
+    deterministic: bool
+    warn_only: bool
+    cudnn_deterministic: bool
+    cudnn_benchmark: bool
+
+    @classmethod
+    def current(cls) -> ProcessSettings:
+        return cls(
+            torch.get_num_threads(),
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+            torch.backends.cudnn.deterministic,
+            torch.backends.cudnn.benchmark,
+        )
+
+    def restore(self) -> None:
+        torch.set_num_threads(self.threads)
+        torch.use_deterministic_algorithms(self.deterministic, warn_only=self.warn_only)
+        torch.backends.cudnn.deterministic = self.cudnn_deterministic
+        torch.backends.cudnn.benchmark = self.cudnn_benchmark

@@ -1,0 +1,128 @@
+"""Small file helpers: atomic writes and hashes. Every text file is UTF-8, explicitly."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, BinaryIO
+
+from nmt.core.errors import NmtError
+
+BOM = b"\xef\xbb\xbf"
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success fsync it and rename it over ``path``.
+
+    A crash or exception leaves ``path`` as it was (absent or the previous version).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+@contextmanager
+def atomic_text_writer(path: str | Path) -> Iterator[IO[str]]:
+    """Open a UTF-8 text file for writing that appears at ``path`` only when complete."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+        yield handle
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    with atomic_text_writer(path) as handle:
+        handle.write(text)
+
+
+def write_lines_atomic(path: str | Path, lines: Iterable[str]) -> None:
+    with atomic_text_writer(path) as handle:
+        for line in lines:
+            handle.write(line + "\n")
+
+
+def save_atomic(path: str | Path, writer: Callable[[Path], object]) -> None:
+    """Call ``writer(tmp_path)`` and move the result to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        writer(tmp)
+
+
+def refuse_link(path: str | Path) -> None:
+    """A symbolic link in a shared run or package could make us read (and pass on) any file."""
+    if Path(path).is_symlink():
+        raise NmtError(f"{path} is a symbolic link: a run directory or a model package holds its own files.")
+
+
+def fsync_file(path: str | Path) -> None:
+    """Flush a file another library wrote to the disk (before a rename publishes it)."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def split_lines(text: str) -> list[str]:
+    """Split on LF only (a CR before it is dropped), so no other character ends a line.
+
+    ``str.splitlines`` would also split on U+2028, form feeds and lone CRs, and change the
+    line count. A final line ending does not start an extra empty line.
+    """
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def read_lines(path: str | Path, errors: str = "strict") -> list[str]:
+    """Lines of a UTF-8 file (a leading BOM is dropped), without their LF/CRLF endings."""
+    with open(path, "rb") as handle:
+        return split_lines(handle.read().decode("utf-8", errors=errors).removeprefix("\ufeff"))
+
+
+def count_lines(path: str | Path) -> int:
+    """How many lines a file has (a last line without an ending counts), read in blocks."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def binary_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """A binary file's lines without their endings (LF or CRLF), a leading byte-order mark
+    dropped, read as they come (never the whole file at once)."""
+    for index, line in enumerate(handle):
+        if index == 0:
+            line = line.removeprefix(BOM)
+            if not line:  # the file is a byte-order mark and nothing else
+                return
+        yield line.removesuffix(b"\n").removesuffix(b"\r")
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 file one at a time, split on LF only (as ``read_lines``)."""
+    with open(path, "rb") as handle:
+        for line in binary_lines(handle):
+            yield line.decode("utf-8")
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

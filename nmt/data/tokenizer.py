@@ -1,0 +1,128 @@
+"""SentencePiece subword models: training, loading, encoding, decoding.
+
+The special ids live here and nowhere else. Every model is trained with byte fallback, so
+no input (any script, emoji, control character) ever maps to ``<unk>``.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from pathlib import Path
+
+import sentencepiece as spm
+
+from nmt.core.errors import NmtError
+from nmt.core.fileio import iter_lines, save_atomic, sha256_file
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
+
+
+def target_tag(lang: str) -> str:
+    """The source-side symbol that asks a model of several targets for ``lang``: ``<2hi>`` (Johnson
+    et al., 2017); one piece of the source vocabulary (a SentencePiece user-defined symbol)."""
+    return f"<2{lang}>"
+
+
+def tagged(texts: list[str], lang: str | None) -> list[str]:
+    """Source sentences led by ``lang``'s tag; as they are when ``lang`` is None (one target)."""
+    return texts if lang is None else [f"{target_tag(lang)} {text}" for text in texts]
+
+
+def train_sentencepiece(
+    sentences: list[str],
+    model_path: str | Path,
+    vocab_size: int,
+    model_type: str,
+    character_coverage: float,
+    symbols: Sequence[str] = (),
+) -> None:
+    """Train a SentencePiece model on ``sentences`` and write ``model_path`` atomically;
+    ``symbols`` are pieces of their own, never cut (target tags)."""
+    buffer = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=buffer,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            byte_fallback=True,
+            hard_vocab_limit=False,  # small corpora get fewer pieces instead of an error
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            pad_piece=PAD,
+            unk_piece=UNK,
+            bos_piece=BOS,
+            eos_piece=EOS,
+            num_threads=2,
+            minloglevel=2,
+            user_defined_symbols=list(symbols),  # none: the same model as without the option
+        )
+    except RuntimeError as exc:
+        raise NmtError(f"SentencePiece training for {model_path} failed: {exc}") from None
+    save_atomic(model_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
+
+
+def encoded_lines(
+    tokenizer: Tokenizer, path: str | Path, bar=None, chunk: int = 10_000, tag: str | None = None
+) -> Iterator[list[int]]:
+    """The ids of every line of a text file, encoded a chunk of lines at a time (``bar``: a
+    progress bar moved by the lines encoded; ``tag``: each line led by that target's tag)."""
+    lines = iter_lines(path)
+    while block := list(islice(lines, chunk)):
+        yield from tokenizer.encode(tagged(block, tag))
+        if bar is not None:
+            bar.update(len(block))
+
+
+class Tokenizer:
+    """One language's SentencePiece model."""
+
+    def __init__(self, model_path: str | Path):
+        self.path = Path(model_path)
+        if not self.path.is_file():
+            raise NmtError(f"SentencePiece model not found: {self.path}. Run `nmt prepare` first.")
+        try:
+            self.processor = spm.SentencePieceProcessor(model_file=str(self.path))
+        except (RuntimeError, OSError) as error:
+            raise NmtError(f"{self.path} is not a SentencePiece model ({error}).") from None
+        self.sha256 = sha256_file(self.path)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.processor.get_piece_size()
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return self.processor.encode(texts, out_type=int)
+
+    def sample(self, texts: list[str], alpha: float, seed: int) -> list[list[int]]:
+        """A random segmentation of each text (training only): unigram sampling with smoothing
+        ``alpha`` (Kudo, 2018), or BPE-dropout with dropout ``alpha`` for BPE models (Provilkov
+        et al., 2020). Seeded, and on one thread, so the same seed gives the same segmentations."""
+        spm.set_random_generator_seed(seed)
+        return self.processor.encode(
+            texts, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1
+        )
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        return self.processor.decode(ids)
+
+    def id_to_piece(self, ids: list[int]) -> list[str]:
+        return [self.processor.id_to_piece(i) for i in ids]
+
+    def piece_ids(self, pieces: list[str]) -> list[int]:
+        """The ids of ``pieces`` as ``id_to_piece`` spells them; an unknown piece raises KeyError."""
+        ids = [self.processor.piece_to_id(piece) for piece in pieces]
+        for piece, piece_id in zip(pieces, ids):
+            if self.processor.id_to_piece(piece_id) != piece:
+                raise KeyError(piece)
+        return ids
+
+    def labels(self, ids: list[int], with_eos: bool = True) -> list[str]:
+        """One label per position a model sees or emits: the pieces, then ``<eos>``."""
+        return self.id_to_piece(ids) + ([EOS] if with_eos else [])

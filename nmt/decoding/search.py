@@ -1,0 +1,559 @@
+"""Greedy and batched beam search over any ``SearchModel``.
+
+Search knows a protocol, not a model: ``encode``, a ``decode_step`` that returns logits,
+and states that ``select`` rows. It returns ``Hypothesis`` objects — tokens, the
+log-probability of each, the ranking score and, when asked, the attention rows — so n-best
+lists, scores and heatmaps all come from here. Both searches drop sentences from the batch
+as they finish, so a batch costs what its unfinished sentences cost, and neither writes a
+full log-softmax: log p = logit − logsumexp(logits), computed for the few candidates kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from nmt.config.schema import DecodeConfig
+from nmt.core.errors import NmtError
+from nmt.core.progress import progress_bar
+from nmt.core.registry import STRATEGIES
+from nmt.data.batching import sorted_batches, source_tensor
+from nmt.data.tokenizer import BOS_ID, EOS_ID
+from nmt.decoding.beam_trace import BeamTrace, kept_column_ids
+from nmt.decoding.topk import best_candidates
+
+
+class Selectable(Protocol):
+    def select(self, index: torch.Tensor) -> Selectable:
+        """The rows ``index`` (reordering, repeating or dropping sentences and beams)."""
+        ...
+
+
+class SearchModel(Protocol):
+    """What search needs from a model: ``Seq2Seq``, ``Ensemble`` and the ONNX engine's model
+    satisfy it. A torch module is put in eval mode while it is searched (``evaluating``); an
+    inference engine has no modes to fake."""
+
+    # memory and state are the model's own types, each a ``Selectable``
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Any, Any]:
+        """src (B, S) ids, src_lengths (B,) -> (memory, the decoder's first state)."""
+        ...
+
+    def decode_step(self, prev_tokens: torch.Tensor, state: Any, memory: Any) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """prev_tokens (B,) -> (logits (B, V) float32, new state, attention weights (B, S)).
+
+        Logits are unnormalised: log p(y) = logits[y] − logsumexp(logits), and search does
+        that normalisation itself."""
+        ...
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # target ids, without <bos>/<eos>
+    token_logprobs: list[float]  # log p of each token, then of <eos> if it ended (one more than tokens)
+    score: float  # ranks hypotheses: sum(token_logprobs) / lp(len(token_logprobs)) + cp (see ``Ranking``)
+    attention: torch.Tensor | None = None  # (len(token_logprobs), source subwords + <eos>), when asked for
+
+    @property
+    def log_prob(self) -> float:
+        return sum(self.token_logprobs)
+
+    @property
+    def ended(self) -> bool:
+        """Whether it ends with <eos> (rather than at the length limit)."""
+        return len(self.token_logprobs) > len(self.tokens)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How search ranks ended hypotheses: log p / lp(length) + cp (Wu et al., 2016, eq. 14).
+
+    lp is length^α (``power``) or ((5 + length) / 6)^α (``gnmt``); cp = β Σ_i log min(Σ_j a_ij, 1)
+    sums, over the real source positions i, the log of the attention each received over all
+    target steps j (capped at 1), so leaving source words unattended costs score.
+    """
+
+    length_penalty: float = 1.0  # α
+    length_form: str = "power"
+    coverage_penalty: float = 0.0  # β
+
+    def length_norm(self, length: int) -> float:
+        if self.length_form == "gnmt":
+            return ((5 + length) / 6) ** self.length_penalty
+        return max(1, length) ** self.length_penalty
+
+    def coverage(self, attention_sums: torch.Tensor) -> float:
+        """cp of one hypothesis: attention_sums (source length,) = its attention summed over steps."""
+        return self.coverage_penalty * attention_sums.clamp(min=1e-6, max=1.0).log().sum().item()
+
+    def score(self, log_prob: float, length: int, attention_sums: torch.Tensor | None = None) -> float:
+        penalty = self.coverage(attention_sums) if attention_sums is not None and self.coverage_penalty else 0.0
+        return log_prob / self.length_norm(length) + penalty
+
+
+def block_repeats(logits: torch.Tensor, history: torch.Tensor, max_span: int) -> None:
+    """Forbid, in place, every token that would repeat a span of up to ``max_span`` tokens back
+    to back: logits (R, V), history (R, t) the tokens so far of each row.
+
+    Appending y to h repeats its last span of length l when h[t+1-2l : t-l] == h[t+1-l : t]
+    (the span's first l - 1 tokens already repeat) and y == h[t-l]; for l = 1 that is y == h[t-1].
+    """
+    steps = history.size(1)
+    for span in range(1, max_span + 1):
+        if 2 * span - 1 > steps:
+            break
+        first, second = history[:, steps + 1 - 2 * span : steps - span], history[:, steps + 1 - span :]
+        repeats = (first == second).all(dim=1, keepdim=True)  # (R, 1); for span 1 both are empty: every row
+        # -inf added at the token that would repeat, 0 elsewhere: a mask, not a row list (no host sync)
+        blocked = torch.zeros_like(logits[:, :1]).masked_fill(repeats, float("-inf"))
+        logits.scatter_add_(1, history[:, steps - span].unsqueeze(1), blocked)
+
+
+def max_output_lengths(src_lengths: list[int], ratio: float, offset: int) -> list[int]:
+    """Each sentence's own output limit (subwords, <eos> included): a sentence is cut the same
+    way whichever sentences share its batch (in ``nmt serve``, other people's)."""
+    return [max(1, int(length * ratio) + offset) for length in src_lengths]
+
+
+def sentence_limits(max_len: int | list[int], batch: int) -> list[int]:
+    """Each sentence's output limit: one for all (an int), or one each."""
+    return [max_len] * batch if isinstance(max_len, int) else list(max_len)
+
+
+def _attention_rows(rows: list[torch.Tensor] | torch.Tensor | None, source_length: int) -> torch.Tensor | None:
+    """Attention rows of one hypothesis, on the CPU, cut to the sentence's real source positions."""
+    if rows is None or len(rows) == 0:
+        return None
+    matrix = torch.stack(list(rows)) if isinstance(rows, list) else rows
+    return matrix[:, :source_length].float().cpu()
+
+
+def _record_greedy_step(rows, step_tokens, step_logprobs, weights, tokens, logprobs, attention) -> None:
+    """One greedy step's results into each active row's lists (attention stays on the device,
+    moved to the CPU once, at the end)."""
+    for position, (row, token, logprob) in enumerate(zip(rows, step_tokens, step_logprobs)):
+        logprobs[row].append(logprob)
+        if token != EOS_ID:
+            tokens[row].append(int(token))
+        if attention is not None:
+            attention[row].append(weights[position])
+
+
+@torch.inference_mode()
+def greedy_search(
+    model: SearchModel,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    max_len: int | list[int],
+    ranking: Ranking | None = None,
+    with_attention: bool = False,
+    no_repeat_span: int = 0,
+) -> list[list[Hypothesis]]:
+    """Pick the most probable token at each step, for the whole batch at once. One
+    hypothesis per sentence, scored by ``ranking``'s length normalisation (greedy chooses
+    nothing by score, so no coverage term); sentence i stops at <eos> or after ``max_len[i]``
+    tokens, whatever its batch-mates. ``no_repeat_span`` > 0: see ``block_repeats``."""
+    ranking = ranking or Ranking()
+    memory, state = model.encode(src, src_lengths)
+    batch = src.size(0)
+    max_len = sentence_limits(max_len, batch)
+    history = torch.empty((batch, 0), dtype=torch.long, device=src.device)  # kept only for the repeat guard
+    tokens: list[list[int]] = [[] for _ in range(batch)]
+    logprobs: list[list[float]] = [[] for _ in range(batch)]
+    attention: list[list[torch.Tensor]] | None = [[] for _ in range(batch)] if with_attention else None
+    active = list(range(batch))  # original rows still decoding, in the order of the tensors
+    prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
+    for step in range(1, max(max_len) + 1):
+        logits, state, weights = model.decode_step(prev, state, memory)  # (A, V)
+        log_z = torch.logsumexp(logits, dim=-1)  # of the model's own distribution, before any guard
+        if no_repeat_span:
+            block_repeats(logits, history, no_repeat_span)
+        best_logits, best_tokens = best_candidates(logits, None, 1, 1)  # (A, 1) each
+        prev = best_tokens.squeeze(1)
+        best_logprobs = best_logits.squeeze(1) - log_z
+        if no_repeat_span:
+            history = torch.cat([history, prev.unsqueeze(1)], dim=1)
+        # the step's one read on the host: tokens (exact in float32) and their log-probabilities
+        step_tokens, step_logprobs = torch.stack([prev.to(best_logprobs.dtype), best_logprobs]).tolist()
+        _record_greedy_step(active, step_tokens, step_logprobs, weights, tokens, logprobs, attention)
+        # positions in the active batch that go on: neither ended nor at their own length limit
+        going_on = [i for i, token in enumerate(step_tokens) if token != EOS_ID and step < max_len[active[i]]]
+        if not going_on:
+            break
+        if len(going_on) < len(active):
+            still = torch.tensor(going_on, device=src.device)  # from the host's list: no read back
+            active = [active[i] for i in going_on]
+            memory, state, prev = memory.select(still), state.select(still), prev.index_select(0, still)
+            if no_repeat_span:
+                history = history.index_select(0, still)
+    lengths = src_lengths.tolist()
+    return [
+        [
+            Hypothesis(
+                tokens[r],
+                logprobs[r],
+                ranking.score(sum(logprobs[r]), len(logprobs[r])),
+                _attention_rows(attention[r], lengths[r]) if attention is not None else None,
+            )
+        ]
+        for r in range(batch)
+    ]
+
+
+@dataclass
+class _Ended:
+    """A hypothesis set aside by beam search, with the scores it was ranked by."""
+
+    norm: float  # the ranking score of the log-probability as search accumulated it
+    tokens: list[int]
+    logprobs: list[float]
+    attention: torch.Tensor | None
+
+
+class _Beams:
+    """Beam search's bookkeeping. Rows are (active sentence, beam) pairs, sentence-major."""
+
+    def __init__(
+        self,
+        src_lengths: torch.Tensor,
+        source_width: int,
+        device: torch.device,
+        with_attention: bool,
+        ranking: Ranking,
+        limits: list[int],
+    ):
+        batch = src_lengths.size(0)
+        self.ranking, self.source_lengths, self.limits = ranking, src_lengths.tolist(), limits
+        self.reached_limit = False  # whether a sentence's live beams were ended at its length limit
+        # (A*beams, S): each row's attention summed over its steps, for the coverage penalty
+        self.coverage = torch.zeros((batch, source_width), device=device) if ranking.coverage_penalty else None
+        self.scores = torch.zeros((batch, 1), device=device)  # (A, beams): log p of each live beam
+        self.tokens = torch.empty((batch, 0), dtype=torch.long, device=device)  # (A*beams, steps so far)
+        self.logprobs = torch.empty((batch, 0), device=device)  # (A*beams, steps so far)
+        self.attention = torch.empty((batch, 0, source_width), device=device) if with_attention else None
+        self.active = list(range(batch))  # original sentence of each row of ``scores``
+        self.ended: list[list[_Ended]] = [[] for _ in range(batch)]
+
+    def done(self, row: int, best_ended: bool, beam_size: int, n_best: int) -> bool:
+        """Whether the sentence of ``row`` needs no more steps."""
+        count = len(self.ended[self.active[row]])
+        return count >= beam_size or (best_ended and count >= n_best)
+
+    def keep_open(
+        self, scores: torch.Tensor, kept: list[torch.Tensor], best_ended: list[bool], beam_size: int, n_best: int
+    ) -> tuple[torch.Tensor, list[torch.Tensor], bool] | None:
+        """Drop the sentences that are done from the (A, K) candidate tensors: (scores, kept,
+        whether any was dropped), or None when every sentence is done."""
+        still = [r for r in range(len(self.active)) if not self.done(r, best_ended[r], beam_size, n_best)]
+        if not still:
+            self.active = []
+            return None
+        if len(still) == len(self.active):
+            return scores, kept, False
+        keep = torch.tensor(still, device=scores.device)
+        self.active = [self.active[r] for r in still]
+        return scores[keep], [t[keep] for t in kept], True
+
+    def _coverage(self, sums: torch.Tensor | None, sentence: int) -> torch.Tensor | None:
+        return None if sums is None else sums[: self.source_lengths[sentence]]
+
+    def set_aside(
+        self, which: torch.Tensor, best_is_eos: torch.Tensor, scores, origins, token_logprobs, weights, step: int
+    ) -> list[bool]:
+        """Candidates ``which`` (A, C) bool, ending with <eos> at ``step``: into ``ended``. Returns
+        whether each sentence's best candidate ends (``best_is_eos`` (A,)), read with whether
+        anything ends at all in the step's one look at the host."""
+        any_ending, *best_ended = torch.cat([which.any().view(1), best_is_eos]).tolist()
+        if any_ending:
+            self._set_aside(which, scores, origins, token_logprobs, weights, step)
+        return best_ended
+
+    def _set_aside(self, which: torch.Tensor, scores, origins, token_logprobs, weights, step: int) -> None:
+        rows, cols = torch.nonzero(which, as_tuple=True)
+        picked = origins[rows, cols]
+        logprobs = torch.cat([self.logprobs[picked], token_logprobs[rows, cols].unsqueeze(1)], dim=1).tolist()
+        attention: Sequence[torch.Tensor | None] = [None] * len(logprobs)
+        if self.attention is not None:
+            attention = torch.cat([self.attention[picked], weights[picked].unsqueeze(1)], dim=1).unbind(0)
+        sums: Sequence[torch.Tensor | None] = [None] * len(logprobs)
+        if self.coverage is not None:
+            sums = (self.coverage[picked] + weights[picked]).unbind(0)
+        columns = zip(
+            rows.tolist(), scores[rows, cols].tolist(), self.tokens[picked].tolist(), logprobs, attention, sums
+        )
+        for row, raw, tokens, row_logprobs, rows_attention, row_sums in columns:
+            sentence = self.active[row]
+            norm = self.ranking.score(raw, step, self._coverage(row_sums, sentence))
+            self.ended[sentence].append(_Ended(norm, tokens, row_logprobs, rows_attention))
+
+    def advance(self, scores: torch.Tensor, origins: torch.Tensor, tokens: torch.Tensor, token_logprobs, weights):
+        """Continue rows ``origins`` (R',) with ``tokens`` (R',); ``scores`` (A', beams)."""
+        self.scores = scores
+        self.tokens = torch.cat([self.tokens[origins], tokens.unsqueeze(1)], dim=1)
+        self.logprobs = torch.cat([self.logprobs[origins], token_logprobs.unsqueeze(1)], dim=1)
+        if self.attention is not None:
+            self.attention = torch.cat([self.attention[origins], weights[origins].unsqueeze(1)], dim=1)
+        if self.coverage is not None:
+            self.coverage = self.coverage[origins] + weights[origins]
+
+    def end_at_limit(self, step: int) -> torch.Tensor | None:
+        """Sentences whose own length limit is ``step`` end: their live beams compete with the
+        hypotheses that ended, and they leave. The rows of the sentences that go on (to select
+        memory and state with), or None when every sentence goes on."""
+        at_limit = [row for row, sentence in enumerate(self.active) if self.limits[sentence] <= step]
+        if not at_limit:
+            return None
+        self._end_live_beams(at_limit)
+        going_on = [row for row, sentence in enumerate(self.active) if self.limits[sentence] > step]
+        beams = self.scores.size(1)
+        rows = torch.tensor([row * beams + beam for row in going_on for beam in range(beams)], dtype=torch.long)
+        rows = rows.to(self.scores.device)
+        self.scores = self.scores[torch.tensor(going_on, dtype=torch.long).to(self.scores.device)]
+        self.tokens, self.logprobs = self.tokens[rows], self.logprobs[rows]
+        if self.attention is not None:
+            self.attention = self.attention[rows]
+        if self.coverage is not None:
+            self.coverage = self.coverage[rows]
+        self.active = [self.active[row] for row in going_on]
+        return rows
+
+    def end_live_beams(self) -> None:
+        """At the last step the live beams compete with the hypotheses that ended."""
+        self._end_live_beams(list(range(len(self.active))))
+
+    def _end_live_beams(self, rows: list[int]) -> None:
+        beams = self.scores.size(1)
+        indices = [row * beams + beam for row in rows for beam in range(beams)]
+        picked = torch.tensor(indices, dtype=torch.long).to(self.scores.device)
+        # three reads of the host for all of them (not three per beam)
+        scores, tokens, logprobs = (
+            self.scores.reshape(-1)[picked].tolist(),
+            self.tokens[picked].tolist(),
+            self.logprobs[picked].tolist(),
+        )
+        for position, index in enumerate(indices):
+            raw, sentence = scores[position], self.active[index // beams]
+            if raw == float("-inf"):
+                continue
+            self.reached_limit = True
+            attention = None if self.attention is None else self.attention[index]
+            sums = None if self.coverage is None else self._coverage(self.coverage[index], sentence)
+            norm = self.ranking.score(raw, len(tokens[position]), sums)
+            self.ended[sentence].append(_Ended(norm, tokens[position], logprobs[position], attention))
+
+    def best(self, n_best: int, src_lengths: torch.Tensor) -> list[list[Hypothesis]]:
+        lengths = src_lengths.tolist()
+        results = []
+        for sentence, ended in enumerate(self.ended):
+            ranked = sorted(ended, key=lambda e: e.norm, reverse=True)[:n_best]  # stable: ties keep their order
+            results.append(
+                [
+                    Hypothesis(e.tokens, e.logprobs, e.norm, _attention_rows(e.attention, lengths[sentence]))
+                    for e in ranked
+                ]
+            )
+        return results
+
+
+def _candidates(logits: torch.Tensor, log_z: torch.Tensor, scores: torch.Tensor, count: int):
+    """The ``count`` best continuations of each sentence's live beams (scores (A, beams)):
+    their scores, tokens, origin rows and token log-probabilities, each (A, count)."""
+    n_active, width = scores.shape
+    top_scores, top_ids = best_candidates(logits, scores.view(-1) - log_z, width, count)
+    top_tokens = top_ids % logits.size(-1)
+    origins = torch.arange(n_active, device=logits.device).unsqueeze(1) * width + top_ids // logits.size(-1)
+    return top_scores, top_tokens, origins, logits[origins, top_tokens] - log_z[origins]
+
+
+def _best_unended(top_scores: torch.Tensor, is_eos: torch.Tensor, k: int, columns) -> tuple[torch.Tensor, list]:
+    """The K best candidates of each sentence that do not end: their scores (A, K) and each
+    tensor of ``columns`` (A, C) gathered at them."""
+    alive_scores = top_scores.masked_fill(is_eos, float("-inf"))
+    keep_scores, keep_cols = alive_scores.topk(min(k, alive_scores.size(1)), dim=-1)  # (A, K)
+    return keep_scores, [t.gather(1, keep_cols) for t in columns]
+
+
+@torch.inference_mode()
+def beam_search(
+    model: SearchModel,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    beam_size: int,
+    max_len: int | list[int],
+    ranking: Ranking | None = None,
+    n_best: int = 1,
+    with_attention: bool = False,
+    no_repeat_span: int = 0,
+    trace: BeamTrace | None = None,
+) -> list[list[Hypothesis]]:
+    """Batched beam search (all sentences x beams step as one batch): each sentence's ``n_best``
+    hypotheses, best first. The first step runs once per sentence, then each keeps ``beam_size``
+    beams. A hypothesis that emits <eos> is set aside with ``ranking``'s score (log p / len by
+    default). A sentence is done when its best candidate ends and it has ``n_best`` ended (the rule
+    of OpenNMT and JoeyNMT), or ``beam_size``; at its own ``max_len`` (one for all, or one each) its
+    live beams join them. ``no_repeat_span``: ``block_repeats``; ``trace``: ``nmt.decoding.beam_trace``."""
+    k, device = beam_size, src.device
+    memory, state = model.encode(src, src_lengths)  # one row per sentence until the first step is taken
+    limits = sentence_limits(max_len, src.size(0))
+    beams = _Beams(src_lengths, src.size(1), device, with_attention, ranking or Ranking(), limits)
+    prev = torch.full((src.size(0),), BOS_ID, dtype=torch.long, device=device)
+    for step in range(1, max(limits) + 1):
+        logits, state, weights = model.decode_step(prev, state, memory)  # (A*beams, V)
+        log_z = torch.logsumexp(logits, dim=-1)  # (A*beams,) of the model's own distribution, before any guard
+        if no_repeat_span:
+            block_repeats(logits, beams.tokens, no_repeat_span)
+        top_scores, top_tokens, origins, token_logprobs = _candidates(logits, log_z, beams.scores, 2 * k)
+        is_eos = top_tokens == EOS_ID
+        # Set aside hypotheses that end here (only among each sentence's first K candidates).
+        ending = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])
+        best_ended = beams.set_aside(ending, is_eos[:, 0], top_scores, origins, token_logprobs, weights, step)
+        # Continue with the best K candidates that did not end, in the sentences that are not done.
+        columns = (top_tokens, origins, token_logprobs, kept_column_ids(top_scores))
+        keep_scores, kept = _best_unended(top_scores, is_eos, k, columns)
+        still_open = beams.keep_open(keep_scores, kept[:3], best_ended, k, n_best)
+        if trace is not None:
+            candidates = (top_scores, top_tokens, origins, token_logprobs, ending, weights)
+            trace.expand(step, *candidates, kept[3] if still_open is not None else None, src_lengths)
+        if still_open is None:
+            break
+        keep_scores, kept, dropped = still_open
+        keep_tokens, keep_origins, keep_logprobs = (t.reshape(-1) for t in kept)
+        if dropped or beams.scores.size(1) != keep_scores.size(1):  # (beams.scores: the step's before advance)
+            memory = memory.select(keep_origins)  # a sentence's rows share its memory: any of them will do
+        state = state.select(keep_origins)
+        beams.advance(keep_scores, keep_origins, keep_tokens, keep_logprobs, weights)
+        prev = keep_tokens
+        going_on = beams.end_at_limit(step)
+        if going_on is not None:
+            if not beams.active:
+                break
+            memory, state, prev = memory.select(going_on), state.select(going_on), prev.index_select(0, going_on)
+    beams.end_live_beams()
+    found = beams.best(n_best, src_lengths)
+    if trace is not None:
+        trace.finish(found[0], ended_at_limit=beams.reached_limit)
+    return found
+
+
+@contextlib.contextmanager
+def evaluating(model: SearchModel) -> Iterator[None]:
+    """A torch module in eval mode inside the block (no dropout), in the mode it had after it;
+    a wrapper (``PrefixedModel``) names the model it wraps as ``wrapped``; another engine's
+    model has no modes."""
+    while not isinstance(model, torch.nn.Module) and hasattr(model, "wrapped"):
+        model = model.wrapped
+    if not isinstance(model, torch.nn.Module):
+        yield
+        return
+    was_training = model.training
+    model.train(False)
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def search_sentences(
+    model: SearchModel,
+    sentences: list[list[int]],
+    decode: DecodeConfig,
+    device: torch.device,
+    beam_size: int | None = None,
+    n_best: int = 1,
+    with_attention: bool = False,
+    progress: bool = False,
+) -> list[list[Hypothesis]]:
+    """Subword ids of many sentences -> the ``n_best`` hypotheses of each, in their order.
+
+    Sentences are batched by length (longest first) under ``decode.batch_size`` and
+    ``decode.batch_tokens``; an empty sentence gets one empty hypothesis.
+    """
+    beam_size = decode.beam_size if beam_size is None else beam_size
+    if not 1 <= n_best <= beam_size:
+        raise NmtError(f"n_best must be between 1 and the beam size ({beam_size}), got {n_best}.")
+    results: list[list[Hypothesis] | None] = [None] * len(sentences)
+    todo = [i for i, ids in enumerate(sentences) if ids]
+    # Each sentence runs as beam_size hypotheses: the token budget is shared among them.
+    batches = sorted_batches([len(sentences[i]) + 1 for i in todo], decode.batch_size, decode.batch_tokens // beam_size)
+    bar = progress_bar(len(todo), "translate", "sent", progress)
+    with evaluating(model):
+        for batch in batches:
+            rows = [todo[i] for i in batch]
+            src, src_lengths = source_tensor([sentences[r] for r in rows])
+            found = search_batch(model, src.to(device), src_lengths, decode, beam_size, n_best, with_attention)
+            for row, hypotheses in zip(rows, found):
+                results[row] = hypotheses
+            bar.update(len(rows))
+    bar.close()
+    return [found if found is not None else [Hypothesis([], [], 0.0)] for found in results]  # empty in, empty out
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """What a decoding strategy is asked to do for one batch."""
+
+    beam_size: int
+    n_best: int  # hypotheses per sentence, best first (at most beam_size)
+    max_len: list[int]  # each sentence's output limit, in subwords
+    ranking: Ranking
+    with_attention: bool
+    no_repeat_span: int
+    trace: BeamTrace | None  # the lab's record of a beam search
+
+
+@STRATEGIES.register("greedy")
+def greedy_strategy(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, s: SearchSettings):
+    """One hypothesis per sentence, whatever the beam size."""
+    return greedy_search(model, src, src_lengths, s.max_len, s.ranking, s.with_attention, s.no_repeat_span)
+
+
+@STRATEGIES.register("beam")
+def beam_strategy(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, s: SearchSettings):
+    return beam_search(
+        model,
+        src,
+        src_lengths,
+        s.beam_size,
+        s.max_len,
+        s.ranking,
+        s.n_best,
+        s.with_attention,
+        s.no_repeat_span,
+        s.trace,
+    )
+
+
+@STRATEGIES.register("auto")
+def auto_strategy(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, s: SearchSettings):
+    """Greedy at beam 1 (unless a ``trace`` is asked for, which beam search records), beam search above."""
+    chosen = greedy_strategy if s.beam_size == 1 and s.trace is None else beam_strategy
+    return chosen(model, src, src_lengths, s)
+
+
+def search_batch(
+    model,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    decode: DecodeConfig,
+    beam_size: int,
+    n_best: int = 1,
+    with_attention: bool = False,
+    trace: BeamTrace | None = None,
+) -> list[list[Hypothesis]]:
+    """One batch with ``decode``'s settings, searched by the strategy ``decode.strategy`` names
+    (``STRATEGIES``: auto, greedy, beam, or a plugin's)."""
+    max_len = max_output_lengths(src_lengths.tolist(), decode.max_len_ratio, decode.max_len_offset)
+    ranking = Ranking(decode.length_penalty, decode.length_form, decode.coverage_penalty)
+    settings = SearchSettings(beam_size, n_best, max_len, ranking, with_attention, decode.no_repeat_span, trace)
+    try:
+        return STRATEGIES[decode.strategy](model, src, src_lengths, settings)
+    except torch.cuda.OutOfMemoryError:
+        raise NmtError(
+            f"CUDA ran out of memory translating {src.size(0)} sentences of up to {src.size(1)} subwords with beam "
+            f"{beam_size}. Lower decode.batch_tokens (now {decode.batch_tokens}) or decode.batch_size "
+            f"(now {decode.batch_size})."
+        ) from None

@@ -1,0 +1,136 @@
+"""A trained model as two ONNX graphs (``nmt export RUN PKG --onnx``): the encoder and one
+decoder step, with the flat tensors of ``nmt/model/graphs.py``, dynamic in batch and source
+length. ``nmt/runtime/onnx_engine.py`` runs them under the same search as PyTorch.
+
+The exporter is chosen by parity, not by default: PyTorch's TorchScript-based exporter
+(``dynamo=False``) writes the encoder's GRU/LSTM as ONNX's own GRU/LSTM operators with the
+right ``linear_before_reset``, where the newer exporter has had GRU faults (pytorch #189225,
+#191855). Every export is checked before it is kept: onnxruntime runs both graphs on a probe
+batch and must give PyTorch's outputs within ``TOLERANCE``.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import warnings
+from pathlib import Path
+
+import torch
+
+from nmt.core.errors import NmtError
+from nmt.data.tokenizer import PAD_ID
+from nmt.model.graphs import MEMORY_NAMES, DecoderStepGraph, EncoderGraph, state_names
+from nmt.model.seq2seq import Seq2Seq
+from nmt.runtime.onnx_engine import GRAPHS, graph_file, onnxruntime_module
+
+OPSET = 17
+TOLERANCE = 1e-4  # largest difference allowed between PyTorch and onnxruntime on the probe batch
+EXPORTER = "torch.onnx.export (TorchScript-based, dynamo=False)"
+
+
+def _probe(vocab_size: int, source_length: int = 7) -> torch.Tensor:
+    """Two source rows of distinct lengths (the second padded): (2, S) int64."""
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randint(4, vocab_size, (2, source_length), generator=generator)
+    src[1, source_length - 3 :] = PAD_ID
+    return src
+
+
+def _dynamic_axes(names: list[str], tensors: list[torch.Tensor], source_length: int) -> dict:
+    """Axis 0 is the batch for every tensor; axis 1 the source for those as long as the source."""
+    axes = {}
+    for name, tensor in zip(names, tensors):
+        axes[name] = {0: "batch"}
+        if tensor.dim() >= 2 and tensor.size(1) == source_length:
+            axes[name][1] = "source"
+    return axes
+
+
+def _export(module: torch.nn.Module, args: tuple, path: Path, inputs: list[str], outputs: list[str], axes: dict):
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's notes on batch_first RNNs and the like
+        torch.onnx.export(
+            module,
+            args,
+            buffer,  # type: ignore[arg-type]  # a file-like object is accepted too
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    path.write_bytes(buffer.getvalue())
+
+
+def export_graphs(model: Seq2Seq, out_dir: Path) -> dict:
+    """Write encoder.onnx and decoder_step.onnx of ``model`` (a Seq2Seq) into ``out_dir`` and
+    check them against PyTorch; returns what the manifest records of them."""
+    onnxruntime_module()  # a clear error when the extra is missing, before anything is exported
+    model = copy.deepcopy(model).float().cpu().eval()
+    model.encoder.rnn_input = "padded"  # packed sequences do not export; the outputs are the same
+    config = model.config
+    states = state_names(config)
+    src = _probe(model.decoder.vocab_size)
+    source_length = src.size(1)
+    encoder, step = EncoderGraph(model).eval(), DecoderStepGraph(model).eval()
+    with torch.no_grad():
+        encoded = list(encoder(src))
+        step_inputs = [torch.tensor([4, 5]), torch.tensor([0]), *encoded]
+        stepped = list(step(*step_inputs))
+    encoder_outputs = [*MEMORY_NAMES, *states]
+    step_names = ["prev_tokens", "step", *MEMORY_NAMES, *states]
+    step_outputs = ["logits", "attention", *(f"next_{name}" for name in states)]
+    try:
+        _export(
+            encoder,
+            (src,),
+            graph_file(out_dir, "encoder"),
+            ["src"],
+            encoder_outputs,
+            _dynamic_axes(["src", *encoder_outputs], [src, *encoded], source_length),
+        )
+        _export(
+            step,
+            tuple(step_inputs),
+            graph_file(out_dir, "decoder_step"),
+            step_names,
+            step_outputs,
+            _dynamic_axes([*step_names, *step_outputs], [*step_inputs, *stepped], source_length),
+        )
+    except Exception as error:  # the exporter's own message names the operator it could not write
+        raise NmtError(f"{_variant(config)} cannot be exported to ONNX: {error}") from None
+    probes = {"encoder": (dict(src=src), encoded), "decoder_step": (dict(zip(step_names, step_inputs)), stepped)}
+    check_parity(out_dir, probes, _variant(config))
+    return {
+        "opset": OPSET,
+        "exporter": EXPORTER,
+        "graphs": {graph: graph_file(out_dir, graph).name for graph in GRAPHS},
+        "state": states,
+        "encoder": {"inputs": ["src"], "outputs": encoder_outputs},
+        "decoder_step": {"inputs": step_names, "outputs": step_outputs},
+    }
+
+
+def _variant(config) -> str:
+    return (
+        f"The model variant (model.rnn={config.rnn}, model.attention={config.attention}, "
+        f"model.attention_window={config.attention_window}, model.input_feeding={config.input_feeding})"
+    )
+
+
+def check_parity(out_dir: Path, probes: dict, variant: str) -> None:
+    """onnxruntime's outputs of each graph on its probe inputs (name -> tensor) against PyTorch's
+    outputs. A graph declares only the inputs it reads (the step, for a global attention, not)."""
+    onnxruntime = onnxruntime_module()
+    for graph, (inputs, expected) in probes.items():
+        session = onnxruntime.InferenceSession(str(graph_file(out_dir, graph)), providers=["CPUExecutionProvider"])
+        feeds = {arg.name: inputs[arg.name].numpy() for arg in session.get_inputs()}
+        for name, got, want in zip([o.name for o in session.get_outputs()], session.run(None, feeds), expected):
+            difference = (torch.from_numpy(got).float() - want.float()).abs().max().item() if want.numel() else 0.0
+            if not difference <= TOLERANCE:
+                raise NmtError(
+                    f"{variant} exported to ONNX differs from PyTorch: {graph}'s {name} by {difference:.2e} "
+                    f"(allowed {TOLERANCE:.0e}). It cannot be exported faithfully."
+                )

@@ -1,0 +1,159 @@
+"""``nmt export``: a self-contained model package to share a trained model.
+
+The package layout is ``nmt.config.paths.PackagePaths``; ``nmt.runtime.loading`` reads it back
+(``nmt translate --model OUT_DIR`` needs nothing else).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from nmt.config.paths import CHECKPOINT_NAMES, PackagePaths, prepared_paths, run_paths
+from nmt.config.schema import Config, config_from_dict, save_config
+from nmt.core.errors import NmtError
+from nmt.core.fileio import fsync_file, refuse_link, write_lines_atomic, write_text_atomic
+from nmt.data.languages import language_name
+from nmt.pipelines.prepare import load_report
+from nmt.runtime.checkpoint import translation_weights
+from nmt.runtime.loading import (
+    PACKAGE_FORMAT,
+    check_weights_fit,
+    load_checked_checkpoint,
+    load_run,
+    load_tokenizers,
+    new_model,
+    spm_hashes,
+    weights_shapes,
+)
+from nmt.train.timeline import read_timeline
+
+
+def checkpoint_label(checkpoint: str) -> str:
+    """A checkpoint as a manifest names it: best, last or a file's name (never a local path)."""
+    return checkpoint if checkpoint in CHECKPOINT_NAMES else Path(checkpoint).name
+
+
+def _model_card(config: Config, payload: dict, parameters: int, report: dict | None, scores: dict | None) -> str:
+    m, progress, data, tok = config.model, payload.get("progress", {}), config.data, config.tokenizer
+    vocabulary = (
+        f"joint {tok.src_vocab_size} (shared embeddings)" if tok.joint else f"{tok.src_vocab_size}/{tok.tgt_vocab_size}"
+    )
+    lines = [
+        f"# {language_name(data.src_lang)} → {language_name(data.tgt_lang)} ({data.src_lang}→{data.tgt_lang}) "
+        "attention-based RNN translation model",
+        "",
+        f"- **Model**: {parameters:,} parameters; embeddings {m.embed_dim}, bidirectional {m.rnn.upper()} "
+        f"{m.encoder_hidden} per direction × {m.encoder_layers} layer(s), {m.rnn.upper()} decoder {m.decoder_hidden} "
+        f"× {m.decoder_layers} layer(s), attention `{m.attention}` "
+        f"(window `{m.attention_window}`, input feeding {m.input_feeding}); SentencePiece "
+        f"{tok.model_type} {vocabulary}.",
+    ]
+    if report:
+        given = report.get("given_sets", {})
+        how = f"{' and '.join(given)} given as files;" if given else "split by source sentence into"
+        lines.append(
+            f"- **Data**: `{report['input_path']}` (sha256 {report['input_sha256'][:16]}…): "
+            f"{report['pairs_kept']:,} pairs kept; {how} train/dev/test = "
+            + " / ".join(
+                f"{report['split_pairs'][s]:,} pairs ({report['split_sources'][s]:,} sources)"
+                for s in ("train", "dev", "test")
+            )
+            + "."
+        )
+    lines.append(
+        f"- **Training**: {progress.get('epoch', '?')} epoch(s), {progress.get('step', '?')} steps, "
+        f"{progress.get('train_seconds', 0):.0f} s of training; "
+        f"best dev BLEU {progress.get('best_bleu', float('nan')):.2f} "
+        f"(greedy) at epoch {progress.get('best_epoch', '?')}; hardware: {payload.get('hardware', 'not recorded')}."
+    )
+    parent = payload.get("parent")
+    if parent:
+        own = f", test BLEU {parent['test_bleu']:.2f}" if parent.get("test_bleu") is not None else ""
+        lines.append(
+            f"- **Parent**: trained from `{parent['name']}` ({parent['pair']}, sha256 {parent['sha256'][:16]}…{own}) "
+            "with `init_from`."
+        )
+    if scores:
+        lines.append(
+            f"- **Test** ({scores['num_sentences']} sentences, up to {scores['num_references']} references, beam "
+            f"{scores.get('beam_size', '?')}): BLEU {scores['bleu']:.2f} (`{scores['signature']['bleu']}`), "
+            f"chrF {scores['chrf']:.2f} (`{scores['signature']['chrf']}`), TER {scores['ter']:.2f}."
+        )
+    else:
+        lines.append("- **Test**: not evaluated before export (`nmt evaluate` writes eval/test.report.json).")
+    lines += ["", "Use it:", "", "```bash", 'nmt translate --model . --text "…"', "```", ""]
+    return "\n".join(lines)
+
+
+def _onnx_graphs(config: Config, weights: dict, src_tok, tgt_tok, root: Path) -> dict:
+    """The model of ``weights`` as ONNX graphs in ``root`` (what the manifest records of them)."""
+    from nmt.export.onnx_graphs import export_graphs
+
+    model = new_model(config, src_tok, tgt_tok)  # the weights' shapes are the config's (check_weights_fit)
+    model.load_state_dict(weights)
+    return export_graphs(model, root)
+
+
+def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: bool = False) -> Path:
+    """Write a model package for ``run_dir``'s ``checkpoint`` into ``out_dir`` (which must not
+    exist); ``onnx``: with the encoder and a decoder step as ONNX graphs (nmt/export/onnx_graphs.py)."""
+    from safetensors.torch import save_file
+
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the model package.")
+    config = load_run(run_dir)
+    if config.train.members > 1:
+        members = range(1, config.train.members + 1)
+        raise NmtError(
+            f"{run_dir} trained {config.train.members} members (train.members): a package holds one model. Export "
+            f"each ({'; '.join(f'nmt export {run_dir}/member-{k} OUT-{k}' for k in members)}) and translate with "
+            f"{' '.join(f'--model OUT-{k}' for k in members)}, which ensembles them."
+        )
+    src_tok, tgt_tok = load_tokenizers(config)
+    payload = load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)
+    # one copy per name: safetensors refuses tensors that share memory (tied embeddings)
+    weights = {name: tensor.contiguous().clone() for name, tensor in translation_weights(payload).items()}
+    source = run_paths(config).checkpoint(checkpoint)
+    check_weights_fit(config, src_tok, tgt_tok, weights_shapes(weights), source)
+    parameters = sum(t.numel() for t in weights.values())
+    paths = prepared_paths(config)
+    report = load_report(paths) if paths.report.is_file() else None
+    eval_path = run_paths(config).eval_report("test")
+    scores = json.loads(eval_path.read_text(encoding="utf-8")) if eval_path.is_file() else None
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = PackagePaths(Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent)))
+    try:
+        save_file(weights, str(staging.weights))
+        fsync_file(staging.weights)  # on disk before the folder's rename makes the package visible
+        packaged = config_from_dict({**config.to_dict(), "run_dir": str(out_dir)})
+        packaged.data.prepared_dir = str(out_dir)
+        save_config(packaged, staging.config)
+        for tokenizer in (src_tok, tgt_tok):
+            shutil.copyfile(tokenizer.path, staging.root / tokenizer.path.name)
+        timeline = run_paths(config).timeline  # the probes' attention over training, for the page
+        if timeline.is_file() or timeline.is_symlink():
+            refuse_link(timeline)  # parsed and written anew, never copied: only timeline records reach the package
+            write_lines_atomic(staging.root / timeline.name, (json.dumps(r) for r in read_timeline(timeline)))
+        graphs = _onnx_graphs(config, weights, src_tok, tgt_tok, staging.root) if onnx else None
+        manifest = {
+            "format": PACKAGE_FORMAT,
+            "parameters": parameters,
+            "onnx": graphs,  # the ONNX graphs' names, inputs and outputs, or null
+            "spm_sha256": spm_hashes(src_tok, tgt_tok),
+            "exported_from": f"{Path(run_dir).resolve().name} ({checkpoint_label(checkpoint)})",  # no local paths
+            "parent": payload.get("parent"),  # the model it was trained from (init_from), if any
+            "test_scores": {"bleu": scores["bleu"], "chrf": scores["chrf"]} if scores else None,
+        }
+        write_text_atomic(staging.manifest, json.dumps(manifest, indent=2))
+        write_text_atomic(staging.model_card, _model_card(config, payload, parameters, report, scores))
+        if out_dir.exists():
+            out_dir.rmdir()
+        staging.root.rename(out_dir)
+    finally:
+        if staging.root.exists():
+            shutil.rmtree(staging.root)
+    return out_dir

@@ -1,0 +1,167 @@
+"""``nmt export RUN DIR --web``: a static folder that translates as you type and draws attention
+in any browser, offline, with no Python and no server of ours (any static file host will do)::
+
+    index.html  translate.js  heat.js  page.css        the page (nmt/web/, heat.js from the served page)
+    fonts/<script>.ttf                                 the Noto fonts of the scripts the vocabularies write
+    model/encoder.onnx  model/decoder_step.onnx        the graphs of nmt/export/onnx_graphs.py, checked against PyTorch
+    model/spm.<lang>.model  model/config.json          the tokenizers; decoding settings, state names, pieces
+    runtime/ort.wasm.min.js  runtime/ort-wasm-simd-threaded.{mjs,wasm}   onnxruntime-web (npm)
+    runtime/sentencepiece.js                           sentencepiece-js (npm): SentencePiece as WebAssembly
+
+The runtime comes from npm, installed once beside the code rather than fetched at export time
+(an export must work offline, and a page must not reach a CDN): ``npm ci --prefix web`` in a
+checkout puts the pinned versions of ``web/package.json`` in ``web/node_modules``, which export
+finds by itself; ``--runtime DIR`` (or ``NMT_WEB_RUNTIME``) names another ``node_modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from nmt.config.paths import run_paths
+from nmt.config.schema import Config
+from nmt.core.errors import NmtError
+from nmt.core.fileio import write_text_atomic
+from nmt.core.fonts import SCRIPT_FONTS, script_font, script_of
+from nmt.data.languages import language_name
+from nmt.export.onnx_graphs import export_graphs
+from nmt.runtime.checkpoint import translation_weights
+from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers, model_for_weights, weights_shapes
+
+PACKAGE = Path(__file__).resolve().parents[1]  # nmt/
+PAGE = PACKAGE / "web"
+HEATMAP = PACKAGE / "serve" / "static" / "heat.js"
+CHECKOUT_RUNTIME = PACKAGE.parent / "web" / "node_modules"
+# file in node_modules -> its name in runtime/
+RUNTIME_FILES = {
+    "onnxruntime-web/dist/ort.wasm.min.js": "ort.wasm.min.js",
+    "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": "ort-wasm-simd-threaded.mjs",
+    "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "ort-wasm-simd-threaded.wasm",
+    "sentencepiece-js/dist/index.js": "sentencepiece.js",
+}
+# the decode settings search in the page follows (nmt/web/translate.js)
+PAGE_DECODING = (
+    "beam_size",
+    "length_penalty",
+    "length_form",
+    "coverage_penalty",
+    "no_repeat_span",
+    "max_len_ratio",
+    "max_len_offset",
+    "max_input_len",
+)
+INSTALL = (
+    "The page needs onnxruntime-web and sentencepiece-js from npm, installed once: `npm ci --prefix web` in a "
+    "checkout of nmt (web/package.json pins them), or `npm install onnxruntime-web@1.30.0 sentencepiece-js@1.1.0` "
+    "anywhere and --runtime path/to/node_modules."
+)
+
+
+def find_runtime(runtime: Path | None = None) -> Path:
+    """The node_modules folder holding every file of ``RUNTIME_FILES``: ``runtime``, else
+    $NMT_WEB_RUNTIME, else the checkout's web/node_modules."""
+    candidates = [Path(p) for p in (runtime, os.environ.get("NMT_WEB_RUNTIME")) if p] or [CHECKOUT_RUNTIME]
+    for folder in candidates:
+        missing = [name for name in RUNTIME_FILES if not (folder / name).is_file()]
+        if not missing:
+            return folder
+    raise NmtError(f"{candidates[0]} lacks {', '.join(missing)}. {INSTALL}")
+
+
+def page_config(config: Config, src_tok, tgt_tok, graphs: dict) -> dict:
+    """What the page reads: languages, decoding settings, the graphs' state names, the pieces."""
+    data = config.data
+    return {
+        "languages": {
+            "src": data.src_lang,
+            "tgt": data.tgt_lang,
+            "src_name": language_name(data.src_lang),
+            "tgt_name": language_name(data.tgt_lang),
+        },
+        "decode": {key: getattr(config.decode, key) for key in PAGE_DECODING},
+        "state": graphs["state"],
+        "spm": {"src": f"model/{src_tok.path.name}", "tgt": f"model/{tgt_tok.path.name}"},
+        "pieces": {
+            "src": src_tok.id_to_piece(list(range(src_tok.vocab_size))),
+            "tgt": tgt_tok.id_to_piece(list(range(tgt_tok.vocab_size))),
+        },
+    }
+
+
+SERVED_FONT_FACES = PACKAGE / "serve" / "static" / "style.css"
+
+
+def page_fonts(tokenizers, folder: Path) -> list[str]:
+    """Copy into ``folder`` the Noto font of each script the vocabularies write (as ``nmt serve``
+    serves them: a machine without a Devanagari font would draw the translation as boxes), and
+    return their ``@font-face`` rules, pointing at the copies. The rules are the served page's."""
+    pieces = [piece for tok in tokenizers for piece in tok.id_to_piece(list(range(tok.vocab_size)))]
+    written = {script_of(char) for piece in pieces for char in piece} & set(SCRIPT_FONTS)
+    rules = [
+        rule for rule in SERVED_FONT_FACES.read_text(encoding="utf-8").splitlines() if rule.startswith("@font-face")
+    ]
+    faces = []
+    for script in sorted(script.lower() for script in written):
+        font, served = script_font(script), f'url("/fonts/{script}.ttf")'
+        if font is None:
+            continue
+        folder.mkdir(exist_ok=True)
+        shutil.copyfile(font, folder / f"{script}.ttf")
+        faces += [rule.replace(served, f'url("fonts/{script}.ttf")') for rule in rules if served in rule]
+    return faces
+
+
+def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: Path | None = None) -> Path:
+    """Write the page for ``run_dir``'s ``checkpoint`` into ``out_dir`` (new, or empty)."""
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the page.")
+    node_modules = find_runtime(runtime)  # before anything is written
+    config = load_run(run_dir)
+    if config.train.members > 1:
+        raise NmtError(f"{run_dir} trained {config.train.members} members: export one, e.g. {run_dir}/member-1.")
+    if config.data.related:
+        raise NmtError(
+            f"{run_dir} translates into {', '.join(config.data.targets)} (data.related): the offline page runs "
+            "models of one target; `nmt export` packages it for `nmt translate --tgt-lang` and `nmt serve`."
+        )
+    src_tok, tgt_tok = load_tokenizers(config)
+    weights = translation_weights(load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok))
+    source = run_paths(config).checkpoint(checkpoint)
+    model = model_for_weights(config, src_tok, tgt_tok, weights_shapes(weights), source)
+    model.load_state_dict(weights)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        (staging / "model").mkdir()
+        graphs = export_graphs(model, staging / "model")
+        for tokenizer in (src_tok, tgt_tok):
+            shutil.copyfile(tokenizer.path, staging / "model" / tokenizer.path.name)
+        page = page_config(config, src_tok, tgt_tok, graphs)
+        write_text_atomic(staging / "model" / "config.json", json.dumps(page, ensure_ascii=False))
+        for name in ("index.html", "translate.js"):
+            shutil.copyfile(PAGE / name, staging / name)
+        faces = page_fonts((src_tok, tgt_tok), staging / "fonts")  # the fonts first: the page's rules use them
+        write_text_atomic(staging / "page.css", "\n".join([*faces, (PAGE / "page.css").read_text(encoding="utf-8")]))
+        shutil.copyfile(HEATMAP, staging / HEATMAP.name)
+        (staging / "runtime").mkdir()
+        for shipped, name in RUNTIME_FILES.items():
+            shutil.copyfile(node_modules / shipped, staging / "runtime" / name)
+        # readable by whatever serves it: a temporary folder and an atomic write are private by default
+        staging.chmod(0o755)
+        for written in (staging / "model" / "config.json", staging / "page.css"):
+            written.chmod(0o644)
+        if out_dir.exists():
+            out_dir.rmdir()
+        staging.rename(out_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return out_dir
+
+
+def folder_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())

@@ -1,0 +1,58 @@
+"""``nmt evaluate``: translate a test set and score it (BLEU, chrF, TER) against every reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nmt.config.paths import prepared_paths, run_paths
+from nmt.config.schema import Config
+from nmt.core.errors import NmtError
+from nmt.core.fileio import read_lines, write_lines_atomic, write_text_atomic
+from nmt.data.references import ReferenceSet, read_references
+from nmt.decoding.scoring import repeated_word_share, score
+from nmt.pipelines.translate import Translator
+
+
+def evaluation_set(config: Config, src: Path | None, refs: list[Path]) -> tuple[ReferenceSet, str]:
+    """(sources with their references, name) from --src/--ref files or the prepared test split."""
+    if src is None:
+        if refs:
+            raise NmtError("--ref needs --src.")
+        path = prepared_paths(config).multi("test")
+        if not path.is_file():
+            raise NmtError(f"No prepared test set at {path}. Run `nmt prepare --config ...` first.")
+        return read_references(path), "test"
+    if not refs:
+        raise NmtError("--src needs at least one --ref file to score against.")
+    for path in [src, *refs]:
+        if not path.is_file():
+            raise NmtError(f"File not found: {path}")
+    sources = read_lines(src, errors="replace")
+    columns = [read_lines(path, errors="replace") for path in refs]
+    for path, lines in zip(refs, columns):
+        if len(lines) != len(sources):
+            raise NmtError(
+                f"{path} has {len(lines)} lines but {src} has {len(sources)}: references must be line-aligned."
+            )
+    references = [[col[i] for col in columns if col[i].strip()] for i in range(len(sources))]
+    missing = [i + 1 for i, r in enumerate(references) if not r]
+    if missing:
+        raise NmtError(f"Line(s) {missing[:10]} of {src} have no reference in any --ref file.")
+    return ReferenceSet(sources, references), src.stem
+
+
+def evaluate(translator: Translator, test_set: ReferenceSet, name: str, beam_size: int, checkpoints: list[str]) -> dict:
+    """Translate and score ``test_set``; write the hypotheses and the report to <run_dir>/eval/."""
+    hypotheses = translator.translate(test_set.sources, beam_size=beam_size, progress=True)
+    report = score(hypotheses, test_set.references)
+    report["repeated_words"] = {  # % of sentences with a word repeated back to back
+        "hypotheses": round(repeated_word_share(hypotheses), 2),
+        "references": round(repeated_word_share([ref for refs in test_set.references for ref in refs]), 2),
+    }
+    run_dir = translator.loaded.config.run_dir
+    report.update({"set": name, "checkpoint": checkpoints, "beam_size": beam_size, "run_dir": run_dir})
+    run = run_paths(translator.loaded.config)
+    write_lines_atomic(run.eval_hypotheses(name), hypotheses)
+    write_text_atomic(run.eval_report(name), json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    return report

@@ -1,0 +1,104 @@
+"""``nmt init``: a first config written from the corpus (nmt/pipelines/init.py). Each written config
+is one `nmt prepare` and `nmt train` accept (here shrunk with --set to a seconds-long run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.config.schema import load_config
+from nmt.core.errors import NmtError
+from nmt.pipelines.init import init_config, language_of, recipe_for
+from nmt.pipelines.prepare import prepare
+from nmt.train.trainer import build_trainer
+
+from .helpers import synthetic_pairs, write_anki
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_HINDI = ROOT.parent / "shared" / "data" / "eng-hin" / "hin.txt"
+SHRINK = [  # the written recipe, shrunk to seconds: the keys are the config's own
+    "data.max_pairs=300",
+    "data.dev_size=10",
+    "data.test_size=10",
+    "tokenizer.src_vocab_size=600",
+    "tokenizer.tgt_vocab_size=600",
+    *(f"model.{key}=32" for key in ("embed_dim", "encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")),
+    "train.epochs=1",
+    "train.max_minutes=0",
+    "train.probes=0",
+]
+
+
+def prepares_and_trains(path: Path, tmp_path: Path) -> None:
+    config = load_config(path, [*SHRINK, f"run_dir={tmp_path / 'run'}"])
+    prepare(config, log=lambda _: None, show_bar=False)
+    progress = build_trainer(config, torch.device("cpu"), show_bar=False, echo=False).run()
+    assert progress.epoch == 1
+
+
+def test_the_shipped_eng_mar_file_gets_the_cpu_recipe(tmp_path):
+    path, text = init_config([ROOT / "data" / "eng-mar" / "mar.txt"], tmp_path / "mar.yaml")
+    config = load_config(path)
+    assert (config.data.src_lang, config.data.tgt_lang) == ("en", "mr")
+    assert config.data.dev_size == config.data.test_size == 1111  # 5 % of 22,211 distinct sources
+    assert not config.model.input_feeding and config.tokenizer.src_vocab_size == 2000
+    assert "33,725 pairs, 22,211 distinct en sentences" in text and "init_from" not in text  # no other corpus
+    prepares_and_trains(path, tmp_path)
+
+
+@pytest.mark.skipif(not SHARED_HINDI.is_file(), reason="../shared/data/eng-hin is not beside this checkout")
+def test_the_shared_eng_hin_file_gets_the_small_corpus_recipe_and_the_related_corpus(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt", "init", str(SHARED_HINDI), "--to", str(tmp_path / "hin.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "hin.yaml").read_text(encoding="utf-8")
+    config = load_config(tmp_path / "hin.yaml")
+    assert (config.data.tgt_lang, config.model.input_feeding) == ("hi", True)
+    assert "the header row 'Eng\\tHin\\tOth'" in text and "devanagari" in text
+    assert "# init_from: runs/eng-mar-cpu" in text  # the shipped Marathi corpus shares the script
+    prepares_and_trains(tmp_path / "hin.yaml", tmp_path)
+
+
+def test_an_anki_zip_and_aligned_files(tmp_path):
+    archive = tmp_path / "hin-eng.zip"
+    with zipfile.ZipFile(archive, "w") as packed:
+        packed.writestr("hin.txt", "".join(f"{s}\t{t}\n" for s, t in synthetic_pairs()))
+    path, _ = init_config([archive], tmp_path / "zip.yaml")
+    assert load_config(path).data.tgt_lang == "hi"
+    prepares_and_trains(path, tmp_path / "zip")
+    (tmp_path / "train.en").write_text("".join(f"{s}\n" for s, _ in synthetic_pairs()), encoding="utf-8")
+    (tmp_path / "train.mr").write_text("".join(f"{t}\n" for _, t in synthetic_pairs()), encoding="utf-8")
+    path, text = init_config([tmp_path / "train.en", tmp_path / "train.mr"], tmp_path / "aligned.yaml")
+    config = load_config(path)
+    assert config.data.train == {"en": str(tmp_path / "train.en"), "mr": str(tmp_path / "train.mr")}
+    assert config.model.input_feeding and "small-corpus recipe" in text
+    prepares_and_trains(path, tmp_path / "aligned")
+
+
+def test_a_bad_file_is_named_with_its_line_and_nothing_is_overwritten(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a sentence without a tab\nanother one\nok\tठीक\n", encoding="utf-8")
+    with pytest.raises(
+        NmtError, match=r"bad\.txt does not look like sentence pairs: 2 malformed lines, e\.g\. .*bad\.txt:1"
+    ):
+        init_config([bad], tmp_path / "bad.yaml")
+    assert not (tmp_path / "bad.yaml").exists()
+    good = write_anki(tmp_path / "mar.txt", synthetic_pairs())
+    (tmp_path / "taken.yaml").write_text("mine\n", encoding="utf-8")
+    with pytest.raises(NmtError, match=r"taken\.yaml exists"):
+        init_config([good], tmp_path / "taken.yaml")
+    assert (tmp_path / "taken.yaml").read_text(encoding="utf-8") == "mine\n"
+
+
+def test_languages_from_file_names_and_recipes_by_size():
+    assert [language_of(n) for n in ("hin.txt", "hin-eng.zip", "train.mr", "notes.txt")] == ["hi", "hi", "mr", ""]
+    assert [recipe_for(n).name for n in (2_549, 33_725, 500_000)] == ["small-corpus", "CPU", "large-corpus"]
