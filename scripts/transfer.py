@@ -74,6 +74,9 @@ VARIANTS: dict[str, Variant] = {
     "mixed fine-tuning, eng-hin x12 beside eng-mar": Variant(
         "configs/eng-hin-transfer.yaml", [*RELATED, "data.oversample=12"], parent=[]
     ),
+    "mixed fine-tuning, eng-hin x3 beside 3,000 eng-mar pairs": Variant(
+        "configs/eng-hin-transfer.yaml", [*RELATED, "data.oversample=3", "data.related_pairs=3000"], parent=[]
+    ),
 }
 
 

@@ -85,7 +85,13 @@ def test_the_related_keys_are_checked_and_leave_a_single_target_config_as_it_was
     raw["data"]["related"] = {"hi": "x.txt"}
     with pytest.raises(NmtError, match=r"'data.related': 'hi' -> 'x.txt': expected a target language other than"):
         config_from_dict(raw)
-    raw["data"]["related"], raw["data"]["oversample"] = {}, 1
+    raw["data"] |= {"related": {"mr": str(tmp_path / "mar.txt")}, "oversample": 1, "related_pairs": 20}
+    config = config_from_dict(raw)
+    report = prepare(config, log=lambda _: None, show_bar=False)  # a seeded sample of the related corpus
+    assert report.related["pairs"]["mr"] == 20
+    tagged_mr = [s for s in read_lines(prepared_paths(config).text("train", "src")) if s.startswith("<2mr> ")]
+    assert len(tagged_mr) == 20
+    raw["data"] |= {"related": {}, "related_pairs": 0}
     config = config_from_dict(raw)
     assert config.data.targets == ["hi"]
     prepare(config, log=lambda _: None, show_bar=False)

@@ -77,6 +77,7 @@ class DataConfig:
     # tag (<2hi>); dev, test and the best checkpoint stay this pair's (docs/small-data.md)
     related: dict[str, str] = field(default_factory=dict)
     oversample: int = 1  # with related corpora: this pair's training pairs, this many times an epoch
+    related_pairs: int = 0  # at most this many pairs of each related corpus, a seeded sample (0 = all of them)
 
     @property
     def tsv_columns(self) -> list[str]:
@@ -285,6 +286,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "data.test_size": _POSITIVE,
     "data.max_carved": _NON_NEGATIVE,
     "data.oversample": _between(1, 100),
+    "data.related_pairs": _NON_NEGATIVE,
     "tokenizer.src_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
     "tokenizer.tgt_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
     "tokenizer.sample_pairs": (lambda v: v >= 1000, "an integer >= 1000"),

@@ -74,8 +74,11 @@ def mix_related(data: DataConfig, paths: PreparedPaths, sample_size: int, unpack
     for lang, file in data.related.items():
         pairs = list({(p.src, p.tgt): p for p in related_pairs(Path(file), data, unpack_dir / lang)}.values())
         kept = [pair for pair in pairs if pair.src not in held]
+        mix.held_out[lang] = len(pairs) - len(kept)
+        if 0 < data.related_pairs < len(kept):  # a seeded sample, in file order: the budget's share
+            kept = [kept[i] for i in sorted(rng.sample(range(len(kept)), data.related_pairs))]
         seen_in_related |= {pair.src for pair in pairs} & test_sources
-        mix.pairs[lang], mix.held_out[lang] = len(kept), len(pairs) - len(kept)
+        mix.pairs[lang] = len(kept)
         out_src += tagged([pair.src for pair in kept], lang)
         out_tgt += [pair.tgt for pair in kept]
         out_attribution += [pair.attribution for pair in kept]

@@ -116,7 +116,7 @@ def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> st
     if not config.data.distill_from:  # data prepared before distillation existed stays valid
         data = {k: v for k, v in data.items() if k not in ("distill_from", "distill")}
     if not config.data.related:  # and before related corpora existed
-        data = {k: v for k, v in data.items() if k not in ("related", "oversample")}
+        data = {k: v for k, v in data.items() if k not in ("related", "oversample", "related_pairs")}
     if not config.data.synthetic_from:  # and before self-training
         data = {k: v for k, v in data.items() if k != "synthetic_from"}
     payload = {
