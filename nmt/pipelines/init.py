@@ -255,7 +255,7 @@ def _related_lines(found: Survey, tgt_lang: str, minutes: float) -> str:
                 "# (docs/small-data.md). The parent fixes the model's settings (configs/eng-hin-transfer.yaml):",
                 f"# init_from: runs/{Path(config).stem}",
                 "# model: {input_feeding: false}   # and the parent's widths",
-                "# Training beside a sample of it (one model, sources tagged) scored less in 5 minutes (8.2):",
+                "# Training beside a sample of it (one model, sources tagged) scored less in 5 minutes (8.0):",
                 f"# data: {{related: {{{language}: {os.path.relpath(path)}}}, related_pairs: 3000, oversample: 3}}",
             ]
     return "\n".join(lines) + ("\n" if lines else "")
