@@ -118,6 +118,14 @@ def test_an_installed_package_declares_its_plugin_as_an_entry_point(trained):
     assert plain.stdout.split() == ["False", "False"] and installed.stdout.split() == ["True", "True"]
 
 
+def test_a_shared_config_naming_something_odd_as_a_plugin_is_refused_not_a_traceback(tmp_path):
+    from nmt.runtime.loading import load_run_config
+
+    (tmp_path / "config.yaml").write_text("plugins: [os, {a: 1}]\n", encoding="utf-8")
+    with pytest.raises(NmtError, match=r"needs the plugin\(s\) \{'a': 1\}, which are code"):
+        load_run_config(tmp_path, shared=True)
+
+
 def test_a_plugin_is_a_module_name_never_a_path():
     with pytest.raises(NmtError, match=r"'\.\./evil\.py' is not a module name"):
         load_plugins(["../evil.py"])

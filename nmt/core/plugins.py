@@ -77,6 +77,7 @@ def requested_plugins() -> list[str]:
     return list(_requested)
 
 
-def missing_plugins(names: list[str]) -> list[str]:
-    """Which of ``names`` this process has not imported."""
-    return [name for name in names if name not in sys.modules]
+def missing_plugins(names: list) -> list:
+    """Which of ``names`` this process has not imported (anything but a module name, from a
+    config someone else wrote, counts as missing)."""
+    return [name for name in names if not isinstance(name, str) or name not in sys.modules]

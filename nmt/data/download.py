@@ -66,6 +66,12 @@ def copy_at_most(source, out, limit: int, error: NmtError) -> None:
         out.write(block)
 
 
+def tsv_file(path: Path, unpack_dir: Path) -> Path:
+    """The TSV to read for ``path``: itself, or an Anki zip's pair file, verified and unpacked
+    into ``unpack_dir``."""
+    return unpack(path, unpack_dir) if path.suffix.lower() == ".zip" else path
+
+
 def unpack(zip_path: Path, dest_dir: Path) -> Path:
     """Verify ``zip_path`` (every member's CRC) and extract its sentence-pair file into ``dest_dir``."""
     try:

@@ -20,6 +20,7 @@ from nmt.config.paths import PreparedPaths
 from nmt.config.schema import DataConfig
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines, write_lines_atomic
+from nmt.data.download import tsv_file
 from nmt.data.pairs import Pair, ReadResult
 from nmt.data.tokenizer import tagged, target_tag
 from nmt.data.tsv import tsv_pairs
@@ -40,21 +41,23 @@ def symbols(data: DataConfig) -> list[str]:
     return [target_tag(lang) for lang in data.targets] if data.related else []
 
 
-def source_tag(data: DataConfig) -> str | None:
-    """The language whose tag leads this pair's sources, or None for a model of one target."""
-    return data.tgt_lang if data.related else None
+def source_tag(data: DataConfig, lang: str | None = None) -> str | None:
+    """The language whose tag leads a source asking for ``lang`` (default: this pair's target),
+    or None for a model of one target."""
+    return (lang or data.tgt_lang) if data.related else None
+
+
+def dev_and_test_sources(paths: PreparedPaths) -> tuple[set[str], set[str]]:
+    """The prepared pair's dev and test sources: no related or synthetic pair is trained on them."""
+    return set(read_lines(paths.text("dev", "src"))), set(read_lines(paths.text("test", "src")))
 
 
 def related_pairs(path: Path, data: DataConfig, unpack_dir: Path) -> list[Pair]:
     """A related corpus's pairs (source first, as Anki exports are), malformed lines skipped."""
     if not path.is_file():
         raise NmtError(f"Data file not found: {path} (config key 'data.related').")
-    if path.suffix.lower() == ".zip":
-        from nmt.data.download import unpack
-
-        path = unpack(path, unpack_dir)
     result = ReadResult(keep_problems=0)
-    return list(tsv_pairs(path, result, data.max_chars, None, data.src_lang))
+    return list(tsv_pairs(tsv_file(path, unpack_dir), result, data.max_chars, None, data.src_lang))
 
 
 def mix_related(data: DataConfig, paths: PreparedPaths, sample_size: int, unpack_dir: Path) -> RelatedMix:
@@ -64,8 +67,8 @@ def mix_related(data: DataConfig, paths: PreparedPaths, sample_size: int, unpack
     mix = RelatedMix()
     src, tgt = read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
     attribution = read_lines(paths.attribution("train"))
-    held = set(read_lines(paths.text("dev", "src"))) | set(read_lines(paths.text("test", "src")))
-    test_sources = set(read_lines(paths.text("test", "src")))
+    dev_sources, test_sources = dev_and_test_sources(paths)
+    held = dev_sources | test_sources
     out_src = tagged(src, data.tgt_lang) * data.oversample
     out_tgt = tgt * data.oversample
     out_attribution = attribution * data.oversample

@@ -15,6 +15,7 @@ from pathlib import Path
 from nmt.config.schema import DataConfig
 from nmt.core.errors import NmtError
 from nmt.data.aligned import ReferenceRows, aligned_pairs, read_aligned
+from nmt.data.download import tsv_file
 from nmt.data.pairs import Pair, Problem, ReadResult
 from nmt.data.tsv import tsv_pairs
 
@@ -81,11 +82,7 @@ def describe(data: DataConfig) -> str:
 def read_corpus(data: DataConfig, unpack_dir: Path) -> Corpus:
     """The training data's source (an Anki zip is unpacked into ``unpack_dir``) and any given
     dev/test sets, read."""
-    path = Path(data.path) if data.path else language_files(data.train, data)[0]
-    if data.path and path.suffix.lower() == ".zip":  # an Anki archive: verify, unpack, read its pairs
-        from nmt.data.download import unpack
-
-        path = unpack(path, unpack_dir)
+    path = tsv_file(Path(data.path), unpack_dir) if data.path else language_files(data.train, data)[0]
     given = {}
     for split in GIVEN_SPLITS:
         files = getattr(data, split)

@@ -32,6 +32,7 @@ from nmt.core.device import select_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines, sha256_file, write_lines_atomic
 from nmt.data.pairs import normalize_text
+from nmt.data.related import dev_and_test_sources
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_trained, trained_weights_files
 
@@ -111,6 +112,6 @@ def synthetic_sources(config: Config, paths: PreparedPaths) -> list[str]:
     text is, without the dev and test sources."""
     if not config.data.synthetic_from:
         return []
-    held = set(read_lines(paths.text("dev", "src"))) | set(read_lines(paths.text("test", "src")))
+    held = set().union(*dev_and_test_sources(paths))
     lines = (line.split("\t", 1)[0] for line in read_lines(config.data.synthetic_from, errors="replace"))
     return [text for text in dict.fromkeys(normalize_text(line) for line in lines) if text and text not in held]

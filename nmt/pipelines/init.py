@@ -13,21 +13,25 @@ from __future__ import annotations
 
 import os
 import re
-import statistics
+import tempfile
 import textwrap
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from nmt.core.errors import NmtError
+from nmt.core.fileio import write_text_atomic
 from nmt.core.fonts import script_of
 from nmt.data.aligned import aligned_pairs
+from nmt.data.download import tsv_file
 from nmt.data.languages import LANGUAGES
 from nmt.data.pairs import Pair, ReadResult
 from nmt.data.tsv import tsv_pairs
+from nmt.pipelines.prepare import length_stats
 
 ROOT = Path(__file__).resolve().parents[2]  # a checkout: its shipped corpora
 SHIPPED = {  # corpora a checkout ships, by target language: (file, its target's script, the config that trains on it)
@@ -106,10 +110,12 @@ class Survey:
         counts = self.src_scripts if side == "src" else self.tgt_scripts
         return counts.most_common(1)[0][0] if counts else "UNKNOWN"
 
-    def words(self, side: str) -> tuple[float, int]:
-        """(mean, 95th percentile) of a side's sentence length in words."""
-        lengths = sorted(self.src_words if side == "src" else self.tgt_words) or [0]
-        return statistics.fmean(lengths), lengths[min(len(lengths) - 1, int(0.95 * len(lengths)))]
+    def describe(self, side: str, lang: str) -> str:
+        """A side's script and sentence lengths in words (mean and 95th percentile, as prepare's
+        report counts subwords)."""
+        stats = length_stats(np.array(self.src_words if side == "src" else self.tgt_words))
+        lengths = f"{stats['mean']:.1f} words a sentence (95 % up to {stats['p95']:.0f})"
+        return f"{lang}: {self.script(side).lower()} script, {lengths}"
 
 
 def language_of(name: str) -> str:
@@ -157,12 +163,7 @@ def _pairs(files: list[Path], unpack_dir: Path, result: ReadResult) -> Iterator[
         for pairs in aligned_pairs("nmt init", files[0], [files[1]], 1000, result):
             yield from pairs
         return
-    path = files[0]
-    if path.suffix.lower() == ".zip":
-        from nmt.data.download import unpack
-
-        path = unpack(path, unpack_dir)
-    yield from tsv_pairs(path, result)
+    yield from tsv_pairs(tsv_file(files[0], unpack_dir), result)
 
 
 def _scripts(text: str) -> Iterable[str]:
@@ -221,16 +222,14 @@ def config_text(found: Survey, src_lang: str, tgt_lang: str, run_dir: str, minut
 
 
 def _comments(found: Survey, recipe: Recipe, src_lang: str, tgt_lang: str, minutes: float, threads: int) -> str:
-    src_mean, src_p95 = found.words("src")
-    tgt_mean, tgt_p95 = found.words("tgt")
     lines = [
         f"Written by `nmt init` from {', '.join(map(str, found.files))}:",
         f"{found.pairs:,} pairs, {found.sources:,} distinct {src_lang} sentences"
         + (f", {found.problems} malformed line(s) skipped" if found.problems else "")
         + (f", the header row {found.header.strip()!r}" if found.header else "")
         + ".",
-        f"{src_lang}: {found.script('src').lower()} script, {src_mean:.1f} words a sentence (95 % up to {src_p95});",
-        f"{tgt_lang}: {found.script('tgt').lower()} script, {tgt_mean:.1f} words a sentence (95 % up to {tgt_p95}).",
+        found.describe("src", src_lang) + ";",
+        found.describe("tgt", tgt_lang) + ".",
         "",
         f"The {recipe.name} recipe (up to {recipe.max_pairs:,} pairs): {recipe.why}.",
         f"A {minutes:g}-minute budget on this machine's {threads} thread(s): a faster machine trains more epochs.",
@@ -274,10 +273,6 @@ def init_config(
 ) -> tuple[Path, str]:
     """Survey ``data`` and write its config to ``to`` (default: configs/<name>.yaml beside the
     working folder's configs, or ./<name>.yaml); returns where, and the text written."""
-    import tempfile
-
-    from nmt.core.fileio import write_text_atomic
-
     if len(data) not in (1, 2):
         raise NmtError("nmt init takes a TSV file or an Anki zip, or two line-aligned files (source, target).")
     with tempfile.TemporaryDirectory() as unpack_dir:

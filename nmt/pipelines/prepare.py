@@ -155,7 +155,7 @@ def changed_model_settings(config: Config) -> list[str]:
     return model_differences(saved_model, asdict(config.model), "model.")
 
 
-def _length_stats(lengths: np.ndarray) -> dict[str, float]:
+def length_stats(lengths: np.ndarray) -> dict[str, float]:
     ordered = np.sort(lengths)
     return {
         "mean": float(ordered.mean()),
@@ -421,7 +421,7 @@ def _report(
         pairs_kept=found.distinct_pairs,
         split_pairs={s: distribution.split_pairs[s] for s in SPLITS},
         split_sources={"train": found.n_sources - sum(carved_sources.values()), **carved_sources, **given_sources},
-        length_stats={data.src_lang: _length_stats(lengths["src"]), data.tgt_lang: _length_stats(lengths["tgt"])},
+        length_stats={data.src_lang: length_stats(lengths["src"]), data.tgt_lang: length_stats(lengths["tgt"])},
         vocab_sizes={data.src_lang: src_tok.vocab_size, data.tgt_lang: tgt_tok.vocab_size},
         header=result.header,
         given_sets={split: " + ".join(map(str, given.files)) for split, given in corpus.given.items()},

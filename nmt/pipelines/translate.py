@@ -19,6 +19,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines, split_lines
 from nmt.data.batching import source_tensor
 from nmt.data.pairs import normalize_text
+from nmt.data.related import source_tag
 from nmt.data.tokenizer import tagged
 from nmt.decoding.forced import PrefixedModel, forced_steps, next_tokens, score_pairs
 from nmt.decoding.mbr import mbr_choice, utility_function
@@ -76,7 +77,7 @@ class Translator:
                 f"--tgt-lang {tgt_lang}: this model translates {data.src_lang} into {', '.join(data.targets)} only."
             )
         self.tgt_lang = tgt_lang or data.tgt_lang
-        self.tag = self.tgt_lang if data.related else None  # the tag that leads each source, if any
+        self.tag = source_tag(data, self.tgt_lang)  # the tag that leads each source, if any
 
     def source_ids(self, lines: list[str]) -> list[list[int]]:
         """Normalised, encoded source lines (led by the target's tag in a model of several

@@ -92,11 +92,11 @@ def load_run_config(run_dir: Path, shared: bool = False) -> Config:
         raise NmtError(f"{path} is not a readable config (YAML): {error}") from None
     if not isinstance(raw, dict):
         raise NmtError(f"{path} must hold a mapping of config sections, got {type(raw).__name__}.")
-    named: list = raw["plugins"] if isinstance(raw.get("plugins"), list) else []
-    if shared and missing_plugins(named):
+    missing = missing_plugins(raw["plugins"] if isinstance(raw.get("plugins"), list) else [])
+    if shared and missing:
         raise NmtError(
-            f"{path} needs the plugin(s) {', '.join(map(str, missing_plugins(named)))}, which are code: install "
-            f"them if you trust them and pass --plugin {' --plugin '.join(map(str, missing_plugins(named)))}."
+            f"{path} needs the plugin(s) {', '.join(map(str, missing))}, which are code: install "
+            f"them if you trust them and pass --plugin {' --plugin '.join(map(str, missing))}."
         )
     try:
         return config_from_dict(raw)
