@@ -11,3 +11,12 @@ ruff check nmt tests scripts
 ruff format --check nmt tests scripts
 mypy  # the types of nmt/ ([tool.mypy] in pyproject.toml)
 python -m pytest -q "$@"
+# The simulated-CUDA tier (tests/simcuda, docs/tutorials/hardware.md): a process of its own, since its
+# shim must load before torch. With the whole suite only (no arguments), and where a C++ compiler is.
+if [ $# -eq 0 ]; then
+  if command -v "${CXX:-g++}" >/dev/null; then
+    NMT_SIMULATED_CUDA=1 python -m pytest -q tests/simcuda
+  else
+    echo "The simulated-CUDA tier needs g++ (or \$CXX) to build its shim: skipped." >&2
+  fi
+fi

@@ -13,7 +13,7 @@ from nmt.config.schema import TrainConfig, check_model_combination, config_from_
 from nmt.core.device import BF16, FLOAT32, FP16, make_deterministic, select_device, select_precision
 from nmt.core.errors import NmtError
 from nmt.data.batching import Example, collate
-from nmt.train.state import rng_state, set_rng_state
+from nmt.train.state import rank_seed, rng_state, set_rng_state
 from nmt.train.step import train_step
 
 from .helpers import model_config, small_model
@@ -166,19 +166,26 @@ def test_rng_states_are_saved_per_rank_and_restored_with_any_number_of_gpus():
     cpu = torch.device("cpu")
     torch.manual_seed(1)
     first = rng_state(cpu)
+    expected_first = torch.rand(3)
     torch.manual_seed(2)
     second = rng_state(cpu)
     expected_second = torch.rand(3)
-    set_rng_state([first, second], cpu, rank=1)
+    set_rng_state([first, second], cpu, seed=7, rank=1, step=40)
     assert torch.equal(torch.rand(3), expected_second)
-    set_rng_state([first, second], cpu, rank=5)  # more ranks than saved: rank 0's
-    torch.manual_seed(1)
-    expected_first = torch.rand(3)
-    set_rng_state([first, second], cpu, rank=5)
+    # more ranks than saved: a stream of the rank's own from (seed, rank, step), not rank 0's again
+    set_rng_state([first, second], cpu, seed=7, rank=5, step=40)
+    drawn = torch.rand(3)
+    assert not torch.equal(drawn, expected_first) and not torch.equal(drawn, expected_second)
+    torch.manual_seed(rank_seed(7, 5, 40))
+    assert torch.equal(drawn, torch.rand(3))
+    set_rng_state([first, second], cpu, seed=7, rank=6, step=40)
+    assert not torch.equal(torch.rand(3), drawn)  # and each extra rank its own
+    # one state (a run of one process) is rank 0's
+    set_rng_state(first, cpu, seed=7)
     assert torch.equal(torch.rand(3), expected_first)
     # a checkpoint from before, with one CUDA state per visible GPU, restores on the CPU
     old = {**first, "cuda": [torch.zeros(8, dtype=torch.uint8)] * 4}
-    set_rng_state(old, cpu)
+    set_rng_state(old, cpu, seed=7)
     assert torch.equal(torch.rand(3), expected_first)
 
 

@@ -11,7 +11,7 @@ full log-softmax: log p = logit − logsumexp(logits), computed for the few cand
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -90,8 +90,9 @@ class Ranking:
         """cp of one hypothesis: attention_sums (source length,) = its attention summed over steps."""
         return self.coverage_penalty * attention_sums.clamp(min=1e-6, max=1.0).log().sum().item()
 
-    def score(self, log_prob: float, length: int, attention_sums: torch.Tensor | None = None) -> float:
-        penalty = self.coverage(attention_sums) if attention_sums is not None and self.coverage_penalty else 0.0
+    def score(self, log_prob: float, length: int, penalty: float = 0.0) -> float:
+        """The ranking score, given the hypothesis's coverage penalty (beam search computes
+        them for all rows at once on the device: ``_Beams.coverage_logs``)."""
         return log_prob / self.length_norm(length) + penalty
 
 
@@ -214,8 +215,28 @@ class _Ended:
     attention: torch.Tensor | None
 
 
+@dataclass
+class _SetAside:
+    """Hypotheses set aside in one step, still on the device: their sentences (host), and
+    their raw scores, coverage sums (``_Beams.coverage_logs``) (n,), tokens (n, t) and
+    log-probs (n, t or t + 1) on the device, read with every other step's at the end of the
+    search (``_Beams.ended``). ``length``: what their score is normalised by (None: their
+    own length, for live beams at a length limit)."""
+
+    sentences: list[int]
+    length: int | None
+    scores: torch.Tensor
+    coverage: torch.Tensor
+    tokens: torch.Tensor
+    logprobs: torch.Tensor
+    attention: list[torch.Tensor] | list[None]
+
+
 class _Beams:
-    """Beam search's bookkeeping. Rows are (active sentence, beam) pairs, sentence-major."""
+    """Beam search's bookkeeping, on the device. Rows are (active sentence, beam) pairs,
+    sentence-major. The host knows, from each step's one read, how many hypotheses each
+    sentence has set aside and whether its best candidate ends; the hypotheses themselves
+    stay on the device until the search ends (``set_aside``, ``best``)."""
 
     def __init__(
         self,
@@ -231,16 +252,31 @@ class _Beams:
         self.reached_limit = False  # whether a sentence's live beams were ended at its length limit
         # (A*beams, S): each row's attention summed over its steps, for the coverage penalty
         self.coverage = torch.zeros((batch, source_width), device=device) if ranking.coverage_penalty else None
+        # (A*beams, S): True past each row's source length, where attention adds no coverage penalty
+        self.padding = (
+            (torch.arange(source_width) >= src_lengths.unsqueeze(1)).to(device) if self.coverage is not None else None
+        )
         self.scores = torch.zeros((batch, 1), device=device)  # (A, beams): log p of each live beam
         self.tokens = torch.empty((batch, 0), dtype=torch.long, device=device)  # (A*beams, steps so far)
         self.logprobs = torch.empty((batch, 0), device=device)  # (A*beams, steps so far)
         self.attention = torch.empty((batch, 0, source_width), device=device) if with_attention else None
         self.active = list(range(batch))  # original sentence of each row of ``scores``
-        self.ended: list[list[_Ended]] = [[] for _ in range(batch)]
+        self.set_aside_count = [0] * batch  # hypotheses each sentence has set aside
+        self.pending: list[_SetAside] = []  # in the order they were set aside
+
+    def coverage_logs(self, rows: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """(n,) Σ_i log min(Σ_j a_ij, 1) of ``rows`` (n,), their attention summed over their
+        steps (and this step's ``weights`` (R, S), where given) over their real source
+        positions: the coverage penalty over β, for all of them at once on the device (zeros
+        without a coverage penalty)."""
+        if self.coverage is None or self.padding is None:
+            return torch.zeros(rows.size(0), device=rows.device)
+        sums = self.coverage[rows] if weights is None else self.coverage[rows] + weights[rows]
+        return sums.clamp(min=1e-6, max=1.0).masked_fill(self.padding[rows], 1.0).log().sum(1)
 
     def done(self, row: int, best_ended: bool, beam_size: int, n_best: int) -> bool:
         """Whether the sentence of ``row`` needs no more steps."""
-        count = len(self.ended[self.active[row]])
+        count = self.set_aside_count[self.active[row]]
         return count >= beam_size or (best_ended and count >= n_best)
 
     def keep_open(
@@ -254,41 +290,36 @@ class _Beams:
             return None
         if len(still) == len(self.active):
             return scores, kept, False
-        keep = torch.tensor(still, device=scores.device)
+        keep = torch.tensor(still, device=scores.device)  # from the host's list: no read back
         self.active = [self.active[r] for r in still]
         return scores[keep], [t[keep] for t in kept], True
-
-    def _coverage(self, sums: torch.Tensor | None, sentence: int) -> torch.Tensor | None:
-        return None if sums is None else sums[: self.source_lengths[sentence]]
 
     def set_aside(
         self, which: torch.Tensor, best_is_eos: torch.Tensor, scores, origins, token_logprobs, weights, step: int
     ) -> list[bool]:
-        """Candidates ``which`` (A, C) bool, ending with <eos> at ``step``: into ``ended``. Returns
-        whether each sentence's best candidate ends (``best_is_eos`` (A,)), read with whether
-        anything ends at all in the step's one look at the host."""
-        any_ending, *best_ended = torch.cat([which.any().view(1), best_is_eos]).tolist()
-        if any_ending:
-            self._set_aside(which, scores, origins, token_logprobs, weights, step)
-        return best_ended
-
-    def _set_aside(self, which: torch.Tensor, scores, origins, token_logprobs, weights, step: int) -> None:
-        rows, cols = torch.nonzero(which, as_tuple=True)
+        """Candidates ``which`` (A, C) bool, ending with <eos> at ``step``, are set aside. Returns
+        whether each sentence's best candidate ends (``best_is_eos`` (A,)), read with how many
+        end in each sentence in the step's one look at the host."""
+        # one number a sentence: 2 x how many of its candidates end, + 1 if its best one does
+        read = (which.sum(1) * 2 + best_is_eos).tolist()
+        counts_read, best_ended = [v >> 1 for v in read], [bool(v & 1) for v in read]
+        ending = sum(counts_read)
+        if not ending:
+            return best_ended
+        rows, cols = torch.nonzero_static(which, size=ending).unbind(1)  # its size known: no host sync
         picked = origins[rows, cols]
-        logprobs = torch.cat([self.logprobs[picked], token_logprobs[rows, cols].unsqueeze(1)], dim=1).tolist()
-        attention: Sequence[torch.Tensor | None] = [None] * len(logprobs)
+        attention: list = [None] * ending
         if self.attention is not None:
-            attention = torch.cat([self.attention[picked], weights[picked].unsqueeze(1)], dim=1).unbind(0)
-        sums: Sequence[torch.Tensor | None] = [None] * len(logprobs)
-        if self.coverage is not None:
-            sums = (self.coverage[picked] + weights[picked]).unbind(0)
-        columns = zip(
-            rows.tolist(), scores[rows, cols].tolist(), self.tokens[picked].tolist(), logprobs, attention, sums
+            attention = list(torch.cat([self.attention[picked], weights[picked].unsqueeze(1)], dim=1).unbind(0))
+        sentences = [self.active[row] for row, count in enumerate(counts_read) for _ in range(count)]
+        for sentence in sentences:
+            self.set_aside_count[sentence] += 1
+        logprobs = torch.cat([self.logprobs[picked], token_logprobs[rows, cols].unsqueeze(1)], dim=1)
+        coverage = self.coverage_logs(picked, weights)
+        self.pending.append(
+            _SetAside(sentences, step, scores[rows, cols], coverage, self.tokens[picked], logprobs, attention)
         )
-        for row, raw, tokens, row_logprobs, rows_attention, row_sums in columns:
-            sentence = self.active[row]
-            norm = self.ranking.score(raw, step, self._coverage(row_sums, sentence))
-            self.ended[sentence].append(_Ended(norm, tokens, row_logprobs, rows_attention))
+        return best_ended
 
     def advance(self, scores: torch.Tensor, origins: torch.Tensor, tokens: torch.Tensor, token_logprobs, weights):
         """Continue rows ``origins`` (R',) with ``tokens`` (R',); ``scores`` (A', beams)."""
@@ -297,8 +328,8 @@ class _Beams:
         self.logprobs = torch.cat([self.logprobs[origins], token_logprobs.unsqueeze(1)], dim=1)
         if self.attention is not None:
             self.attention = torch.cat([self.attention[origins], weights[origins].unsqueeze(1)], dim=1)
-        if self.coverage is not None:
-            self.coverage = self.coverage[origins] + weights[origins]
+        if self.coverage is not None and self.padding is not None:
+            self.coverage, self.padding = self.coverage[origins] + weights[origins], self.padding[origins]
 
     def end_at_limit(self, step: int) -> torch.Tensor | None:
         """Sentences whose own length limit is ``step`` end: their live beams compete with the
@@ -316,8 +347,8 @@ class _Beams:
         self.tokens, self.logprobs = self.tokens[rows], self.logprobs[rows]
         if self.attention is not None:
             self.attention = self.attention[rows]
-        if self.coverage is not None:
-            self.coverage = self.coverage[rows]
+        if self.coverage is not None and self.padding is not None:
+            self.coverage, self.padding = self.coverage[rows], self.padding[rows]
         self.active = [self.active[row] for row in going_on]
         return rows
 
@@ -326,29 +357,50 @@ class _Beams:
         self._end_live_beams(list(range(len(self.active))))
 
     def _end_live_beams(self, rows: list[int]) -> None:
+        """Set the live beams of ``rows`` aside (those of score -inf are dropped at the end)."""
         beams = self.scores.size(1)
         indices = [row * beams + beam for row in rows for beam in range(beams)]
         picked = torch.tensor(indices, dtype=torch.long).to(self.scores.device)
-        # three reads of the host for all of them (not three per beam)
-        scores, tokens, logprobs = (
-            self.scores.reshape(-1)[picked].tolist(),
-            self.tokens[picked].tolist(),
-            self.logprobs[picked].tolist(),
+        attention = [None] * len(indices) if self.attention is None else list(self.attention[picked].unbind(0))
+        sentences = [self.active[index // beams] for index in indices]
+        self.pending.append(
+            _SetAside(
+                sentences,
+                None,
+                self.scores.reshape(-1)[picked],
+                self.coverage_logs(picked),
+                self.tokens[picked],
+                self.logprobs[picked],
+                attention,
+            )
         )
-        for position, index in enumerate(indices):
-            raw, sentence = scores[position], self.active[index // beams]
-            if raw == float("-inf"):
-                continue
-            self.reached_limit = True
-            attention = None if self.attention is None else self.attention[index]
-            sums = None if self.coverage is None else self._coverage(self.coverage[index], sentence)
-            norm = self.ranking.score(raw, len(tokens[position]), sums)
-            self.ended[sentence].append(_Ended(norm, tokens[position], logprobs[position], attention))
+
+    def ended(self) -> list[list[_Ended]]:
+        """Every hypothesis set aside, by sentence, in the order set aside: all read in one copy."""
+        parts = [t.reshape(-1).float() for p in self.pending for t in (p.scores, p.coverage, p.tokens, p.logprobs)]
+        values = torch.cat(parts).tolist() if parts else []
+        ended: list[list[_Ended]] = [[] for _ in self.set_aside_count]
+        at = 0
+        for part in self.pending:
+            n, width = part.tokens.shape
+            scores, coverage = values[at : at + n], values[at + n : at + 2 * n]
+            tokens_at, logprobs_at = at + 2 * n, at + 2 * n + n * width
+            at = logprobs_at + part.logprobs.numel()
+            step_width = part.logprobs.size(1)
+            for i, (sentence, raw, logs) in enumerate(zip(part.sentences, scores, coverage)):
+                if raw == float("-inf"):  # a live beam with no finite continuation
+                    continue
+                tokens = list(map(int, values[tokens_at + i * width : tokens_at + (i + 1) * width]))
+                logprobs = values[logprobs_at + i * step_width : logprobs_at + (i + 1) * step_width]
+                self.reached_limit |= part.length is None
+                norm = self.ranking.score(raw, part.length or len(tokens), self.ranking.coverage_penalty * logs)
+                ended[sentence].append(_Ended(norm, tokens, logprobs, part.attention[i]))
+        return ended
 
     def best(self, n_best: int, src_lengths: torch.Tensor) -> list[list[Hypothesis]]:
         lengths = src_lengths.tolist()
         results = []
-        for sentence, ended in enumerate(self.ended):
+        for sentence, ended in enumerate(self.ended()):
             ranked = sorted(ended, key=lambda e: e.norm, reverse=True)[:n_best]  # stable: ties keep their order
             results.append(
                 [

@@ -18,7 +18,6 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -138,9 +137,3 @@ def setup(requested: torch.device, timeout_minutes: float = 60.0) -> Distributed
 def teardown(context: Distributed) -> None:
     if context.enabled and dist.is_initialized():
         dist.destroy_process_group()
-
-
-def rank_seed(seed: int, rank: int, step: int = 0) -> int:
-    """A seed for rank ``rank``'s own random numbers, distinct for each (seed, rank, step)
-    (rank 0 of a new run draws on from ``train.seed`` as one process does)."""
-    return int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0])

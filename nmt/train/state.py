@@ -9,6 +9,7 @@ import signal
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from nmt.config.schema import TrainConfig
@@ -75,6 +76,12 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def rank_seed(seed: int, rank: int, step: int = 0) -> int:
+    """A seed for rank ``rank``'s own random numbers, distinct for each (seed, rank, step)
+    (rank 0 of a new run draws on from ``train.seed`` as one process does)."""
+    return int(np.random.SeedSequence([seed, rank, step]).generate_state(1)[0])
+
+
 def rng_state(device: torch.device) -> dict:
     """This process's random states: Python's, the CPU generator's and, on a GPU, the
     generator of the one GPU it trains on (not of every visible GPU: a resume may see fewer)."""
@@ -86,10 +93,15 @@ def rng_state(device: torch.device) -> dict:
     return state
 
 
-def set_rng_state(saved: dict | list[dict], device: torch.device, rank: int = 0) -> None:
-    """Restore what ``rng_state`` saved; ``saved`` is one state, or one per rank under DDP
-    (a resume with more ranks than saved gives the extra ones rank 0's)."""
-    state = saved if isinstance(saved, dict) else saved[rank if rank < len(saved) else 0]
+def set_rng_state(saved: dict | list[dict], device: torch.device, seed: int, rank: int = 0, step: int = 0) -> None:
+    """Restore what ``rng_state`` saved; ``saved`` is one state, or one per rank under DDP.
+    A rank the checkpoint has no state for (a resume with more processes) draws a stream of
+    its own from ``rank_seed(seed, rank, step)``: rank 0's again would repeat its dropout."""
+    states = [saved] if isinstance(saved, dict) else saved
+    if rank >= len(states):
+        seed_everything(rank_seed(seed, rank, step))
+        return
+    state = states[rank]
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"])
     cuda = state.get("cuda")

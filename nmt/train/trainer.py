@@ -48,11 +48,18 @@ from nmt.train.data import (
     epoch_examples,
     load_train_data,
 )
-from nmt.train.distributed import Distributed, rank_seed
+from nmt.train.distributed import Distributed
 from nmt.train.metrics import MetricsFile, RunLog, ValidationRecord
 from nmt.train.optim import EmaWeights, build_optimizer
 from nmt.train.schedule import learning_rate, step_settings
-from nmt.train.state import Progress, TrainingInterrupted, rng_state, seed_everything, set_rng_state
+from nmt.train.state import (
+    Progress,
+    TrainingInterrupted,
+    rank_seed,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+)
 from nmt.train.step import StepResult, train_step, word_dropout
 from nmt.train.timeline import Timeline, probe_sources, probe_translations
 from nmt.train.validate import ValidationStopped, validate, validation_seconds
@@ -338,11 +345,7 @@ class Trainer:
         if self.scaler is not None and "scaler" in payload:
             self.scaler.load_state_dict(payload["scaler"])
         self.parent = payload.get("parent")
-        saved = payload["rng"] if isinstance(payload["rng"], list) else [payload["rng"]]
-        if self.ddp.rank < len(saved):
-            set_rng_state(saved[self.ddp.rank], self.device)
-        else:  # more ranks than the checkpoint saved: a stream of this rank's own, not rank 0's again
-            seed_everything(rank_seed(self.config.train.seed, self.ddp.rank, self.progress.step))
+        set_rng_state(payload["rng"], self.device, self.config.train.seed, self.ddp.rank, self.progress.step)
         if self.ddp.is_main:  # validations after the checkpoint are redone: each callback sees a record once
             self.seen_steps = {r["step"] for r in self.metrics.read() if not MetricsFile.included(r, self.progress)}
             self.metrics.trim(self.progress)

@@ -35,15 +35,17 @@ class ValidationStopped(Exception):
 @torch.no_grad()
 def dev_loss_sums(
     model: torch.nn.Module, examples: Sequence[Example], batch_size: int, device: torch.device
-) -> tuple[float, int]:
-    """Summed cross-entropy and target tokens of ``examples`` (teacher forcing, no dropout)."""
+) -> tuple[torch.Tensor, int]:
+    """Summed cross-entropy (a device scalar: the caller reads it once, not each batch) and
+    target tokens (counted on the host's batch) of ``examples`` (teacher forcing, no dropout)."""
     model.eval()
-    total, tokens = 0.0, 0
+    total, tokens = torch.zeros((), device=device), 0
     for indices in sorted_batches([len(ex.src_ids) for ex in examples], batch_size):
-        batch = collate([examples[i] for i in indices]).to(device)
-        logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
-        total += token_loss(logits, batch.tgt_out).item()
+        batch = collate([examples[i] for i in indices])
         tokens += batch.num_tgt_tokens
+        batch = batch.to(device)
+        logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
+        total += token_loss(logits, batch.tgt_out)
     return total, tokens
 
 
@@ -65,11 +67,13 @@ def validate(
     pairs = [data.dev[i] for i in range(ddp.rank, len(data.dev), ddp.world)]
     loss_sum, tokens = 0.0, 0.0
     for chunk in _chunks(pairs, len(data.dev), ddp.world):
+        chunk_loss = torch.zeros((), device=device)  # read once a chunk, not once a batch
         for indices in sorted_batches([len(ex.src_ids) for ex in chunk], config.train.batch_size):
             if stop():
                 break
             batch_loss, batch_tokens = dev_loss_sums(model, [chunk[i] for i in indices], len(indices), device)
-            loss_sum, tokens = loss_sum + batch_loss, tokens + batch_tokens
+            chunk_loss, tokens = chunk_loss + batch_loss, tokens + batch_tokens
+        loss_sum += chunk_loss.item()
         if ddp.any(stop(), device):
             raise ValidationStopped
     loss_sum, tokens = ddp.sum([loss_sum, tokens], device)

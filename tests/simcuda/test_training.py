@@ -1,0 +1,118 @@
+"""The training step on the simulated CUDA device: equal to the CPU's, and never a host sync."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.config.schema import load_config
+from nmt.pipelines.prepare import prepare
+from nmt.train import trainer as trainer_module
+from nmt.train.trainer import build_trainer
+
+from .conftest import autocast_enables, write_config
+from .simulator import CudaTensor, HostSyncError, SimulatedCuda
+
+CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
+STEPS = 4
+
+
+def test_the_shim_loaded_before_torch_and_autocast_really_enables():
+    assert torch._C._get_accelerator().type == "cuda" and torch.cuda.is_available()
+    assert autocast_enables(torch.float16) and autocast_enables(torch.bfloat16)
+    assert torch.amp.GradScaler("cuda").is_enabled()
+    with SimulatedCuda() as mode:
+        x = torch.ones(3, device="cuda")
+        assert isinstance(x, CudaTensor) and x.device == CUDA
+        with pytest.raises(HostSyncError, match=r"test_training\.py"):
+            float(x.sum())
+    assert [s.op for s in mode.syncs] == ["aten._local_scalar_dense.default"]
+
+
+def train_steps(config, device: torch.device, mode: SimulatedCuda | None = None):
+    """STEPS updates of a fresh trainer on ``device``: the step results and the trainer. Under
+    ``mode`` the trainer is built leniently and the steps strictly (no host sync at all)."""
+    trainer = build_trainer(config, device, show_bar=False)
+    batches = list(trainer.loader.batches(trainer.data.train, [list(range(16))] * STEPS))
+    meter = trainer_module.EpochMeter(trainer.progress, trainer.device)
+    if mode is not None:
+        mode.strict = True
+    results = []
+    for number, batch in enumerate(batches, start=1):
+        tokens = batch.num_tgt_tokens  # on the CPU batch, as the loop counts them
+        result = trainer.train_batch(batch, tokens, 1, number, 16)
+        meter.add(result, tokens)
+        results.append(result)
+    if mode is not None:
+        mode.strict = False
+    return results, trainer
+
+
+def host(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.data_on_host if isinstance(tensor, CudaTensor) else tensor
+
+
+def figures(results) -> list[float]:
+    """Each step's loss and gradient norm."""
+    return [float(host(value)) for r in results for value in (r.loss_sum, r.grad_norm)]
+
+
+def weights(trainer) -> dict[str, torch.Tensor]:
+    return {name: host(p.detach()).clone() for name, p in trainer.model.named_parameters()}
+
+
+VARIANTS = {
+    "packed-gru": ({}, {}),
+    "padded-encoder": ({"rnn_input": "padded"}, {}),
+    "lstm-2-layers": ({"rnn": "lstm", "encoder_layers": 2, "decoder_layers": 2}, {}),
+    "input-feeding-local-p": ({"attention": "luong-general", "input_feeding": True, "attention_window": "local-p"}, {}),
+    "hard-attention": ({"attention": "hard"}, {}),
+    "no-attention-tied": ({"attention": "none", "tie_embeddings": True}, {}),
+    "sampling-word-dropout-ema": ({}, {"teacher_forcing": 0.7, "word_dropout": 0.1, "ema_decay": 0.9}),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_float32_steps_on_cuda_equal_the_cpus_without_a_host_sync(tmp_path, variant):
+    model, train = VARIANTS[variant]
+    config = load_config(write_config(tmp_path, model=model, precision="float32", **train))
+    prepare(config, log=lambda _: None)
+    on_cpu, cpu_trainer = train_steps(config, CPU)
+    with SimulatedCuda(strict=False) as mode:
+        on_cuda, cuda_trainer = train_steps(config, CUDA, mode)
+        assert all(r.loss_sum.device == CUDA and r.grad_norm.device == CUDA for r in on_cuda)
+        assert next(cuda_trainer.model.parameters()).device == CUDA
+        cuda_weights = weights(cuda_trainer)
+    assert figures(on_cuda) == pytest.approx(figures(on_cpu), rel=1e-5)
+    cpu_weights = weights(cpu_trainer)
+    for name, weight in cuda_weights.items():
+        torch.testing.assert_close(weight, cpu_weights[name], rtol=0, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_steps_run_under_cudas_autocast_without_a_host_sync(tmp_path, precision):
+    """bf16, and fp16 with the loss scaler and the fused Adam's found_inf: CUDA's autocast
+    rules (not the CPU's) really apply, and the figures stay near float32's."""
+    config = load_config(write_config(tmp_path, precision=precision))
+    prepare(config, log=lambda _: None)
+    on_cpu, _ = train_steps(config, CPU)
+    with SimulatedCuda(strict=False) as mode:
+        on_cuda, trainer = train_steps(config, CUDA, mode)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    assert mode.dtype_ops[dtype] > 0, "autocast never ran an op in low precision"
+    assert (trainer.scaler is not None) == (precision == "fp16")
+    assert figures(on_cuda) == pytest.approx(figures(on_cpu), rel=0.05)
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_dropout_between_stacked_layers_trains_on_cuda_without_a_host_sync(tmp_path, rnn):
+    """CUDA's dropout is its fused kernel, which draws other numbers than the CPU's: the steps
+    are checked for no host sync and a sane loss, not equality."""
+    model = {"dropout": 0.3, "rnn": rnn, "encoder_layers": 2, "decoder_layers": 2}
+    config = load_config(write_config(tmp_path, model=model, precision="float32"))
+    prepare(config, log=lambda _: None)
+    on_cpu, _ = train_steps(config, CPU)
+    with SimulatedCuda(strict=False) as mode:
+        on_cuda, _ = train_steps(config, CUDA, mode)
+    assert figures(on_cuda) == pytest.approx(figures(on_cpu), rel=0.2)
+    assert figures(on_cuda) != figures(on_cpu)  # the fused kernel's dropout did run
