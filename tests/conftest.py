@@ -11,16 +11,16 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+import yaml
+
 SIMULATED_CUDA = os.environ.get("NMT_SIMULATED_CUDA") == "1"
 if SIMULATED_CUDA:  # the simulated-CUDA tier (tests/simcuda): its C++ shim loads before torch does
     from .simcuda import shim
 
     shim.load()
 
-import pytest  # noqa: E402
-import yaml
-
-from .helpers import synthetic_pairs, tiny_config, write_anki  # noqa: E402
+from .helpers import synthetic_pairs, tiny_config, write_anki  # noqa: E402  (imports torch: after the shim)
 
 # The tier runs as a process of its own (scripts/test.sh: NMT_SIMULATED_CUDA=1 pytest tests/simcuda):
 # its shim makes every torch in the process report a CUDA device, which the rest of the suite must not see.

@@ -18,8 +18,8 @@ from nmt.decoding.search import search_sentences
 from nmt.model.encoder import encoder_input
 from nmt.pipelines.prepare import prepare
 from nmt.train.distributed import Distributed
-from nmt.train.state import rank_seed
 from nmt.train.metrics import MetricsFile
+from nmt.train.state import rank_seed
 from nmt.train.step import train_step
 from nmt.train.trainer import build_trainer
 
