@@ -72,7 +72,8 @@ def plot(results: dict, path: Path) -> None:
             if p["corpus"] == "eng-hin":
                 axes.plot([p["pairs"]], [p["bleu"]], marker="*", markersize=11, color=line.get_color())
     axes.set_xscale("log")
-    axes.set_xlabel("training pairs (eng-mar subsets; star: eng-hin)")
+    hindi = any(p["corpus"] == "eng-hin" for points in results.values() for p in points)
+    axes.set_xlabel("training pairs (eng-mar subsets" + ("; star: eng-hin)" if hindi else ")"))
     axes.set_ylabel("test BLEU (all references)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)

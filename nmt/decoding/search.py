@@ -11,7 +11,7 @@ full log-softmax: log p = logit − logsumexp(logits), computed for the few cand
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -125,12 +125,21 @@ def sentence_limits(max_len: int | list[int], batch: int) -> list[int]:
     return [max_len] * batch if isinstance(max_len, int) else list(max_len)
 
 
-def _attention_rows(rows: list[torch.Tensor] | torch.Tensor | None, source_length: int) -> torch.Tensor | None:
-    """Attention rows of one hypothesis, on the CPU, cut to the sentence's real source positions."""
-    if rows is None or len(rows) == 0:
-        return None
-    matrix = torch.stack(list(rows)) if isinstance(rows, list) else rows
-    return matrix[:, :source_length].float().cpu()
+def _attention_on_host(
+    matrices: Sequence[list[torch.Tensor] | torch.Tensor | None], source_lengths: list[int]
+) -> list[torch.Tensor | None]:
+    """Each hypothesis's attention rows (a list of (S,) rows or a (t, S) matrix, or None) on the
+    CPU, cut to its sentence's real source positions: all copied in one read of the device."""
+    cut = [
+        None if m is None or len(m) == 0 else (torch.stack(list(m)) if isinstance(m, list) else m)[:, :length]
+        for m, length in zip(matrices, source_lengths)
+    ]
+    present = [m for m in cut if m is not None]
+    if not present:
+        return [None] * len(cut)
+    flat = torch.cat([m.float().reshape(-1) for m in present]).cpu()
+    pieces = iter(flat.split([m.numel() for m in present]))
+    return [None if m is None else next(pieces).view(m.shape) for m in cut]
 
 
 def _record_greedy_step(rows, step_tokens, step_logprobs, weights, tokens, logprobs, attention) -> None:
@@ -191,16 +200,9 @@ def greedy_search(
             memory, state, prev = memory.select(still), state.select(still), prev.index_select(0, still)
             if no_repeat_span:
                 history = history.index_select(0, still)
-    lengths = src_lengths.tolist()
+    matrices = _attention_on_host(attention, src_lengths.tolist()) if attention is not None else [None] * batch
     return [
-        [
-            Hypothesis(
-                tokens[r],
-                logprobs[r],
-                ranking.score(sum(logprobs[r]), len(logprobs[r])),
-                _attention_rows(attention[r], lengths[r]) if attention is not None else None,
-            )
-        ]
+        [Hypothesis(tokens[r], logprobs[r], ranking.score(sum(logprobs[r]), len(logprobs[r])), matrices[r])]
         for r in range(batch)
     ]
 
@@ -248,7 +250,7 @@ class _Beams:
         limits: list[int],
     ):
         batch = src_lengths.size(0)
-        self.ranking, self.source_lengths, self.limits = ranking, src_lengths.tolist(), limits
+        self.ranking, self.limits = ranking, limits
         self.reached_limit = False  # whether a sentence's live beams were ended at its length limit
         # (A*beams, S): each row's attention summed over its steps, for the coverage penalty
         self.coverage = torch.zeros((batch, source_width), device=device) if ranking.coverage_penalty else None
@@ -399,16 +401,11 @@ class _Beams:
 
     def best(self, n_best: int, src_lengths: torch.Tensor) -> list[list[Hypothesis]]:
         lengths = src_lengths.tolist()
-        results = []
-        for sentence, ended in enumerate(self.ended()):
-            ranked = sorted(ended, key=lambda e: e.norm, reverse=True)[:n_best]  # stable: ties keep their order
-            results.append(
-                [
-                    Hypothesis(e.tokens, e.logprobs, e.norm, _attention_rows(e.attention, lengths[sentence]))
-                    for e in ranked
-                ]
-            )
-        return results
+        # stable: ties keep the order they were set aside in
+        ranked = [sorted(ended, key=lambda e: e.norm, reverse=True)[:n_best] for ended in self.ended()]
+        chosen = [(sentence, e) for sentence, hypotheses in enumerate(ranked) for e in hypotheses]
+        matrices = iter(_attention_on_host([e.attention for _, e in chosen], [lengths[s] for s, _ in chosen]))
+        return [[Hypothesis(e.tokens, e.logprobs, e.norm, next(matrices)) for e in hypotheses] for hypotheses in ranked]
 
 
 def _candidates(logits: torch.Tensor, log_z: torch.Tensor, scores: torch.Tensor, count: int):
