@@ -62,8 +62,8 @@ RECIPES = (
         5_000,
         "small-corpus",
         "configs/eng-hin.yaml: on 2,549 English-Hindi pairs input feeding won on both seeds "
-        "(7.01 against 6.32 test BLEU in 5 minutes, docs/transfer.md); on eng-mar subsets it lost at "
-        "1,000 and 2,500 pairs and won at 5,000 (one seed each: the learning curve of docs/small-data.md)",
+        "(7.01 against 6.32 test BLEU in 5 minutes, docs/transfer.md); on eng-mar subsets it tied at "
+        "1,000 and 2,500 pairs (two seeds) and won at 5,000 (one seed): the learning curve of docs/small-data.md",
         vocab=2000,
         width=256,
         dropout=0.2,
