@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import torch
+import yaml
 
 from nmt.config.schema import Config, DecodeConfig, ModelConfig, TrainConfig, check_model_combination
 from nmt.data.batching import source_tensor
@@ -64,6 +65,23 @@ def tiny_config(tmp_path: Path, data_path: Path, **sections) -> dict:
         else:
             config[section] = values
     return config
+
+
+def write_run_config(tmp_path: Path, name: str, train: dict, model: dict) -> Path:
+    """``tmp_path/<name>.yaml``: a tiny config on the synthetic pairs, its run in ``tmp_path/<name>``
+    and its prepared data shared by every run of the test; ``train`` and ``model`` update it."""
+    data = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
+    raw = tiny_config(
+        tmp_path,
+        data,
+        run_dir=str(tmp_path / name),
+        data={"prepared_dir": str(tmp_path / "prepared")},
+        train=train,
+        model=model,
+    )
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
 
 
 def model_config(dim: int = 16, dropout: float = 0.0, **overrides) -> ModelConfig:

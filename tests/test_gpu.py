@@ -23,7 +23,7 @@ from nmt.cli import app
 from nmt.core.device import BF16, FLOAT32, mps_available, select_precision
 from nmt.train import trainer as trainer_module
 
-from .helpers import model_config, small_model, synthetic_pairs, tiny_config, write_anki
+from .helpers import model_config, small_model, write_run_config
 from .test_device import batch_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,18 +42,7 @@ pytestmark = pytest.mark.gpu
 
 
 def write_config(tmp_path: Path, name: str, **train) -> Path:
-    data = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
-    raw = tiny_config(
-        tmp_path,
-        data,
-        run_dir=str(tmp_path / name),
-        data={"prepared_dir": str(tmp_path / "prepared")},
-        train={"epochs": 2, "batch_size": 16, **train},
-        model={"dropout": 0.2},
-    )
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    return path
+    return write_run_config(tmp_path, name, {"epochs": 2, "batch_size": 16, **train}, {"dropout": 0.2})
 
 
 def nmt(*args: str) -> str:

@@ -88,12 +88,19 @@ class Ranking:
 
     def coverage(self, attention_sums: torch.Tensor) -> float:
         """cp of one hypothesis: attention_sums (source length,) = its attention summed over steps."""
-        return self.coverage_penalty * attention_sums.clamp(min=1e-6, max=1.0).log().sum().item()
+        return self.coverage_penalty * coverage_logs(attention_sums).item()
 
     def score(self, log_prob: float, length: int, penalty: float = 0.0) -> float:
         """The ranking score, given the hypothesis's coverage penalty (beam search computes
         them for all rows at once on the device: ``_Beams.coverage_logs``)."""
         return log_prob / self.length_norm(length) + penalty
+
+
+def coverage_logs(sums: torch.Tensor, padding: torch.Tensor | None = None) -> torch.Tensor:
+    """Σ_i log min(Σ_j a_ij, 1) over the last dimension of ``sums`` (attention summed over the
+    steps), floored at 1e-6; positions where ``padding`` is True add nothing. cp over β."""
+    capped = sums.clamp(min=1e-6, max=1.0)
+    return (capped if padding is None else capped.masked_fill(padding, 1.0)).log().sum(-1)
 
 
 def block_repeats(logits: torch.Tensor, history: torch.Tensor, max_span: int) -> None:
@@ -274,7 +281,7 @@ class _Beams:
         if self.coverage is None or self.padding is None:
             return torch.zeros(rows.size(0), device=rows.device)
         sums = self.coverage[rows] if weights is None else self.coverage[rows] + weights[rows]
-        return sums.clamp(min=1e-6, max=1.0).masked_fill(self.padding[rows], 1.0).log().sum(1)
+        return coverage_logs(sums, self.padding[rows])
 
     def done(self, row: int, best_ended: bool, beam_size: int, n_best: int) -> bool:
         """Whether the sentence of ``row`` needs no more steps."""

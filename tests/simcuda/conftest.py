@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
-from ..helpers import synthetic_pairs, tiny_config, write_anki
+from ..helpers import write_run_config
 from .simulator import SimulatedCuda, SimulatedDevice, shim_loaded
 
 DEVICE = SimulatedDevice(capability=(8, 0))
@@ -37,15 +36,5 @@ def simulated():
 
 
 def write_config(tmp_path: Path, name: str = "run", model: dict | None = None, **train) -> Path:
-    data = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
-    raw = tiny_config(
-        tmp_path,
-        data,
-        run_dir=str(tmp_path / name),
-        data={"prepared_dir": str(tmp_path / "prepared")},
-        train={"epochs": 1, "batch_size": 16, "loader_workers": 0, **train},
-        model={"dropout": 0.0, **(model or {})},
-    )
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    return path
+    train = {"epochs": 1, "batch_size": 16, "loader_workers": 0, **train}
+    return write_run_config(tmp_path, name, train, {"dropout": 0.0, **(model or {})})

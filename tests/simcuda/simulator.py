@@ -172,7 +172,6 @@ class SimulatedCuda(TorchDispatchMode):
     strict: bool = True
     allowed_syncs: Iterable[str] = ()
     syncs: list[HostSync] = field(default_factory=list)
-    ops: int = 0
     dtype_ops: Counter = field(default_factory=Counter)  # cuda results by dtype: autocast at work
 
     def __post_init__(self) -> None:
@@ -193,14 +192,10 @@ class SimulatedCuda(TorchDispatchMode):
         if self.strict and function not in self.allowed:
             raise HostSyncError(f"host sync ({op}) at {where} ({function}): the GPU would wait for the host here")
 
-    def syncs_at(self, prefix: str = "nmt/") -> list[HostSync]:
-        return [s for s in self.syncs if s.where.startswith(prefix)]
-
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in METADATA:
             return CudaTensor.__torch_dispatch__(func, types, args, kwargs)
-        self.ops += 1
         on_cuda, on_cpu = tensors_by_device((args, kwargs))
         target = target_device(func, args, kwargs)
         if on_cuda and on_cpu and func not in MIXED_ALLOWED:
