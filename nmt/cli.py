@@ -246,12 +246,14 @@ def init(
     tgt_lang: Annotated[
         str, typer.Option("--tgt-lang", help="The target's language code (default: from the file names).")
     ] = "",
+    init_from: InitFromOption = None,
 ) -> None:
     """Write a first config for your corpus: it counts pairs, sources and lengths, finds the scripts, and picks
-    the recipe measured for a corpus of that size on this machine."""
+    the recipe measured for a corpus of that size on this machine (with --init-from: the recipe that continues
+    that model, beside its own corpus where its target shares your target's script)."""
     from nmt.pipelines.init import init_config
 
-    path, text = init_config(data, to, minutes, src_lang, tgt_lang)
+    path, text = init_config(data, to, minutes, src_lang, tgt_lang, init_from or "")
     typer.echo(text.rstrip())
     typer.echo(f"\nWrote {path}. Next: nmt prepare --config {path} && nmt train --config {path}")
 

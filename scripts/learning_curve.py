@@ -31,7 +31,7 @@ CARVED = ["data.dev_size=200", "data.test_size=400"]
 # recipe -> (config, overrides): the shipped eng-mar CPU recipe, and the one eng-hin ships
 RECIPES = {
     "eng-mar CPU recipe": ("configs/eng-mar-cpu.yaml", []),
-    "eng-hin recipe (input feeding, 2,000 pieces)": ("configs/eng-hin.yaml", ["data.tgt_lang=mr"]),
+    "eng-hin recipe (input feeding, 2,000 pieces)": ("configs/eng-hin-scratch.yaml", ["data.tgt_lang=mr"]),
 }
 HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi"]
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import statistics
 import sys
+from functools import partial
 from pathlib import Path
 
 from nmt.config.paths import RunPaths, prepared_paths, run_paths
@@ -227,16 +229,20 @@ RECIPES = {  # shipped config -> (the base it was measured from, its variant)
 }
 
 
+def folder_part(override: str) -> str:
+    """An override as part of a folder name: one level, and plain text a config's YAML reads as a
+    string (``data.related={mr: FILE}`` would read as a mapping)."""
+    return re.sub(r"[^\w.,+-]", "_", override.replace("=", ""))
+
+
 def prepared_dir(runs: Path, overrides: list[str]) -> Path:
-    """Runs share prepared data unless they change the tokenizer or the data."""
-    changes = [o for o in overrides if o.startswith(("tokenizer.", "data."))]
-    return runs / "-".join(
-        ["data", *(o.removeprefix("tokenizer.").replace("=", "").replace("/", "_") for o in changes)]
-    )
+    """Runs share prepared data unless they change the tokenizer, the data or the parent."""
+    changes = [o for o in overrides if o.startswith(("tokenizer.", "data.", "init_from="))]
+    return runs / "-".join(["data", *(folder_part(o.removeprefix("tokenizer.")) for o in changes)])
 
 
 def train_run(base: str, overrides: list[str], seed: int, minutes: float, runs: Path, device) -> Path:
-    key = "-".join(o.replace("=", "").replace("/", "_") for o in overrides) or "baseline"  # one folder level
+    key = "-".join(folder_part(o) for o in overrides) or "baseline"  # one folder level
     if len(key) > 245:  # a file name (key-seedN) holds 255 bytes: keep the start readable, hash the rest
         key = f"{key[:225]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     run_dir = runs / f"{key}-seed{seed}"
@@ -358,16 +364,39 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     for name in args.variants:
         train_overrides, decode_overrides = VARIANTS[name]
-        rows = [row for row in results.get(name, []) if row["seed"] not in args.seeds]  # other seeds' runs stay
-        for seed in args.seeds:
-            print(f"== {name}, seed {seed}", file=sys.stderr, flush=True)
-            run_dir = train_run(args.config, train_overrides, seed, args.minutes, runs, device)
-            rows.append({"seed": seed, **evaluate_run(args.config, run_dir, train_overrides, decode_overrides, device)})
-            print(f"   test BLEU {rows[-1]['bleu']:.2f}, chrF {rows[-1]['chrf']:.2f}", file=sys.stderr, flush=True)
-        results[name] = sorted(rows, key=lambda row: row["seed"])
-        write_text_atomic(results_path, json.dumps(results, indent=2, ensure_ascii=False))
+        measure = partial(
+            trained_and_scored, args.config, train_overrides, decode_overrides, args.minutes, runs, device, samples=8
+        )
+        measure_seeds(name, args.seeds, measure, results, results_path)
     print(table(results, [n for n in VARIANTS if n in results], args.minutes))
     return 0
+
+
+def trained_and_scored(
+    config: str,
+    overrides: list[str],
+    decode_overrides: list[str],
+    minutes: float,
+    runs: Path,
+    device,
+    seed: int,
+    samples: int = 12,
+) -> dict:
+    """One run of ``config`` with ``overrides`` and ``seed`` (reused when done), scored on its test set."""
+    run_dir = train_run(config, overrides, seed, minutes, runs, device)
+    return evaluate_run(config, run_dir, overrides, decode_overrides, device, samples=samples)
+
+
+def measure_seeds(name: str, seeds: list[int], measure, results: dict, results_path: Path) -> None:
+    """Variant ``name`` with each seed (``measure(seed)``: its result row), beside the rows of
+    other seeds measured before; results.json written after each variant."""
+    rows = [row for row in results.get(name, []) if row["seed"] not in seeds]  # other seeds' runs stay
+    for seed in seeds:
+        print(f"== {name}, seed {seed}", file=sys.stderr, flush=True)
+        rows.append({"seed": seed, **measure(seed)})
+        print(f"   test BLEU {rows[-1]['bleu']:.2f}, chrF {rows[-1]['chrf']:.2f}", file=sys.stderr, flush=True)
+    results[name] = sorted(rows, key=lambda row: row["seed"])
+    write_text_atomic(results_path, json.dumps(results, indent=2, ensure_ascii=False))
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from quality import evaluate_run, study_arguments, table, train_run
+from quality import measure_seeds, study_arguments, table, train_run, trained_and_scored
 
 from nmt.core.device import select_device
-from nmt.core.fileio import write_text_atomic
 from nmt.data.references import read_references
 
 HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi", "data.dev_size=200", "data.test_size=400"]
@@ -50,14 +50,14 @@ class Variant:
 
 
 # name -> variant; runs of one variant share their prepared data. The eng-mar CPU recipe on
-# eng-hin (HINDI) is what configs/eng-hin.yaml ships, and with a parent, configs/eng-hin-transfer.yaml.
+# eng-hin (HINDI) is what configs/eng-hin-scratch.yaml ships, and with a parent, configs/eng-hin.yaml.
 VARIANTS: dict[str, Variant] = {
     "scratch, the eng-mar CPU recipe": Variant(PARENT_CONFIG, HINDI),
-    "scratch, regularised harder": Variant("configs/eng-hin.yaml", REGULARISED),
-    "transfer, configs/eng-hin-transfer.yaml": Variant(PARENT_CONFIG, HINDI, parent=[]),
-    "transfer, regularised harder": Variant("configs/eng-hin-transfer.yaml", REGULARISED, parent=[]),
+    "scratch, regularised harder": Variant("configs/eng-hin-scratch.yaml", REGULARISED),
+    "transfer, configs/eng-hin.yaml": Variant(PARENT_CONFIG, HINDI, parent=[]),
+    "transfer, regularised harder": Variant("configs/eng-hin.yaml", REGULARISED, parent=[]),
     "transfer, the parent's Marathi tokenizer too": Variant(
-        "configs/eng-hin-transfer.yaml", ["tokenizer.parent_vocab=parent"], parent=[]
+        "configs/eng-hin.yaml", ["tokenizer.parent_vocab=parent"], parent=[]
     ),
     "eng-mar continued on its own data": Variant(
         PARENT_CONFIG, ["train.learning_rate=0.0005", "train.lr_hold=0.0"], parent=[]
@@ -69,13 +69,13 @@ VARIANTS: dict[str, Variant] = {
     "transfer, input feeding added to the parent": Variant(PARENT_CONFIG, [*HINDI, *FEEDING], parent=[]),
     # mixed fine-tuning (docs/small-data.md): the parent continues on eng-hin beside eng-mar, tagged
     "mixed fine-tuning, eng-hin x6 beside eng-mar": Variant(
-        "configs/eng-hin-transfer.yaml", [*RELATED, "data.oversample=6"], parent=[]
+        "configs/eng-hin.yaml", [*RELATED, "data.oversample=6"], parent=[]
     ),
     "mixed fine-tuning, eng-hin x12 beside eng-mar": Variant(
-        "configs/eng-hin-transfer.yaml", [*RELATED, "data.oversample=12"], parent=[]
+        "configs/eng-hin.yaml", [*RELATED, "data.oversample=12"], parent=[]
     ),
     "mixed fine-tuning, eng-hin x3 beside 3,000 eng-mar pairs": Variant(
-        "configs/eng-hin-transfer.yaml", [*RELATED, "data.oversample=3", "data.related_pairs=3000"], parent=[]
+        "configs/eng-hin.yaml", [*RELATED, "data.oversample=3", "data.related_pairs=3000"], parent=[]
     ),
 }
 
@@ -97,24 +97,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parents = Path(args.runs) / "parents"  # shared by every transfer variant: one parent per seed
     for name in args.variants:
-        variant = VARIANTS[name]
         runs = Path(args.runs) / slug(name)
-        rows = [row for row in results.get(name, []) if row["seed"] not in args.seeds]
-        for seed in args.seeds:
-            overrides = variant.overrides
-            if variant.parent is not None:
-                print(f"== the parent of {name}, seed {seed}", file=sys.stderr, flush=True)
-                parent = train_run(PARENT_CONFIG, variant.parent, seed, args.minutes, parents, device)
-                overrides = [*overrides, f"init_from={parent}"]
-            print(f"== {name}, seed {seed}", file=sys.stderr, flush=True)
-            run_dir = train_run(variant.config, overrides, seed, args.minutes, runs, device)
-            row = {"seed": seed, **evaluate_run(variant.config, run_dir, overrides, [], device, samples=12)}
-            rows.append(row)
-            print(f"   test BLEU {row['bleu']:.2f}, chrF {row['chrf']:.2f}", file=sys.stderr, flush=True)
-        results[name] = sorted(rows, key=lambda row: row["seed"])
-        write_text_atomic(results_path, json.dumps(results, indent=2, ensure_ascii=False))
+        measure = partial(child_of_its_parent, VARIANTS[name], args.minutes, runs, parents, device)
+        measure_seeds(name, args.seeds, measure, results, results_path)
     print(table(results, [n for n in VARIANTS if n in results], args.minutes))
     return 0
+
+
+def child_of_its_parent(variant: Variant, minutes: float, runs: Path, parents: Path, device, seed: int) -> dict:
+    """The variant trained with ``seed`` (a transfer variant after its parent of the same seed) and scored."""
+    overrides = variant.overrides
+    if variant.parent is not None:
+        print(f"   its parent, seed {seed}", file=sys.stderr, flush=True)
+        parent = train_run(PARENT_CONFIG, variant.parent, seed, minutes, parents, device)
+        overrides = [*overrides, f"init_from={parent}"]
+    return trained_and_scored(variant.config, overrides, [], minutes, runs, device, seed)
 
 
 def side_by_side(results: dict, names: list[str], runs: str = "runs/transfer", count: int = 12) -> str:

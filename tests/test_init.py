@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from nmt.config.schema import load_config
 from nmt.core.errors import NmtError
@@ -17,7 +18,7 @@ from nmt.pipelines.init import init_config, language_of, recipe_for
 from nmt.pipelines.prepare import prepare
 from nmt.train.trainer import build_trainer
 
-from .helpers import synthetic_pairs, write_anki
+from .helpers import synthetic_pairs, tiny_config, write_anki
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_HINDI = ROOT.parent / "shared" / "data" / "eng-hin" / "hin.txt"
@@ -64,7 +65,7 @@ def test_the_shared_eng_hin_file_gets_the_small_corpus_recipe_and_the_related_co
     config = load_config(tmp_path / "hin.yaml")
     assert (config.data.tgt_lang, config.model.input_feeding) == ("hi", True)
     assert "the header row 'Eng\\tHin\\tOth'" in text and "devanagari" in text
-    assert "# init_from: runs/eng-mar-cpu" in text  # the shipped Marathi corpus shares the script
+    assert "--init-from runs/eng-mar-cpu" in text  # the shipped Marathi corpus shares the script
     prepares_and_trains(tmp_path / "hin.yaml", tmp_path)
 
 
@@ -102,3 +103,40 @@ def test_a_bad_file_is_named_with_its_line_and_nothing_is_overwritten(tmp_path):
 def test_languages_from_file_names_and_recipes_by_size():
     assert [language_of(n) for n in ("hin.txt", "hin-eng.zip", "train.mr", "notes.txt")] == ["hi", "hi", "mr", ""]
     assert [recipe_for(n).name for n in (2_549, 33_725, 500_000)] == ["small-corpus", "CPU", "large-corpus"]
+
+
+def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus(tmp_path):
+    """--init-from: the parent's model settings (the transfer recipe), and, its target being
+    another language in the target's script, its own corpus as a related one in comments whose
+    keys, added to their sections, give a config that prepares and trains as the parent's child."""
+    from nmt.config.schema import config_from_dict
+
+    parent_data = write_anki(tmp_path / "mar.txt", synthetic_pairs(seed=0))
+    parent_raw = tiny_config(tmp_path, parent_data, run_dir=str(tmp_path / "parent"))
+    parent_raw["data"]["tgt_lang"] = "mr"
+    parent = config_from_dict(parent_raw)
+    prepare(parent, log=lambda _: None, show_bar=False)
+    build_trainer(parent, torch.device("cpu"), show_bar=False, echo=False).run()
+    hindi = write_anki(tmp_path / "hin.txt", [(s, t.replace("पाणी", "पानी")) for s, t in synthetic_pairs(seed=1)])
+    path, text = init_config([hindi], tmp_path / "hin.yaml", init_from=str(tmp_path / "parent"))
+    config = load_config(path)
+    assert config.init_from == str(tmp_path / "parent") and config.model == parent.model  # the parent's settings
+    assert config.data.related == {} and f"Started from {tmp_path / 'parent'} (en-mr)" in text
+    offered = {}  # the commented keys, added to their sections
+    for line in text.splitlines():
+        if line.startswith(("#   data: ", "#   train: ")):
+            offered.update(yaml.safe_load(line.removeprefix("#   ")))
+    raw = yaml.safe_load(text)
+    for section, values in offered.items():
+        raw[section].update(values)
+    raw |= {"run_dir": str(tmp_path / "child")}
+    raw["data"] |= {"max_pairs": 300, "dev_size": 10, "test_size": 10}
+    raw["train"] |= {"epochs": 2, "max_minutes": 0, "probes": 0}
+    child = config_from_dict(raw)
+    assert child.data.related == {"mr": str(parent_data)} and child.data.oversample == 3
+    assert (child.train.related_per_epoch, child.train.related_until) == (3000, 0.6)
+    prepare(child, log=lambda _: None, show_bar=False)
+    assert build_trainer(child, torch.device("cpu"), show_bar=False, echo=False).run().epoch == 2
+    latin = write_anki(tmp_path / "fra.txt", [(s, "bonjour le monde") for s, _ in synthetic_pairs(seed=1)])
+    _, text = init_config([latin], tmp_path / "fr.yaml", init_from=str(tmp_path / "parent"), tgt_lang="fr")
+    assert "related" not in text and "init_from" in text  # another script: the parent alone, no related corpus

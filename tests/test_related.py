@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.paths import prepared_paths
+from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.schema import config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines
@@ -96,3 +96,43 @@ def test_the_related_keys_are_checked_and_leave_a_single_target_config_as_it_was
     assert config.data.targets == ["hi"]
     prepare(config, log=lambda _: None, show_bar=False)
     assert not any(s.startswith("<2") for s in read_lines(prepared_paths(config).text("train", "src")))
+
+
+def test_an_epoch_draws_related_pairs_afresh_and_a_last_phase_trains_the_pair_alone(tmp_path):
+    from nmt.config.schema import TrainConfig
+    from nmt.data.tokenizer import target_tag
+    from nmt.train.data import epoch_examples
+
+    config = config_from_dict(related_config(tmp_path, epochs=4, related_until=0.5, related_per_epoch=5))
+    prepare(config, log=lambda _: None, show_bar=False)
+    trainer = build_trainer(config, torch.device("cpu"), show_bar=False, echo=False)
+    data, lead = trainer.data, target_tag("hi")
+    src = read_lines(prepared_paths(config).text("train", "src"))
+    own_rows = {row for row, line in enumerate(src) if line.startswith(f"{lead} ")}
+    assert int(data.own.sum()) == len(own_rows) > 0  # this pair's pairs, oversampled ones counted
+
+    def rows(epoch: int, own_only: bool = False, **cfg) -> list[int]:
+        examples = epoch_examples(data, trainer.src_tok, trainer.tgt_tok, TrainConfig(**cfg), epoch, own_only)
+        return [int(row) for row in examples.kept]
+
+    first, again, second = rows(1, related_per_epoch=5), rows(1, related_per_epoch=5), rows(2, related_per_epoch=5)
+    for drawn in (first, second):
+        assert own_rows <= set(drawn) and len(set(drawn) - own_rows) == 5  # all of the pair's, 5 related ones
+    assert first == again and set(first) != set(second)  # seeded by the epoch: drawn afresh each epoch
+    assert set(rows(1, own_only=True)) == own_rows
+    assert len(rows(1)) == len(data.train)  # neither key: every prepared pair
+    progress = trainer.run()
+    assert progress.own_pair_since == 3  # half of 4 epochs spent when epoch 3 starts
+    assert "Epoch 3 on: this pair's" in run_paths(config).train_log.read_text(encoding="utf-8")
+
+
+def test_the_related_schedule_needs_related_corpora(tmp_path):
+    raw = related_config(tmp_path, related_until=0.5)
+    raw["data"]["related"] = {}
+    with pytest.raises(NmtError, match=r"'train.related_until' chooses which related pairs .* names no related corpus"):
+        config_from_dict(raw)
+    raw = related_config(tmp_path, related_per_epoch=10, subword_sampling=0.1)
+    with pytest.raises(NmtError, match=r"'train.related_per_epoch' works on the prepared segmentation"):
+        config_from_dict(raw)
+    with pytest.raises(NmtError, match=r"train.related_until"):
+        config_from_dict(related_config(tmp_path, related_until=1.5))

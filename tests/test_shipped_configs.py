@@ -2,6 +2,7 @@
 
 import dataclasses
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,31 @@ def test_a_config_with_a_parent_has_its_parents_architecture(path):
     parents = [p for p in sorted((ROOT / "configs").rglob("*.yaml")) if load_config(p).run_dir == child.init_from]
     assert parents, f"{path.name}: init_from {child.init_from} is no shipped config's run_dir"
     assert architecture_differences(load_config(parents[0]), child) == [], parents[0].name
+
+
+def small_data_script():
+    sys.path.insert(0, str(ROOT / "scripts"))  # it imports its siblings quality and transfer
+    try:
+        spec = importlib.util.spec_from_file_location("small_data", ROOT / "scripts" / "small_data.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["small_data"] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return module
+
+
+@pytest.mark.parametrize("config", sorted(small_data_script().RECIPES))
+def test_eng_hin_configs_are_the_measured_variant(config):
+    """What scripts/small_data.py trained (configs/eng-hin.yaml plus the variant's overrides, from
+    runs/eng-mar-cpu) is what the config file says, except the driver's run settings."""
+    study = small_data_script()
+    variant = study.VARIANTS[study.RECIPES[config]]
+    measured = dataclasses.asdict(load_config(ROOT / study.CONFIG, [*variant.overrides, "init_from=runs/eng-mar-cpu"]))
+    shipped = dataclasses.asdict(load_config(ROOT / config))
+    assert shipped["train"]["max_minutes"] == variant.minutes
+    for values in (measured, shipped):
+        values.pop("run_dir")
+        for key in ("epochs", "max_minutes", "seed"):
+            values["train"].pop(key)
+    assert shipped == measured

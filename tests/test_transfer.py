@@ -248,8 +248,9 @@ SHARED_HINDI = Path(__file__).resolve().parents[2] / "shared" / "data" / "eng-hi
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_HINDI.is_file(), reason="../shared/data/eng-hin/hin.txt is not beside the checkout")
 def test_the_shipped_eng_hin_configs_prepare_and_train_on_the_shared_file(tmp_path, parent_run):
-    """configs/eng-hin.yaml and configs/eng-hin-transfer.yaml on the real 2,549-pair file, with
-    the model cut to the tiny parent's size so that the run takes seconds."""
+    """configs/eng-hin-scratch.yaml, configs/eng-hin.yaml and configs/eng-hin-mixed.yaml (beside
+    the shipped eng-mar corpus) on the real 2,549-pair file, with the model cut to the tiny
+    parent's size so that the run takes seconds."""
     root = Path(__file__).resolve().parents[1]
     parent_model = yaml.safe_load((parent_run / "config.yaml").read_text(encoding="utf-8"))["model"]
     sizes = (
@@ -262,13 +263,42 @@ def test_the_shipped_eng_hin_configs_prepare_and_train_on_the_shared_file(tmp_pa
         "input_feeding",
     )
     tiny = [f"model.{key}={str(parent_model[key]).lower()}" for key in sizes]
-    for name, extra in (("eng-hin", []), ("eng-hin-transfer", [f"init_from={parent_run}"])):
-        overrides = [*tiny, *extra, f"run_dir={tmp_path / name}", f"data.path={SHARED_HINDI}", "train.max_minutes=0.1"]
+    budget = ["train.max_minutes=0.1"]
+    alone_at_3 = ["train.max_minutes=0", "train.epochs=3", "train.probes=0"]  # epoch 3 starts past 60 %: alone
+    runs = [("eng-hin-scratch", budget), ("eng-hin", [f"init_from={parent_run}", *budget])]
+    for name, extra in [*runs, ("eng-hin-mixed", [f"init_from={parent_run}", *alone_at_3])]:
+        overrides = [*tiny, *extra, f"run_dir={tmp_path / name}", f"data.path={SHARED_HINDI}"]
         sets = [part for override in overrides for part in ("--set", override)]
         config = str(root / "configs" / f"{name}.yaml")
         prepared = nmt("prepare", "--config", config, *sets)
         assert "Skipped the header row" in prepared or "header" in prepared.lower()
         nmt("train", "--config", config, *sets)
         assert (tmp_path / name / "checkpoints" / "best.pt").is_file()
-    child = torch.load(tmp_path / "eng-hin-transfer" / "checkpoints" / "best.pt", weights_only=True)
+    child = torch.load(tmp_path / "eng-hin" / "checkpoints" / "best.pt", weights_only=True)
     assert child["parent"]["pair"] == "en-mr"
+    mixed = (tmp_path / "eng-hin-mixed" / "train.log").read_text(encoding="utf-8")
+    assert "tgt vocabulary new: " in mixed and "Epoch " in mixed and "training pairs alone" in mixed
+
+
+def test_a_mixed_child_keeps_the_parents_vocabularies_extended(tmp_path, parent_run):
+    """Related corpora from a parent of the related target (mixed fine-tuning): the source is the
+    parent's tokenizer with the tags appended, the target the parent's with the pair's own pieces
+    appended; every parent piece keeps its id, so its rows carry over whole."""
+    parent = load_parent(parent_run)
+    related = write_anki(tmp_path / "mar.tsv", synthetic_pairs(seed=2))
+    trainer = child_trainer(tmp_path, parent_run, data={"related": {"mr": str(related)}, "oversample": 2})
+    src_tok, tgt_tok = trainer.src_tok, trainer.tgt_tok
+    assert src_tok.vocab_size == parent.src_tok.vocab_size + 2  # <2hi>, <2mr>
+    assert src_tok.piece_ids(["<2hi>", "<2mr>"]) == [parent.src_tok.vocab_size, parent.src_tok.vocab_size + 1]
+    english = "I see the tea ."
+    assert (
+        src_tok.encode([f"<2hi> {english}"])[0][-len(parent.src_tok.encode([english])[0]) :]
+        == (parent.src_tok.encode([english])[0])
+    )  # the English after the tag is cut as the parent cut it
+    parent_pieces = parent.tgt_tok.id_to_piece(list(range(parent.tgt_tok.vocab_size)))
+    assert tgt_tok.id_to_piece(list(range(parent.tgt_tok.vocab_size))) == parent_pieces
+    assert tgt_tok.vocab_size > parent.tgt_tok.vocab_size  # Hindi's own pieces, appended
+    state = trainer.model.state_dict()
+    for name, side in (("encoder.embedding.weight", "src"), ("decoder.output.weight", "tgt")):
+        rows = parent.tokenizer(side).vocab_size
+        assert torch.equal(state[name][:rows], parent.weights[name]), name

@@ -162,7 +162,7 @@ def test_a_budget_too_short_for_a_validation_is_refused(tmp_path):
 def test_the_documented_search_spaces_are_valid():
     """docs/tuning.md's worked example and the default space both pass the checks."""
     root = Path(__file__).resolve().parents[1]
-    config = load_config(root / "configs" / "eng-hin.yaml")
+    config = load_config(root / "configs" / "eng-hin-scratch.yaml")
     example = yaml.safe_load((root / "docs" / "tuning" / "space.yaml").read_text(encoding="utf-8"))
     assert [p.key for p in tune_module.parse_space(example, config)] == list(example)
     space = tune_module.default_space()

@@ -154,6 +154,12 @@ class TrainConfig:
     # (nmt/data/curriculum.py)
     curriculum_epochs: float = 0.0
     max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
+    # with related corpora (data.related): each epoch draws this many of their pairs afresh beside
+    # all of this pair's (0 = all of them every epoch): more of the related corpus seen in a budget
+    related_per_epoch: int = 0
+    # with related corpora: from the first epoch that starts past this share of the run (budget or
+    # epochs), this pair's pairs only, a last phase on the user's pair alone (1 = related to the end)
+    related_until: float = 1.0
     patience: int = 5  # early stopping: validations without a better dev BLEU (0 = none: train to the end)
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
     # budget: linear decay over the run, i.e. train.max_minutes or train.epochs, whichever ends it first
@@ -316,6 +322,8 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.concat_pairs": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
     "train.curriculum_epochs": (lambda v: v >= 0.0, "a number >= 0 (0 = off)"),
     "train.max_len": _POSITIVE,
+    "train.related_per_epoch": _NON_NEGATIVE,
+    "train.related_until": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (1 = related corpora to the end)"),
     "train.patience": _NON_NEGATIVE,
     "train.max_minutes": _NON_NEGATIVE,
     "train.validation_sentences": _NON_NEGATIVE,
@@ -528,6 +536,7 @@ def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
     if not config.run_dir:
         config.run_dir = default_run_dir
     check_data_sources(config.data)
+    check_related_schedule(config)
     if config.tokenizer.joint and config.tokenizer.src_vocab_size != config.tokenizer.tgt_vocab_size:
         raise NmtError(
             "tokenizer.joint=true trains one vocabulary for both languages: set tokenizer.src_vocab_size and "
@@ -535,6 +544,26 @@ def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
             f"{config.tokenizer.tgt_vocab_size})."
         )
     return config
+
+
+def check_related_schedule(config: Config) -> None:
+    """train.related_per_epoch and train.related_until choose among the prepared pairs of a model
+    of several targets: they need related corpora, and the prepared segmentation."""
+    train = config.train
+    asked = {"related_per_epoch": train.related_per_epoch > 0, "related_until": train.related_until < 1.0}
+    chosen = [key for key, on in asked.items() if on]
+    if not chosen:
+        return
+    keys = " and ".join(f"'train.{key}'" for key in chosen)
+    if not config.data.related:
+        raise NmtError(
+            f"Config key {keys} chooses which related pairs an epoch trains on, but 'data.related' names no related "
+            "corpus: set data.related (e.g. {mr: data/eng-mar/mar.txt}) or leave the key out."
+        )
+    if train.subword_sampling:
+        raise NmtError(
+            f"Config key {keys} works on the prepared segmentation, not with 'train.subword_sampling': set one of them."
+        )
 
 
 def check_data_sources(data: DataConfig) -> None:

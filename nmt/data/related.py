@@ -7,7 +7,9 @@ pairs ``data.oversample`` times, then every related corpus's pairs, each source 
 left out (the test stays unseen, and the report counts them). Dev, test and the best
 checkpoint stay the pair's own. The tokenizers learn from a balanced sample: as many sentences
 of each related corpus as of the pair, so the pair's target has its own pieces in a shared
-vocabulary.
+vocabulary (from a parent of a related target, its tokenizers extended instead:
+``nmt.runtime.parent.related_child_tokenizers``). Which related pairs an epoch trains on
+(``train.related_per_epoch``, ``train.related_until``) is the trainer's: ``nmt.train.data``.
 """
 
 from __future__ import annotations

@@ -132,6 +132,10 @@ class ShardPairs(Sequence):
         fits = (self.src.lengths[self.kept] <= max_len) & (self.tgt.lengths[self.kept] <= max_len)
         return ShardPairs(self.src, self.tgt, self.kept[fits])
 
+    def subset(self, positions: np.ndarray) -> ShardPairs:
+        """The pairs at ``positions`` (indices into these pairs), in that order."""
+        return ShardPairs(self.src, self.tgt, self.kept[positions])
+
     def lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """(source lengths, target lengths) of the pairs, in order."""
         return self.src.lengths[self.kept], self.tgt.lengths[self.kept]

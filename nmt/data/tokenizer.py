@@ -6,6 +6,7 @@ no input (any script, emoji, control character) ever maps to ``<unk>``.
 
 from __future__ import annotations
 
+import importlib
 import io
 from collections.abc import Iterator, Sequence
 from itertools import islice
@@ -66,6 +67,37 @@ def train_sentencepiece(
     except RuntimeError as exc:
         raise NmtError(f"SentencePiece training for {model_path} failed: {exc}") from None
     save_atomic(model_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
+
+
+def extend_sentencepiece(
+    base: Tokenizer, model_path: str | Path, symbols: Sequence[str] = (), pieces_of: Tokenizer | None = None
+) -> int:
+    """Write ``base``'s model with pieces appended, every piece of ``base`` keeping its id (so
+    a parent's embedding rows stay where they are): ``symbols`` as pieces of their own, never
+    cut (target tags), then each normal piece of ``pieces_of`` that ``base`` lacks, with its
+    score (a unigram model's log-probability: the Viterbi cut of ``pieces_of``'s language then
+    takes its own pieces where they beat ``base``'s). The number of pieces added."""
+    model_pb2 = importlib.import_module("sentencepiece.sentencepiece_model_pb2")  # the model file's schema
+
+    model = model_pb2.ModelProto()
+    model.ParseFromString(base.path.read_bytes())
+    have = {piece.piece for piece in model.pieces}
+    added = 0
+    for symbol in symbols:
+        if symbol not in have:
+            model.pieces.add(piece=symbol, score=0.0, type=model_pb2.ModelProto.SentencePiece.USER_DEFINED)
+            have.add(symbol)
+            added += 1
+    if pieces_of is not None:
+        other = model_pb2.ModelProto()
+        other.ParseFromString(pieces_of.path.read_bytes())
+        for piece in other.pieces:
+            if piece.type == model_pb2.ModelProto.SentencePiece.NORMAL and piece.piece not in have:
+                model.pieces.add(piece=piece.piece, score=piece.score, type=piece.type)
+                have.add(piece.piece)
+                added += 1
+    save_atomic(model_path, lambda tmp: tmp.write_bytes(model.SerializeToString()))
+    return added
 
 
 def encoded_lines(

@@ -33,7 +33,7 @@ from nmt.data.streaming import Distribution, Survey, carve, carved_references, d
 from nmt.data.tokenizer import Tokenizer, encoded_lines, train_sentencepiece
 from nmt.pipelines.distill import distill_training_targets, teacher_sha256
 from nmt.runtime.checkpoint import model_differences
-from nmt.runtime.parent import Parent, child_tokenizers, load_parent
+from nmt.runtime.parent import Parent, child_tokenizers, load_parent, related_child_tokenizers
 
 FORMAT_VERSION = 4  # 3: token-id shards; 4: shards written as they are encoded
 MAX_PROBLEMS_SHOWN = 10
@@ -127,6 +127,8 @@ def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> st
         # a parent's tokenizers decide the child's: another parent, another preparation
         "parent_spm": [parent.src_tok.sha256, parent.tgt_tok.sha256] if parent else None,
     }
+    if parent and config.data.related:  # the parent's tokenizers extended (before: new ones)
+        payload["related_vocab"] = "parent-extended"
     if config.data.distill_from:
         payload["teacher_sha256"] = teacher_sha256(config)  # another teacher, other training targets
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
@@ -198,7 +200,13 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
             paths.root.rmdir()  # a refused corpus leaves nothing behind
         raise
     mix = _training_text(config, paths, distribution, log, show_bar)
-    if parent is None or mix is not None:  # several targets: tokenizers of their own, with the tags
+    if (
+        parent is not None
+        and mix is not None
+        and related_child_tokenizers(config, paths, parent, distribution.sample, symbols(config.data), log)
+    ):  # several targets from a parent of one of them: its tokenizers, extended
+        src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+    elif parent is None or mix is not None:  # several targets: tokenizers of their own, with the tags
         src_tok, tgt_tok = _train_tokenizers(config, paths, distribution.sample, mix)
         related = f" and {len(mix.src_sample):,} related ones" if mix is not None else ""
         log(f"SentencePiece trained on {len(distribution.sample):,} training pairs{related}; encoding the splits.")

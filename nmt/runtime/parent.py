@@ -35,7 +35,7 @@ from nmt.config.paths import PackagePaths, PreparedPaths, RunPaths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import sha256_file
-from nmt.data.tokenizer import Tokenizer, train_sentencepiece
+from nmt.data.tokenizer import Tokenizer, extend_sentencepiece, train_sentencepiece
 from nmt.runtime.checkpoint import model_differences, translation_weights, upgrade_weight_names
 from nmt.runtime.loading import load_checked_checkpoint, load_package, load_run, load_tokenizers, read_manifest
 
@@ -168,6 +168,35 @@ def child_tokenizers(
         sentences = [p.src if side == "src" else p.tgt for p in sample]
         same = lang == parent.lang(side)
         _side_tokenizer(paths.spm(side), parent.tokenizer(side), same, sentences, vocab_size, config, lang, log)
+
+
+def related_child_tokenizers(
+    config: Config, paths: PreparedPaths, parent: Parent, sample: list, tags: list[str], log: Callable[[str], object]
+) -> bool:
+    """A child of several targets (data.related) that keeps its parent's vocabularies, extended:
+    the source the parent's with the target tags appended (every English piece keeps its id, so
+    the encoder's embeddings carry over whole), the target the parent's with the pieces of a new
+    model of this pair's target appended (the related target, the parent's own language, is cut
+    as the parent cut it; this pair's target gets pieces of its own). False where the parent
+    does not fit that shape (another source or target language, or one joint vocabulary): the
+    caller then trains new tokenizers on the balanced sample."""
+    data = config.data
+    if config.tokenizer.joint or parent.lang("src") != data.src_lang or parent.lang("tgt") not in data.related:
+        return False
+    added = extend_sentencepiece(parent.src_tok, paths.spm("src"), tags)
+    log(f"src: the parent's SentencePiece model ({parent.src_tok.vocab_size:,} pieces) with {added} target tags.")
+    own = paths.spm("tgt").with_suffix(".own")
+    tok = config.tokenizer
+    train_sentencepiece([p.tgt for p in sample], own, tok.tgt_vocab_size, tok.model_type, tok.character_coverage)
+    try:
+        added = extend_sentencepiece(parent.tgt_tok, paths.spm("tgt"), pieces_of=Tokenizer(own))
+    finally:
+        own.unlink(missing_ok=True)
+    log(
+        f"tgt: the parent's {parent.lang('tgt')} SentencePiece model ({parent.tgt_tok.vocab_size:,} pieces) with "
+        f"{added:,} pieces of a new {data.tgt_lang} one appended (each starts from the parent's pieces it is made of)."
+    )
+    return True
 
 
 def _side_tokenizer(

@@ -12,15 +12,15 @@ import torch
 
 from nmt.config.paths import prepared_paths
 from nmt.config.schema import Config, TrainConfig
-from nmt.core.fileio import read_lines
+from nmt.core.fileio import iter_lines, read_lines
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
 from nmt.data.curriculum import curriculum_order
 from nmt.data.references import ReferenceSet, read_references
 from nmt.data.related import source_tag
 from nmt.data.shards import Shard, ShardPairs
-from nmt.data.tokenizer import PAD_ID, Tokenizer, tagged
+from nmt.data.tokenizer import PAD_ID, Tokenizer, tagged, target_tag
 from nmt.train.distributed import Distributed
-from nmt.train.schedule import epoch_seeds, joined_pairs_seed
+from nmt.train.schedule import epoch_seeds, joined_pairs_seed, related_seed
 from nmt.train.state import STOP_SIGNALS
 
 
@@ -32,6 +32,8 @@ class TrainData:
     dev_references: list[list[str]]  # every reference of each distinct dev source
     skipped_long: int  # training pairs over train.max_len
     train_text: tuple[list[str], list[str]] = ([], [])  # every training pair as text, for subword sampling
+    # with related corpora: for each training example, whether it is this pair's own (None: one target)
+    own: np.ndarray | None = None
 
 
 def encode_pairs(src_tok: Tokenizer, tgt_tok: Tokenizer, src_lines: list[str], tgt_lines: list[str]) -> list[Example]:
@@ -60,7 +62,11 @@ def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> T
     if 0 < config.train.validation_sentences < len(dev_set.sources):
         dev_set, dev = validation_sample(dev_set, dev, read_lines(paths.text("dev", "src")), config.train)
     dev_sources = src_tok.encode(tagged(dev_set.sources, source_tag(config.data)))  # this pair's target's tag, if any
-    return TrainData(kept, dev, dev_sources, dev_set.references, len(train) - len(kept), train_text)
+    own = None
+    if config.data.related:  # this pair's sources lead with its target's tag (nmt/data/related.py)
+        lead = f"{target_tag(config.data.tgt_lang)} "
+        own = np.fromiter((line.startswith(lead) for line in iter_lines(paths.text("train", "src"))), bool)[kept.kept]
+    return TrainData(kept, dev, dev_sources, dev_set.references, len(train) - len(kept), train_text, own)
 
 
 def validation_sample(
@@ -79,11 +85,15 @@ def within_length(examples: list[Example], max_len: int) -> list[Example]:
     return [ex for ex in examples if len(ex.src_ids) <= max_len and len(ex.tgt_ids) <= max_len]
 
 
-def epoch_examples(data: TrainData, src_tok: Tokenizer, tgt_tok: Tokenizer, cfg: TrainConfig, epoch: int):
+def epoch_examples(
+    data: TrainData, src_tok: Tokenizer, tgt_tok: Tokenizer, cfg: TrainConfig, epoch: int, own_only: bool = False
+):
     """The training pairs of ``epoch``: as prepared, or with ``train.subword_sampling`` each side
-    segmented afresh; with ``train.concat_pairs`` joined pairs after them. Seeded by
-    (train.seed, epoch), so that a resumed epoch gets the same pairs."""
-    examples = data.train
+    segmented afresh; with ``train.concat_pairs`` joined pairs after them; with related corpora,
+    ``own_only`` (train.related_until) this pair's alone, or ``train.related_per_epoch`` of the
+    related ones beside them. Seeded by (train.seed, epoch), so that a resumed epoch gets the
+    same pairs."""
+    examples = related_choice(data, cfg, epoch, own_only)
     if cfg.subword_sampling:
         src_seed, tgt_seed = epoch_seeds(cfg, epoch)
         src_lines, tgt_lines = data.train_text
@@ -95,6 +105,21 @@ def epoch_examples(data: TrainData, src_tok: Tokenizer, tgt_tok: Tokenizer, cfg:
     if cfg.concat_pairs:
         examples = JoinedPairs.drawn(examples, cfg.concat_pairs, cfg.max_len, joined_pairs_seed(cfg, epoch))
     return examples
+
+
+def related_choice(data: TrainData, cfg: TrainConfig, epoch: int, own_only: bool) -> Sequence[Example]:
+    """The prepared pairs an epoch of a model of several targets trains on: this pair's alone
+    (``own_only``), or all of them and ``train.related_per_epoch`` related ones drawn afresh."""
+    if data.own is None or not (own_only or cfg.related_per_epoch):
+        return data.train
+    own, related = np.flatnonzero(data.own), np.flatnonzero(~data.own)
+    if not own_only and cfg.related_per_epoch < len(related):
+        rng = np.random.default_rng(related_seed(cfg, epoch))
+        related = np.sort(rng.choice(related, cfg.related_per_epoch, replace=False))
+    positions = own if own_only else np.concatenate([own, related])
+    if isinstance(data.train, ShardPairs):
+        return data.train.subset(positions)
+    return [data.train[int(i)] for i in positions]
 
 
 def side_lengths(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:

@@ -7,7 +7,8 @@ step and ``epoch_seeds`` once per epoch; nothing else decides these.
   ``plateau`` of the number of times dev BLEU has stalled so far (``Progress.note_validation``
   counts them: part of where the run is);
 * word dropout: ``train.word_dropout`` at every step;
-* subword sampling and joined pairs: each epoch's seeds, from (train.seed, epoch).
+* subword sampling, joined pairs and the related pairs drawn: each epoch's seeds, from
+  (train.seed, epoch).
 """
 
 from __future__ import annotations
@@ -69,3 +70,8 @@ def epoch_seeds(cfg: TrainConfig, epoch: int) -> tuple[int, int]:
 def joined_pairs_seed(cfg: TrainConfig, epoch: int) -> int:
     """The seed of ``epoch``'s joined pairs (train.concat_pairs)."""
     return cfg.seed * 1000 + epoch + 250
+
+
+def related_seed(cfg: TrainConfig, epoch: int) -> int:
+    """The seed of ``epoch``'s draw of related pairs (train.related_per_epoch)."""
+    return cfg.seed * 1000 + epoch + 750

@@ -30,6 +30,7 @@ class Progress:
     elapsed_seconds: float = 0.0  # wall clock spent in training runs, validation and checkpoints included
     stop_reason: str = ""  # why a callback (early stopping, a pruner) ended the run; "" while it goes on
     nonfinite_steps: int = 0  # updates skipped for a non-finite loss or gradient
+    own_pair_since: int = 0  # train.related_until: the first epoch of this pair's pairs alone (0: not yet)
     # Inside an unfinished epoch (checkpoints every N steps, validation every N steps, a stop by signal):
     batch_in_epoch: int = 0  # batches of epoch + 1 already done
     epoch_loss: float = 0.0  # their summed loss

@@ -418,7 +418,9 @@ class Trainer:
         checkpoints and raises ``TrainingInterrupted``."""
         progress = self.progress
         self.trained.train()
-        examples = epoch_examples(self.data, self.src_tok, self.tgt_tok, self.config.train, epoch)
+        examples = epoch_examples(
+            self.data, self.src_tok, self.tgt_tok, self.config.train, epoch, self.own_pair_only(epoch)
+        )
         batches = self.epoch_plan(examples, epoch)
         self.epoch_length = len(batches)
         meter = EpochMeter(progress, self.device)
@@ -439,6 +441,23 @@ class Trainer:
                 break
         bar.close()
         return meter.stats(progress, self.ddp)
+
+    def own_pair_only(self, epoch: int) -> bool:
+        """train.related_until: whether ``epoch`` trains on this pair's pairs alone. Decided once,
+        at the start of the first epoch past that share of the run, by every process together,
+        and kept in the progress: a resumed run keeps the phase it was in."""
+        progress, cfg = self.progress, self.config.train
+        if self.data.own is None or cfg.related_until >= 1.0:
+            return False
+        if not progress.own_pair_since and not progress.batch_in_epoch:
+            share = self.control.position(progress, epoch, 1, 1).share_spent(cfg)
+            if self.ddp.any(share >= cfg.related_until, self.device):
+                progress.own_pair_since = epoch
+                self.log(
+                    f"Epoch {epoch} on: this pair's {int(self.data.own.sum()):,} training pairs alone "
+                    f"({share:.0%} of the run spent; train.related_until: {cfg.related_until:g})."
+                )
+        return bool(progress.own_pair_since) and epoch >= progress.own_pair_since
 
     def epoch_goes_on(self, epoch: int, number: int, batches: int, meter: EpochMeter) -> bool:
         """After batch ``number`` of ``batches``: check the figures, tell the step callbacks, act on
