@@ -281,6 +281,12 @@ def _parent_comments(parent: ParentPlan) -> str:
         f"the recipe of configs/eng-hin.yaml ({TRANSFER_MEASURED}; docs/small-data.md).",
         "",
     ]
+    return _commented(lines)
+
+
+def _commented(lines: list[str]) -> str:
+    """``lines`` as YAML comments, each wrapped at 98 columns (its continuations indented), an
+    empty line an empty comment."""
     wrapped = [piece for line in lines for piece in (textwrap.wrap(line, 98, subsequent_indent="  ") or [""])]
     return "".join(f"# {line}\n" if line else "#\n" for line in wrapped)
 
@@ -297,10 +303,9 @@ def _parent_related_lines(parent: ParentPlan, tgt_lang: str) -> str:
         f"drawn afresh, then your pairs alone from {RELATED_TRAIN['related_until']:.0%} of the budget on: "
         f"configs/eng-hin-mixed.yaml): {RELATED_MEASURED}. To try it, add these keys to their sections:",
     ]
-    wrapped = [piece for line in lines for piece in textwrap.wrap(line, 98, subsequent_indent="  ")]
     sections = {"data": {"related": parent.related, **RELATED_DATA}, "train": RELATED_TRAIN}
     keys = [f"  {name}: {yaml.safe_dump(values, default_flow_style=True).strip()}" for name, values in sections.items()]
-    return "\n" + "".join(f"# {line}\n" for line in [*wrapped, *keys])
+    return "\n" + _commented(lines) + "".join(f"# {line}\n" for line in keys)  # the keys as they are, unwrapped
 
 
 def _comments(
@@ -326,8 +331,7 @@ def _comments(
         "Next: nmt prepare --config THIS && nmt train --config THIS && nmt evaluate --config THIS",
         "",
     ]
-    wrapped = [piece for line in lines for piece in (textwrap.wrap(line, 98, subsequent_indent="  ") or [""])]
-    return "".join(f"# {line}\n" if line else "#\n" for line in wrapped)
+    return _commented(lines)
 
 
 def _related_lines(found: Survey, tgt_lang: str, minutes: float) -> str:

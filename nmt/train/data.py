@@ -18,7 +18,7 @@ from nmt.data.curriculum import curriculum_order
 from nmt.data.references import ReferenceSet, read_references
 from nmt.data.related import source_tag
 from nmt.data.shards import Shard, ShardPairs
-from nmt.data.tokenizer import PAD_ID, Tokenizer, tagged, target_tag
+from nmt.data.tokenizer import PAD_ID, Tokenizer, tagged
 from nmt.train.distributed import Distributed
 from nmt.train.schedule import epoch_seeds, joined_pairs_seed, related_seed
 from nmt.train.state import STOP_SIGNALS
@@ -32,7 +32,8 @@ class TrainData:
     dev_references: list[list[str]]  # every reference of each distinct dev source
     skipped_long: int  # training pairs over train.max_len
     train_text: tuple[list[str], list[str]] = ([], [])  # every training pair as text, for subword sampling
-    # with related corpora: for each training example, whether it is this pair's own (None: one target)
+    # with train.related_per_epoch or related_until: for each training example, whether it is this
+    # pair's own (None: every epoch trains on every prepared pair)
     own: np.ndarray | None = None
 
 
@@ -63,8 +64,9 @@ def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> T
         dev_set, dev = validation_sample(dev_set, dev, read_lines(paths.text("dev", "src")), config.train)
     dev_sources = src_tok.encode(tagged(dev_set.sources, source_tag(config.data)))  # this pair's target's tag, if any
     own = None
-    if config.data.related:  # this pair's sources lead with its target's tag (nmt/data/related.py)
-        lead = f"{target_tag(config.data.tgt_lang)} "
+    cfg = config.train
+    if config.data.related and (cfg.related_per_epoch or cfg.related_until < 1.0):  # an epoch chooses among them
+        lead = tagged([""], config.data.tgt_lang)[0]  # this pair's sources lead with its target's tag
         own = np.fromiter((line.startswith(lead) for line in iter_lines(paths.text("train", "src"))), bool)[kept.kept]
     return TrainData(kept, dev, dev_sources, dev_set.references, len(train) - len(kept), train_text, own)
 
