@@ -42,6 +42,16 @@ def prepares_and_trains(path: Path, tmp_path: Path) -> None:
     assert progress.epoch == 1
 
 
+def with_offered_keys(text: str) -> dict:
+    """A written config with the keys its comments offer (``#   data: {...}``) added to their sections."""
+    raw = yaml.safe_load(text)
+    for line in text.splitlines():
+        if line.startswith(("#   data: ", "#   train: ")):
+            for section, values in yaml.safe_load(line.removeprefix("#   ")).items():
+                raw[section].update(values)
+    return raw
+
+
 def test_the_shipped_eng_mar_file_gets_the_cpu_recipe(tmp_path):
     path, text = init_config([ROOT / "data" / "eng-mar" / "mar.txt"], tmp_path / "mar.yaml")
     config = load_config(path)
@@ -67,6 +77,14 @@ def test_the_shared_eng_hin_file_gets_the_small_corpus_recipe_and_the_related_co
     assert "the header row 'Eng\\tHin\\tOth'" in text and "devanagari" in text
     assert "--init-from runs/eng-mar-cpu" in text  # the shipped Marathi corpus shares the script
     prepares_and_trains(tmp_path / "hin.yaml", tmp_path)
+    # without that model: the Marathi corpus trained beside the pairs from scratch, keys offered in comments
+    raw = with_offered_keys(text)
+    assert raw["data"]["related"] == {"mr": str(ROOT / "data" / "eng-mar" / "mar.txt")}
+    assert raw["data"]["oversample"] == 2
+    assert (raw["train"]["related_per_epoch"], raw["train"]["related_until"]) == (3000, 0.6)
+    raw["data"]["related_pairs"] = 300  # a seconds-long run
+    (tmp_path / "related.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    prepares_and_trains(tmp_path / "related.yaml", tmp_path / "related")
 
 
 def test_an_anki_zip_and_aligned_files(tmp_path):
@@ -122,13 +140,7 @@ def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus
     config = load_config(path)
     assert config.init_from == str(tmp_path / "parent") and config.model == parent.model  # the parent's settings
     assert config.data.related == {} and f"Started from {tmp_path / 'parent'} (en-mr)" in text
-    offered = {}  # the commented keys, added to their sections
-    for line in text.splitlines():
-        if line.startswith(("#   data: ", "#   train: ")):
-            offered.update(yaml.safe_load(line.removeprefix("#   ")))
-    raw = yaml.safe_load(text)
-    for section, values in offered.items():
-        raw[section].update(values)
+    raw = with_offered_keys(text)
     raw |= {"run_dir": str(tmp_path / "child")}
     raw["data"] |= {"max_pairs": 300, "dev_size": 10, "test_size": 10}
     raw["train"] |= {"epochs": 2, "max_minutes": 0, "probes": 0}

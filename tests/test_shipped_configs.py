@@ -56,23 +56,24 @@ def test_a_config_with_a_parent_has_its_parents_architecture(path):
     assert architecture_differences(load_config(parents[0]), child) == [], parents[0].name
 
 
-def small_data_script():
-    sys.path.insert(0, str(ROOT / "scripts"))  # it imports its siblings quality and transfer
+def study_script(name: str = "small_data"):
+    """scripts/NAME.py as a module (it imports its siblings, e.g. quality and transfer)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        spec = importlib.util.spec_from_file_location("small_data", ROOT / "scripts" / "small_data.py")
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
-        sys.modules["small_data"] = module  # its dataclasses look their module up
+        sys.modules[name] = module  # its dataclasses look their module up
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     return module
 
 
-@pytest.mark.parametrize("config", sorted(small_data_script().RECIPES))
+@pytest.mark.parametrize("config", sorted(study_script().RECIPES))
 def test_eng_hin_configs_are_the_measured_variant(config):
     """What scripts/small_data.py trained (configs/eng-hin.yaml plus the variant's overrides, from
     runs/eng-mar-cpu) is what the config file says, except the driver's run settings."""
-    study = small_data_script()
+    study = study_script()
     variant = study.VARIANTS[study.RECIPES[config]]
     measured = dataclasses.asdict(load_config(ROOT / study.CONFIG, [*variant.overrides, "init_from=runs/eng-mar-cpu"]))
     shipped = dataclasses.asdict(load_config(ROOT / config))
@@ -82,3 +83,20 @@ def test_eng_hin_configs_are_the_measured_variant(config):
         for key in ("epochs", "max_minutes", "seed"):
             values["train"].pop(key)
     assert shipped == measured
+
+
+def test_the_related_keys_nmt_init_offers_are_the_learning_curves_recipe():
+    """Without a parent, nmt init offers a shipped corpus of the target's script as a related one
+    with the settings whose figures it quotes: the related-language line of the learning curve."""
+    from nmt.pipelines.init import RELATED_TRAIN, SCRATCH_RELATED_DATA
+
+    curve = study_script("learning_curve")
+    base, overrides = curve.RECIPES[curve.RELATED_RECIPE]
+    measured = load_config(ROOT / base, [*overrides, *curve.HINDI, curve.RELATED["eng-hin"]])
+    offered = load_config(
+        ROOT / base,
+        [*curve.HINDI, "data.related={mr: data/eng-mar/mar.txt}"]
+        + [f"data.{key}={value}" for key, value in SCRATCH_RELATED_DATA.items()]
+        + [f"train.{key}={value}" for key, value in RELATED_TRAIN.items()],
+    )
+    assert measured.data == offered.data and measured.train == offered.train
