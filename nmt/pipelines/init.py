@@ -280,7 +280,7 @@ def config_text(
         comments += _parent_comments(parent)
     text = comments + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
     if parent is None:
-        return text + _related_lines(found, tgt_lang, minutes)
+        return text + _related_lines(found, tgt_lang)
     return text + _parent_related_lines(parent, tgt_lang)
 
 
@@ -342,7 +342,7 @@ def _comments(
     return _commented(lines)
 
 
-def _related_lines(found: Survey, tgt_lang: str, minutes: float) -> str:
+def _related_lines(found: Survey, tgt_lang: str) -> str:
     """Commented lines for a shipped corpus in the target's script (another language), if any:
     a model trained on it as a parent (the better measured), or the corpus itself trained beside
     this one from scratch (the learning curve's related-language line), with the keys to add."""
