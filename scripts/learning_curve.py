@@ -24,7 +24,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from quality import evaluate_run, prepared_dir, study_arguments, train_run
+from quality import prepared_dir, study_arguments, trained_and_scored
 
 from nmt.core.device import select_device
 from nmt.core.fileio import write_text_atomic
@@ -117,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides = [*recipe_overrides, *corpus_overrides, *related]
             for seed in args.seeds:
                 print(f"== {recipe} on {corpus}, seed {seed}", file=sys.stderr, flush=True)
-                run_dir = train_run(config, overrides, seed, args.minutes, Path(args.runs), device)
-                row = evaluate_run(config, run_dir, overrides, [], device, samples=0)
+                row = trained_and_scored(config, overrides, [], args.minutes, Path(args.runs), device, seed, samples=0)
                 report = json.loads((prepared_dir(Path(args.runs), overrides) / "report.json").read_text())
                 own = report["pairs_kept"] - report["split_pairs"]["dev"] - report["split_pairs"]["test"]
                 point = {"corpus": name, "seed": seed, "pairs": own, **row}  # the pair's own, without related ones
