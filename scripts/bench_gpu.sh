@@ -5,10 +5,18 @@
 # Each part runs even when one before it failed; the last lines say which failed (and the exit
 # status is 1 if any did). Resumable: run it again after an interruption and the training runs
 # go on where they stopped (a finished run is evaluated again, not retrained).
-# BENCH_GPU_MINUTES sets the quality runs' budget.
+# BENCH_GPU_MINUTES sets the quality runs' budget; BENCH_GPU_STEPS, BENCH_GPU_REPEATS,
+# BENCH_GPU_SENTENCES and BENCH_GPU_TRAIN_STEPS size the throughput parts. A short GPU loan
+# (about 8 minutes for everything, start included) fits
+#   BENCH_GPU_MINUTES=1 BENCH_GPU_STEPS=100 BENCH_GPU_REPEATS=1 BENCH_GPU_SENTENCES=500 \
+#   BENCH_GPU_TRAIN_STEPS=300 bash scripts/bench_gpu.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 minutes=${BENCH_GPU_MINUTES:-5}
+steps=${BENCH_GPU_STEPS:-300}
+repeats=${BENCH_GPU_REPEATS:-3}
+sentences=${BENCH_GPU_SENTENCES:-1000}
+train_steps=${BENCH_GPU_TRAIN_STEPS:-1000}
 failed=()
 
 part() {  # part NAME COMMAND...: run it, note it if it fails, go on
@@ -22,13 +30,14 @@ nvidia-smi -L || true
 python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
 # 1. The GPU test tier: end to end, exact resume (mid-epoch, 2 layers), autocast dtypes, fp16
 #    loss scaling, no host sync in the steps, the variants, GPU -> CPU, compile, NCCL.
-part "gpu test tier" python -m pytest -q -m gpu -rs
+part "gpu test tier" python -m pytest -q -m gpu -rs tests/test_gpu.py
 # 2. Training throughput: precision, batches by tokens, packed against padded encoder input,
 #    the compiled step, the cost of deterministic mode.
 part "training throughput" python scripts/bench_train.py --device cuda \
-  --rows default precision batching encoder compile deterministic peer --steps 300 --repeats 3
+  --rows default precision batching encoder compile deterministic peer --steps "$steps" --repeats "$repeats"
 # 3. Decoding throughput after 1000 training steps of each model, greedy and beam 5.
-part "decoding throughput" python scripts/bench_decode.py --device cuda --sentences 1000 --train-steps 1000 --repeats 3
+part "decoding throughput" python scripts/bench_decode.py --device cuda --sentences "$sentences" \
+  --train-steps "$train_steps" --repeats "$repeats"
 # 4. Quality and time to the best dev BLEU of configs/eng-mar.yaml, float32 against mixed precision
 #    (the log's last line says when the best was reached; evaluate prints test BLEU and chrF).
 quality() {
@@ -36,7 +45,7 @@ quality() {
   python -m nmt train --config configs/eng-mar.yaml --device cuda --resume --minutes "$minutes" \
     --set run_dir="$run" --set train.precision="$1" --set train.members=1 &&  # one model: its time to the best
     tail -n 1 "$run/train.log" &&
-    python -m nmt evaluate --config configs/eng-mar.yaml --device cuda --set run_dir="$run"
+    python -m nmt evaluate --config configs/eng-mar.yaml --device cuda --set run_dir="$run" --set train.members=1
 }
 for precision in float32 auto; do
   part "quality ($precision)" quality "$precision"

@@ -168,3 +168,25 @@ def test_early_stopping_counts_epochs_without_a_better_dev_bleu_and_zero_turns_i
 def test_a_budget_without_a_clock_of_its_own_reads_the_monotonic_clock():
     budget = TimeBudget(1.0)  # the clock argument is optional
     assert 0.0 <= budget.spent() < 5.0 and not budget.exhausted()
+
+
+def test_at_an_equal_dev_bleu_a_lower_dev_loss_is_progress():
+    """A tiny corpus scores BLEU 0.00 for its first epochs while the loss falls: by BLEU alone
+    the first validation stayed the best, early stopping ended the run at patience + 1 and the
+    plateau schedule lowered the rate (seen on an H100 and a CPU alike: every translation of
+    the best checkpoint was empty)."""
+    from nmt.config.schema import TrainConfig
+    from nmt.train.callbacks import EarlyStopping
+    from nmt.train.state import Progress
+
+    cfg = TrainConfig(patience=2, lr_schedule="plateau", lr_patience=0)
+    progress, stopping = Progress(), EarlyStopping(cfg.patience)
+    trainer = SimpleNamespace(progress=progress)
+    history = [(0.0, 4.4), (0.0, 3.3), (0.0, 2.6), (0.0, 2.2), (3.5, 1.6), (3.5, 1.7), (3.5, 1.8)]
+    improved = []
+    for epoch, (bleu, loss) in enumerate(history, start=1):
+        improved.append(progress.note_validation(epoch, bleu, cfg, dev_loss=loss))
+        assert not stopping.after_validation(trainer, {"dev_bleu": bleu}) or epoch == len(history), epoch
+    assert improved == [True, True, True, True, True, False, False]
+    assert (progress.best_epoch, progress.best_bleu, progress.best_loss) == (5, 3.5, 1.6)
+    assert progress.lr_reductions == 2  # one for each validation after the best (lr_patience 0), none before

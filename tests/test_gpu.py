@@ -116,7 +116,10 @@ def test_a_checkpoint_trained_on_the_gpu_translates_the_same_on_the_cpu(tmp_path
     source.write_text("I see apples.\nwe like tea.\nthey eat rice.\nshe wants water.\n", encoding="utf-8")
     on_device = translate(config, device, source)
     assert on_device == translate(config, "cpu", source)
-    assert len(set(on_device)) >= 2  # not one sentence for every input: it has learned something
+    log = (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
+    # it has learned something: no empty translation, not one sentence for every input (an H100 run
+    # whose dev BLEU stayed 0.00 kept epoch 1 as its best, and translated all four to "")
+    assert all(on_device) and len(set(on_device)) >= 2, log
 
 
 @pytest.mark.parametrize("device", ACCELERATORS)

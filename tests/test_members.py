@@ -107,12 +107,16 @@ def test_a_members_run_is_exported_member_by_member(members_run, tmp_path):
     for k in (1, 2):
         result = runner.invoke(app, ["export", f"{run}/member-{k}", str(tmp_path / f"pkg-{k}")])
         assert result.exit_code == 0, result.output
-    result = runner.invoke(
-        app,
-        ["translate", "--model", str(tmp_path / "pkg-1"), "--model", str(tmp_path / "pkg-2")],
-        input="I see apples.\n",
+    sources = "I see apples.\nwe like tea.\nthey eat rice.\n"
+    packaged = runner.invoke(
+        app, ["translate", "--model", str(tmp_path / "pkg-1"), "--model", str(tmp_path / "pkg-2")], input=sources
     )
-    assert result.exit_code == 0 and result.output.strip(), result.output
+    assert packaged.exit_code == 0, packaged.output
+    # the two packages translate as the run's own ensemble does (a model of 3 epochs may still
+    # translate a sentence to nothing: the comparison holds either way)
+    trained = runner.invoke(app, ["translate", "--config", str(members_run)], input=sources)
+    assert trained.exit_code == 0, trained.output
+    assert packaged.output == trained.output and len(packaged.output.splitlines()) == 3, packaged.output
 
 
 @pytest.mark.slow

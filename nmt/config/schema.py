@@ -160,12 +160,14 @@ class TrainConfig:
     # with related corpora: from the first epoch that starts past this share of the run (budget or
     # epochs), this pair's pairs only, a last phase on the user's pair alone (1 = related to the end)
     related_until: float = 1.0
-    patience: int = 5  # early stopping: validations without a better dev BLEU (0 = none: train to the end)
+    # early stopping: validations without a better dev BLEU, an equal one at a lower dev loss
+    # counting as better (0 = none: train to the end)
+    patience: int = 5
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
     # budget: linear decay over the run, i.e. train.max_minutes or train.epochs, whichever ends it first
     lr_schedule: Literal["plateau", "budget"] = "plateau"
     lr_hold: float = 0.0  # budget schedule: share of the run at the full learning rate before the decay
-    lr_patience: int = 1  # plateau: validations without a better dev BLEU before the LR is reduced
+    lr_patience: int = 1  # plateau: validations without a better dev BLEU (as patience) before the LR is reduced
     lr_factor: float = 0.5  # plateau: the learning rate is multiplied by this when dev BLEU stalls
     min_lr: float = 1e-5  # plateau: the learning rate never goes below this
     seed: int = 42  # seed of initialisation, dropout and batch order

@@ -148,7 +148,8 @@ class ProbeTimeline(Callback):
 
 
 class EarlyStopping(Callback):
-    """Stops after ``patience`` validations in a row without a better dev BLEU (train.patience)."""
+    """Stops after ``patience`` validations in a row without a better dev BLEU (train.patience;
+    an equal BLEU at a lower dev loss is better: ``Progress.note_validation``)."""
 
     def __init__(self, patience: int):
         self.patience = patience

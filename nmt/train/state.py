@@ -4,6 +4,7 @@ SIGINT/SIGTERM sets so training stops at a step boundary."""
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import signal
 import threading
@@ -15,12 +16,17 @@ import torch
 from nmt.config.schema import TrainConfig
 from nmt.core.errors import NmtError
 
+# At an equal dev BLEU a validation is better only if its dev loss (nats per token) is lower by
+# this much: a run whose weights hardly move (a learning rate of 1e-9) is not learning.
+LOSS_TIE_BREAK = 1e-3
+
 
 @dataclass
 class Progress:
     epoch: int = 0  # epochs completed
     step: int = 0  # optimizer updates done
     best_bleu: float = -1.0
+    best_loss: float = math.inf  # the dev loss at the best validation: it breaks a tie in BLEU
     best_epoch: int = 0  # the epoch the best validation fell in (a partial one counts)
     best_step: int = 0  # and the update it followed
     bad_epochs: int = 0  # validations since the last improvement (early stopping counts them)
@@ -47,14 +53,20 @@ class Progress:
             saved.setdefault("stop_reason", "no dev BLEU gain (early stopping)")
         return cls(**saved)
 
-    def note_validation(self, epoch: int, dev_bleu: float, cfg: TrainConfig, counts: bool = True) -> bool:
-        """A validation inside (or at the end of) epoch ``epoch`` scored ``dev_bleu``; whether it is
-        the best so far. ``counts``: it counts towards early stopping's patience and the plateau
-        schedule (not so a validation the time budget forced inside an epoch: a resumed run
-        validates that epoch's end)."""
-        improved = dev_bleu > self.best_bleu
+    def note_validation(
+        self, epoch: int, dev_bleu: float, cfg: TrainConfig, counts: bool = True, dev_loss: float = math.inf
+    ) -> bool:
+        """A validation inside (or at the end of) epoch ``epoch`` scored ``dev_bleu`` (and
+        ``dev_loss``); whether it is the best so far: a higher BLEU, or the same BLEU at a lower
+        loss. The tie-break matters on a tiny corpus, whose first epochs all score BLEU 0.00: by
+        BLEU alone the first would stay the best, early stopping would end the run and the plateau
+        schedule would lower the rate while the loss still falls. ``counts``: it counts towards
+        early stopping's patience and the plateau schedule (not so a validation the time budget
+        forced inside an epoch: a resumed run validates that epoch's end)."""
+        lower_loss = dev_loss < self.best_loss - LOSS_TIE_BREAK
+        improved = dev_bleu > self.best_bleu or (dev_bleu == self.best_bleu and lower_loss)
         if improved:
-            self.best_bleu, self.best_epoch, self.best_step = dev_bleu, epoch, self.step
+            self.best_bleu, self.best_loss, self.best_epoch, self.best_step = dev_bleu, dev_loss, epoch, self.step
         if not counts:
             return improved
         self.bad_epochs = 0 if improved else self.bad_epochs + 1

@@ -376,7 +376,7 @@ class Trainer:
             ) from None
         reductions = self.progress.lr_reductions
         improved = self.progress.note_validation(
-            epoch, metrics["dev_bleu"], self.config.train, counts=kind != "partial"
+            epoch, metrics["dev_bleu"], self.config.train, counts=kind != "partial", dev_loss=metrics["dev_loss"]
         )
         if kind == "epoch":
             self.progress.finish_epoch(epoch, stats.seconds)
