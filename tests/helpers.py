@@ -96,7 +96,10 @@ def model_config(dim: int = 16, dropout: float = 0.0, **overrides) -> ModelConfi
 
 def small_model(vocab: int = 20, dim: int = 16, dropout: float = 0.0, seed: int = 0, **overrides) -> Seq2Seq:
     torch.manual_seed(seed)
-    return Seq2Seq(model_config(dim, dropout, **overrides), vocab, vocab)
+    model = Seq2Seq(model_config(dim, dropout, **overrides), vocab, vocab)
+    if model.decoder.lexical is not None:  # its output starts at zero: make its term count
+        torch.nn.init.normal_(model.decoder.lexical.output.weight, std=0.5)
+    return model
 
 
 def random_sources(n: int, vocab: int = 20, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,6 +133,9 @@ CELL_VARIANT_CONFIGS = [
     dict(attention="luong-concat", decoder_layers=3, rnn="lstm"),
     dict(attention="luong-general", input_feeding=True, decoder_layers=2, encoder_layers=2, rnn="lstm"),
     dict(attention="bahdanau", attention_window="local-p", window_width=2, decoder_layers=2, rnn="lstm"),
+    dict(attention="bahdanau", lexical=True),
+    dict(attention="luong-concat", lexical=True),
+    dict(attention="luong-general", input_feeding=True, lexical=True),
 ]
 
 

@@ -118,6 +118,7 @@ def test_shipped_configs_load():
     [
         (["model.attention=none", "model.attention_window=local-p"], "model.attention 'none' cannot be windowed"),
         (["model.attention=bahdanau", "model.input_feeding=true"], "input_feeding=true is Luong"),
+        (["model.attention=none", "model.lexical=true"], "model.lexical=true reads the source words .* has none"),
         (["model.attention=luong-dot", "model.decoder_hidden=100"], "must equal 2 x model.encoder_hidden"),
         (["model.attention_window=local"], "expected one of 'global', 'local-m', 'local-p'"),
         (["model.attention=luong"], "'luong-dot', 'luong-general', 'luong-concat', 'hard', 'none'"),

@@ -167,17 +167,8 @@ def luong_parent_run(tmp_path_factory) -> Path:
     return tmp_path / "parent"
 
 
-def test_a_child_may_add_input_feeding_and_starts_as_the_parent(tmp_path, luong_parent_run):
-    """The fed columns of the decoder's input weights start at zero: the child's logits are the
-    parent's until it trains (continued training, so both vocabularies are the parent's)."""
-    trainer = child_trainer(tmp_path, luong_parent_run, tgt_lang="mr", model={**LUONG, "input_feeding": True})
-    parent = load_parent(luong_parent_run)
-    state = trainer.model.state_dict()
-    fed = state[FED_WEIGHT]  # (3·H, E + O)
-    embed_dim = parent.config.model.embed_dim
-    assert fed.shape[1] == embed_dim + parent.config.model.output_dim
-    assert torch.equal(fed[:, :embed_dim], parent.weights[FED_WEIGHT]) and not fed[:, embed_dim:].any()
-    assert any("input feeding added" in note for note in trainer.notes)
+def assert_starts_as_the_parent(trainer, parent) -> None:
+    """The child's logits are the parent's on random sentences (both vocabularies the parent's)."""
     reference = new_model(parent.config, parent.src_tok, parent.tgt_tok)
     reference.load_state_dict(parent.weights)
     src, src_lengths = random_sources(4, vocab=parent.src_tok.vocab_size)
@@ -190,14 +181,43 @@ def test_a_child_may_add_input_feeding_and_starts_as_the_parent(tmp_path, luong_
     torch.testing.assert_close(child_logits, parent_logits, rtol=1e-5, atol=1e-5)
 
 
-def test_a_child_may_not_drop_its_parents_input_feeding(tmp_path, luong_parent_run):
-    """The other way round, the parent's fed columns would be dropped: refused, naming the key."""
-    fed = write_config(tmp_path, "fed", synthetic_pairs(), model={**LUONG, "input_feeding": True}, train={"epochs": 1})
-    nmt("prepare", "--config", str(fed), "--init-from", str(luong_parent_run))
-    nmt("train", "--config", str(fed), "--init-from", str(luong_parent_run))
+def test_a_child_may_add_input_feeding_and_starts_as_the_parent(tmp_path, luong_parent_run):
+    """The fed columns of the decoder's input weights start at zero: the child's logits are the
+    parent's until it trains (continued training, so both vocabularies are the parent's)."""
+    trainer = child_trainer(tmp_path, luong_parent_run, tgt_lang="mr", model={**LUONG, "input_feeding": True})
+    parent = load_parent(luong_parent_run)
+    state = trainer.model.state_dict()
+    fed = state[FED_WEIGHT]  # (3·H, E + O)
+    embed_dim = parent.config.model.embed_dim
+    assert fed.shape[1] == embed_dim + parent.config.model.output_dim
+    assert torch.equal(fed[:, :embed_dim], parent.weights[FED_WEIGHT]) and not fed[:, embed_dim:].any()
+    assert any("input feeding added" in note for note in trainer.notes)
+    assert_starts_as_the_parent(trainer, parent)
+
+
+def test_a_child_may_add_the_lexical_model_and_starts_as_the_parent(tmp_path, luong_parent_run):
+    """model.lexical's tensors are new to the parent; its output starts at zero, so the child's
+    logits are the parent's until it trains, and the term then learns (its output moves)."""
+    trainer = child_trainer(tmp_path, luong_parent_run, tgt_lang="mr", model={**LUONG, "lexical": True})
+    parent = load_parent(luong_parent_run)
+    lexical = trainer.model.decoder.lexical
+    assert lexical is not None and not lexical.output.weight.any() and not lexical.output.bias.any()
+    assert any("lexical model added" in note for note in trainer.notes)
+    assert_starts_as_the_parent(trainer, parent)
+    trainer.run()
+    assert trainer.model.decoder.lexical.output.weight.abs().sum() > 0
+
+
+@pytest.mark.parametrize("key", ["input_feeding", "lexical"])
+def test_a_child_may_not_drop_what_its_parent_added(tmp_path, luong_parent_run, key):
+    """The other way round, the parent's fed columns or lexical model would be dropped: refused,
+    naming the key."""
+    added = write_config(tmp_path, "added", synthetic_pairs(), model={**LUONG, key: True}, train={"epochs": 1})
+    nmt("prepare", "--config", str(added), "--init-from", str(luong_parent_run))
+    nmt("train", "--config", str(added), "--init-from", str(luong_parent_run))
     (tmp_path / "child").mkdir()
-    with pytest.raises(NmtError, match=r"model\.input_feeding: parent has True, config has False"):
-        child_trainer(tmp_path / "child", tmp_path / "fed", tgt_lang="mr", model=LUONG)
+    with pytest.raises(NmtError, match=rf"model\.{key}: parent has True, config has False"):
+        child_trainer(tmp_path / "child", tmp_path / "added", tgt_lang="mr", model=LUONG)
 
 
 def test_a_damaged_parent_or_no_model_is_refused_and_nothing_is_written(tmp_path, parent_run):

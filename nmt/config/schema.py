@@ -125,6 +125,9 @@ class ModelConfig:
     output_dim: int = 256  # width of the pre-softmax layer (Luong: of h̃_t)
     # the output layer shares the target embeddings (through a projection if widths differ)
     tie_embeddings: bool = False
+    # a lexical model (Nguyen & Chiang, 2018): the attention-weighted source embeddings add their
+    # own term to the logits, a shortcut from source words to target words for small corpora
+    lexical: bool = False
     dropout: float = 0.2  # dropout on embeddings, between stacked layers and before the output layer
     encoder_output_dropout: float = 0.0  # dropout on the encoder's outputs h_j, the attention's memory (training only)
     # How the encoder's RNN is run (same weights, same outputs): packed sequences, or one padded
@@ -508,6 +511,12 @@ def check_model_combination(model: ModelConfig) -> None:
         raise NmtError(
             f"model.input_feeding=true is Luong et al.'s and works with model.attention in {', '.join(luong)}; "
             f"got {model.attention!r} (its decoder already feeds the context c_t into each step)."
+        )
+    if model.lexical and not kind.has_weights:
+        raise NmtError(
+            f"model.lexical=true reads the source words under the attention's weights, and model.attention "
+            f"{model.attention!r} has none. Use another attention: "
+            f"{', '.join(name for name, k in ATTENTIONS.items() if k.has_weights)}."
         )
     if kind.needs_equal_widths and model.decoder_hidden != 2 * model.encoder_hidden:
         raise NmtError(

@@ -20,7 +20,7 @@ import torch
 
 from nmt.core.errors import NmtError
 from nmt.data.tokenizer import PAD_ID
-from nmt.model.graphs import MEMORY_NAMES, DecoderStepGraph, EncoderGraph, state_names
+from nmt.model.graphs import DecoderStepGraph, EncoderGraph, memory_names, state_names
 from nmt.model.seq2seq import Seq2Seq
 from nmt.runtime.onnx_engine import GRAPHS, graph_file, onnxruntime_module
 
@@ -79,8 +79,9 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> dict:
         encoded = list(encoder(src))
         step_inputs = [torch.tensor([4, 5]), torch.tensor([0]), *encoded]
         stepped = list(step(*step_inputs))
-    encoder_outputs = [*MEMORY_NAMES, *states]
-    step_names = ["prev_tokens", "step", *MEMORY_NAMES, *states]
+    memory = memory_names(config)
+    encoder_outputs = [*memory, *states]
+    step_names = ["prev_tokens", "step", *memory, *states]
     step_outputs = ["logits", "attention", *(f"next_{name}" for name in states)]
     try:
         _export(
@@ -108,6 +109,7 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> dict:
         "exporter": EXPORTER,
         "graphs": {graph: graph_file(out_dir, graph).name for graph in GRAPHS},
         "state": states,
+        "memory": memory,
         "encoder": {"inputs": ["src"], "outputs": encoder_outputs},
         "decoder_step": {"inputs": step_names, "outputs": step_outputs},
     }
@@ -116,7 +118,8 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> dict:
 def _variant(config) -> str:
     return (
         f"The model variant (model.rnn={config.rnn}, model.attention={config.attention}, "
-        f"model.attention_window={config.attention_window}, model.input_feeding={config.input_feeding})"
+        f"model.attention_window={config.attention_window}, model.input_feeding={config.input_feeding}, "
+        f"model.lexical={config.lexical})"
     )
 
 

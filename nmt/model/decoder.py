@@ -28,7 +28,7 @@ attention for all steps as batched matrix products.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -49,10 +49,17 @@ class Memory:
     enc_outputs: torch.Tensor  # (B, S, enc_dim): the attention's values
     keys: torch.Tensor  # precomputed by the attention, once per batch
     mask: torch.Tensor  # (B, S) bool, True at real source positions
+    src_embedded: torch.Tensor | None = None  # (B, S, E): the source embeddings, for model.lexical
 
     def select(self, index: torch.Tensor) -> Memory:
         """Rows ``index`` of every tensor (expanding or reordering beams)."""
-        return Memory(*(getattr(self, f.name).index_select(0, index) for f in fields(self)))
+        src_embedded = None if self.src_embedded is None else self.src_embedded.index_select(0, index)
+        return Memory(
+            self.enc_outputs.index_select(0, index),
+            self.keys.index_select(0, index),
+            self.mask.index_select(0, index),
+            src_embedded,
+        )
 
 
 @dataclass
@@ -101,6 +108,7 @@ class AttentionDecoder(nn.Module):
             self.output.weight = self.embedding.weight
         # the recurrence; its input starts with E y_{t-1} (rnn_input wide in all)
         self.rnn = build_cell(config.rnn, rnn_input, config.decoder_hidden, config.decoder_layers, config.dropout)
+        self.lexical: LexicalModel | None = LexicalModel(config.embed_dim, vocab_size) if config.lexical else None
         self._gate_table = InputGateTable()  # fast path; not part of the state dict
 
     def share_embedding(self, embedding: nn.Embedding) -> None:
@@ -120,9 +128,14 @@ class AttentionDecoder(nn.Module):
         context, weights = self.attention(query.unsqueeze(1), memory.keys, memory.enc_outputs, memory.mask, step)
         return context.squeeze(1), weights.squeeze(1)
 
-    def readout(self, features: torch.Tensor) -> torch.Tensor:
-        """Logits of the next token: W_o dropout(o_t) (..., output_dim) -> (..., V)."""
-        return self.output(self.project(self.dropout(features)))
+    def readout(self, features: torch.Tensor, weights: torch.Tensor, memory: Memory) -> torch.Tensor:
+        """Logits of the next token: W_o dropout(o_t) (..., output_dim) -> (..., V); with the
+        lexical model, plus its term from the attention ``weights`` (..., S) over the source."""
+        logits = self.output(self.project(self.dropout(features)))
+        if self.lexical is None:
+            return logits
+        assert memory.src_embedded is not None, "model.lexical reads the source embeddings"
+        return logits + self.lexical(weights, memory.src_embedded, self.dropout)
 
     def reference_step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
         """The plain model, one target position: prev_tokens (B,) -> logits (B, V), new state,
@@ -183,7 +196,8 @@ class AttentionDecoder(nn.Module):
             outputs.append(output)
             attn.append(weights)
         stacked = tuple(torch.stack(parts, 1) for parts in zip(*outputs))  # each (B, T, ...)
-        return self.readout(self.features(stacked, embedded)), torch.stack(attn, 1)
+        weights = torch.stack(attn, 1)  # (B, T, S)
+        return self.readout(self.features(stacked, embedded), weights, memory), weights
 
     def step(self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory):
         """``reference_step`` on the fast path (what search runs): the input gates of y_{t-1} come from a
@@ -194,7 +208,8 @@ class AttentionDecoder(nn.Module):
             input_gates, rest_weight, state.stack, state.feed, memory, state.position
         )
         feed = output[0] if self.input_feeding else None
-        return self.readout(self.features(output, embedded)), DecoderState(stack, state.position + 1, feed), weights
+        logits = self.readout(self.features(output, embedded), weights, memory)
+        return logits, DecoderState(stack, state.position + 1, feed), weights
 
     def token_gates(self, prev_tokens: torch.Tensor, embedded: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(W_ie E y + b_ih (B, gates·H), W_ir): a matmul in training, a table lookup in inference."""
@@ -222,7 +237,7 @@ class BahdanauDecoder(AttentionDecoder):
         stack = self.rnn.advance_reference(torch.cat([embedded, context], dim=-1), state.stack)
         hidden = self.rnn.output(stack[-1])  # s_t
         features = torch.tanh(self.pre_output(torch.cat([hidden, context, embedded], dim=-1)))  # o_t
-        return self.readout(features), DecoderState(stack, state.position + 1), weights
+        return self.readout(features, weights, memory), DecoderState(stack, state.position + 1), weights
 
     def step_body(self, input_gates, rest_weight, stack, feed, memory, t):
         """Attention queried by s_{t-1}, then the stack on [E y_{t-1}; c_t]."""
@@ -259,7 +274,7 @@ class LuongDecoder(AttentionDecoder):
         context, weights = self.attend(hidden, memory, state.position)  # c_t, queried by h_t
         attentional = torch.tanh(self.combine(torch.cat([context, hidden], dim=-1)))  # h̃_t
         feed = attentional if self.input_feeding else None
-        return self.readout(attentional), DecoderState(stack, state.position + 1, feed), weights
+        return self.readout(attentional, weights, memory), DecoderState(stack, state.position + 1, feed), weights
 
     def step_body(self, input_gates, rest_weight, stack, feed, memory, t):
         """The stack on [E y_{t-1}; h̃_{t-1}] (without input feeding ``feed`` is None: on
@@ -283,7 +298,32 @@ class LuongDecoder(AttentionDecoder):
         steps = torch.arange(tgt_in.size(1), device=tgt_in.device)
         contexts, weights = self.attention(hiddens, memory.keys, memory.enc_outputs, memory.mask, steps)
         attentional = torch.tanh(self.combine(torch.cat([contexts, hiddens], dim=-1)))  # (B, T, output_dim)
-        return self.readout(attentional), weights
+        return self.readout(attentional, weights, memory), weights
+
+
+class LexicalModel(nn.Module):
+    """Nguyen & Chiang (2018), "Improving lexical choice in NMT": the source embeddings under
+    the step's attention, f_t = tanh(sum_j a_tj E x_j), through a residual layer,
+    h_t = tanh(W f_t) + f_t, add W_l h_t + b_l to the logits: a direct path from source words to
+    target words that a small corpus learns faster than the recurrence. W_l and b_l start at
+    zero, so a model gains the term without changing its function (a parent's child starts as
+    the parent)."""
+
+    def __init__(self, embed_dim: int, vocab_size: int):
+        super().__init__()
+        self.hidden = nn.Linear(embed_dim, embed_dim, bias=False)  # W
+        self.output = nn.Linear(embed_dim, vocab_size)  # W_l, b_l
+        nn.init.zeros_(self.output.weight)
+        nn.init.zeros_(self.output.bias)
+
+    def forward(self, weights: torch.Tensor, src_embedded: torch.Tensor, dropout: nn.Module) -> torch.Tensor:
+        """weights (B, S) or (B, T, S), src_embedded (B, S, E) -> the logits' term (B, V) or (B, T, V)."""
+        if weights.dim() == 2:  # one step
+            summary = torch.bmm(weights.unsqueeze(1), src_embedded).squeeze(1)  # (B, E)
+        else:
+            summary = torch.bmm(weights, src_embedded)  # (B, T, E)
+        lexical = torch.tanh(summary)
+        return self.output(dropout(torch.tanh(self.hidden(lexical)) + lexical))
 
 
 DECODERS = {"attend-then-recur": BahdanauDecoder, "recur-then-attend": LuongDecoder}

@@ -6,9 +6,11 @@ memory and state are nested Python objects (an LSTM's (h, c) per layer, the step
 Here they are flat tensors with names, the step a tensor::
 
     encoder       src (B, S) int64
-                  -> enc_outputs (B, S, 2H), keys, mask (B, S) bool, state_0 … state_n
-    decoder_step  prev_tokens (B,) int64, step (1,) int64, enc_outputs, keys, mask, state_0 … state_n
-                  -> logits (B, V) float32, attention (B, S), state_0 … state_n (the next step's)
+                  -> enc_outputs (B, S, 2H), keys, mask (B, S) bool, [src_embedded (B, S, E)], state_0 … state_n
+    decoder_step  prev_tokens (B,) int64, step (1,) int64, enc_outputs, keys, mask, [src_embedded],
+                  state_0 … state_n -> logits (B, V) float32, attention (B, S), state_0 … state_n (the next step's)
+
+src_embedded is there with ``model.lexical`` (``memory_names``).
 
 state_i are the decoder's cell states bottom layer first (h, or h then c, per layer), then
 h̃_{t-1} with input feeding (``state_names``). The graphs run the encoder padded (packed
@@ -29,6 +31,11 @@ from nmt.model.decoder import DecoderState, Memory
 from nmt.model.seq2seq import Seq2Seq
 
 MEMORY_NAMES = ("enc_outputs", "keys", "mask")
+
+
+def memory_names(config: ModelConfig) -> list[str]:
+    """The flat memory's names: the attention's three, and the source embeddings the lexical model reads."""
+    return [*MEMORY_NAMES, *(["src_embedded"] if config.lexical else [])]
 
 
 def state_names(config: ModelConfig) -> list[str]:
@@ -62,7 +69,8 @@ class EncoderGraph(nn.Module):
     def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, ...]:
         lengths = src.ne(PAD_ID).sum(1)  # (B,)
         memory, state = self.model.encode(src, lengths)
-        return (memory.enc_outputs, memory.keys, memory.mask, *flatten_state(state))
+        extra = () if memory.src_embedded is None else (memory.src_embedded,)
+        return (memory.enc_outputs, memory.keys, memory.mask, *extra, *flatten_state(state))
 
 
 class DecoderStepGraph(nn.Module):
@@ -72,13 +80,15 @@ class DecoderStepGraph(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, prev_tokens, step, enc_outputs, keys, mask, *state) -> tuple[torch.Tensor, ...]:
+    def forward(self, prev_tokens, step, *tensors) -> tuple[torch.Tensor, ...]:
+        """tensors: the memory (``memory_names``), then the state (``state_names``)."""
         decoder = self.model.decoder
-        current = unflatten_state(list(state), self.model.config, step)
+        held = len(memory_names(self.model.config))
+        memory = Memory(*tensors[:held])
+        current = unflatten_state(list(tensors[held:]), self.model.config, step)
         embedded = decoder.embedding(prev_tokens)  # (B, E); dropout is off in inference
         input_gates, rest_weight = decoder.rnn.split_input(embedded)  # (B, gates·H)
-        memory = Memory(enc_outputs, keys, mask)
         cells, output, weights = decoder.step_body(input_gates, rest_weight, current.stack, current.feed, memory, step)
         feed = output[0] if decoder.input_feeding else None
-        logits = decoder.readout(decoder.features(output, embedded))
+        logits = decoder.readout(decoder.features(output, embedded), weights, memory)
         return (logits.float(), weights, *flatten_state(DecoderState(cells, 0, feed)))

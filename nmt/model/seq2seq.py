@@ -46,7 +46,9 @@ class Seq2Seq(nn.Module):
             summary = torch.cat([last_forward_state(enc_outputs, mask), backward_final], dim=-1)
         # the decoder's first state, float32 under autocast like every recurrent state
         state = self.decoder.init_state(run_in_float32(self.bridge, summary))
-        return Memory(enc_outputs, keys, mask), state
+        # the lexical model reads the source embeddings under the attention (dropout at the readout)
+        src_embedded = self.encoder.embedding(src) if self.config.lexical else None  # (B, S, E)
+        return Memory(enc_outputs, keys, mask, src_embedded), state
 
     def decode_step(
         self, prev_tokens: torch.Tensor, state: DecoderState, memory: Memory

@@ -56,6 +56,7 @@ class Recipe:
     input_feeding: bool
     batch_size: int
     word_dropout: float = 0.0
+    lexical_child: bool = False  # a child of a parent adds the lexical model (model.lexical)
 
 
 RECIPES = (
@@ -70,6 +71,7 @@ RECIPES = (
         dropout=0.2,
         input_feeding=True,
         batch_size=64,
+        lexical_child=True,
     ),
     Recipe(
         100_000,
@@ -185,10 +187,15 @@ def split_sizes(sources: int) -> tuple[int, int]:
 
 
 # With a parent (configs/eng-hin.yaml against configs/eng-hin-mixed.yaml; docs/small-data.md, third
-# measurement): the plain transfer, and the parent's own corpus as a related one offered in comments.
+# and fifth measurements): the transfer with the lexical model, and the parent's own corpus as a
+# related one offered in comments.
 TRANSFER_MEASURED = (
-    "English-Hindi (2,549 pairs) from the eng-mar model, 5 minutes, three seeds: 9.03 test BLEU (8.84 / 9.01 / 9.25), "
-    "against 6.0 from scratch"
+    "English-Hindi (2,549 pairs) from the eng-mar model with the lexical model, 5 minutes, three seeds: 9.63 test "
+    "BLEU (10.20 / 9.61 / 9.09), against 9.03 without it and 6.0 from scratch"
+)
+LEXICAL_MEASURED = (
+    "source words under the attention add their own term to the output, a shortcut a small corpus learns fast; "
+    "+0.60 test BLEU and +2.07 chrF over three seeds, chrF higher on every seed, BLEU on two"
 )
 RELATED_DATA = {"oversample": 3}
 RELATED_TRAIN = {"related_per_epoch": 3000, "related_until": 0.6}
@@ -276,17 +283,19 @@ def config_text(
     comments = _comments(found, recipe, src_lang, tgt_lang, minutes, threads, parent is not None)
     if parent is not None:
         config = {"run_dir": run_dir, "init_from": parent.path, **{k: v for k, v in config.items() if k != "run_dir"}}
-        config["model"] = parent.model  # a child has its parent's architecture
-        comments += _parent_comments(parent)
+        # a child has its parent's architecture, and on a small corpus the lexical model besides
+        config["model"] = {**parent.model, **({"lexical": True} if recipe.lexical_child else {})}
+        comments += _parent_comments(parent, recipe.lexical_child and not parent.model.get("lexical"))
     text = comments + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
     if parent is None:
         return text + _related_lines(found, tgt_lang)
     return text + _parent_related_lines(parent, tgt_lang)
 
 
-def _parent_comments(parent: ParentPlan) -> str:
+def _parent_comments(parent: ParentPlan, adds_lexical: bool) -> str:
+    lexical = f", plus the lexical model (model.lexical: {LEXICAL_MEASURED})" if adds_lexical else ""
     lines = [
-        f"Started from {parent.path} ({parent.pair}): its model settings, every weight carried over, "
+        f"Started from {parent.path} ({parent.pair}): its model settings{lexical}, every weight carried over, "
         f"the recipe of configs/eng-hin.yaml ({TRANSFER_MEASURED}; docs/small-data.md).",
         "",
     ]

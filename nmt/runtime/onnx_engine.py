@@ -20,7 +20,7 @@ from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import refuse_link
 from nmt.core.registry import ENGINES
-from nmt.model.graphs import MEMORY_NAMES, state_names
+from nmt.model.graphs import memory_names, state_names
 from nmt.runtime.loading import Engine, LoadedModel, package_parts
 
 GRAPHS = ("encoder", "decoder_step")
@@ -104,12 +104,14 @@ class OnnxModel:
         self.config = config.model  # what Seq2Seq.config is: the model's settings
         self.parameter_count = parameters  # as the package's manifest counts them
         self.step_inputs = {arg.name for arg in self.decoder.get_inputs()}  # only those the graph reads
-        self.step_names = ["prev_tokens", "step", *MEMORY_NAMES, *state_names(self.config)]
+        self.memory_names = memory_names(self.config)
+        self.step_names = ["prev_tokens", "step", *self.memory_names, *state_names(self.config)]
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[FlatTensors, FlatTensors]:
-        """src (B, S) -> (enc_outputs, keys, mask), the decoder's first state."""
+        """src (B, S) -> the memory (``memory_names``), the decoder's first state."""
         outputs = [torch.from_numpy(o) for o in self.encoder.run(None, {"src": src.cpu().numpy()})]
-        return FlatTensors(outputs[:3]), FlatTensors(outputs[3:])
+        held = len(self.memory_names)
+        return FlatTensors(outputs[:held]), FlatTensors(outputs[held:])
 
     def decode_step(
         self, prev_tokens: torch.Tensor, state: FlatTensors, memory: FlatTensors

@@ -15,10 +15,11 @@ either, through the loaders translation uses.
   a piece both vocabularies hold takes the parent's row, a new piece the mean of the rows of
   the parent's pieces its text is cut into. The optimizer, the schedule, the step count and the
   best score start fresh (the parent's dev BLEU is not the child's). ``train.freeze`` keeps
-  parts of the model as the parent left them. One difference is allowed: a child may add input
-  feeding to a Luong parent without it (the fast decoder suits a large corpus, feeding a small
-  one: docs/transfer.md). The decoder's first input weights gain columns for
-  h̃_{t-1}, which start at zero, so the child starts as exactly the parent's function.
+  parts of the model as the parent left them. Two differences are allowed, each added so that
+  the child starts as exactly the parent's function: a child may add input feeding to a Luong
+  parent without it (the fast decoder suits a large corpus, feeding a small one:
+  docs/transfer.md), the decoder's first input weights gaining columns for h̃_{t-1} that start
+  at zero; and it may add the lexical model (``model.lexical``), whose output starts at zero.
 """
 
 from __future__ import annotations
@@ -124,14 +125,18 @@ def load_parent(path: str | Path) -> Parent:
 
 
 FED_WEIGHT = "decoder.rnn.weight_ih_l0"  # (gates·H, E [+ O with input feeding]): [E y_{t-1}; h̃_{t-1}] in
+LEXICAL_PREFIX = "decoder.lexical."  # model.lexical's tensors (a child may add them to its parent)
 
 
 def architecture_differences(parent: Config, config: Config) -> list[str]:
-    """Each model setting of ``config`` that would not hold ``parent``'s weights (input feeding
-    added to a parent without it is not one: inherit_weights pads the decoder's input weights)."""
+    """Each model setting of ``config`` that would not hold ``parent``'s weights (input feeding or
+    the lexical model added to a parent without it is not one: inherit_weights pads the decoder's
+    input weights, or leaves the lexical model's new tensors as initialised)."""
     parent_model = asdict(parent.model)
     if config.model.input_feeding and not parent.model.input_feeding:
         parent_model["input_feeding"] = True
+    if config.model.lexical and not parent.model.lexical:
+        parent_model["lexical"] = True  # its tensors are new: inherit_weights leaves them as initialised
     problems = model_differences(parent_model, asdict(config.model), "model.")
     if config.tokenizer.joint != parent.tokenizer.joint:
         problems.append(f"tokenizer.joint: parent has {parent.tokenizer.joint}, config has {config.tokenizer.joint}")
@@ -289,6 +294,9 @@ def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[To
             added = tensor.shape[1] - source.shape[1]
             copied["feed"] = f"input feeding added: the decoder's {added} fed inputs start at zero"
             continue
+        if source is None and name.startswith(LEXICAL_PREFIX):  # added to the parent: its output starts at zero
+            copied["lexical"] = "lexical model added: its term starts at zero"
+            continue
         if source is None or (name not in VOCABULARY_TENSORS and source.shape != tensor.shape):
             raise NmtError(f"The parent {parent.path} has no tensor {name} of shape {tuple(tensor.shape)}.")
         side = VOCABULARY_TENSORS.get(name)
@@ -309,7 +317,7 @@ def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[To
             f"{side} vocabulary new: {len(child_ids):,} of its {child_tok.vocab_size:,} pieces the parent's, "
             f"{len(composed):,} more the mean of the parent's pieces they are made of"
         )
-    return "; ".join(copied[part] for part in ("src", "tgt", "feed") if part in copied)
+    return "; ".join(copied[part] for part in ("src", "tgt", "feed", "lexical") if part in copied)
 
 
 def _feeds_more(parent_weight: torch.Tensor, weight: torch.Tensor) -> bool:

@@ -194,7 +194,8 @@ def build_trainer(
         inherited = inherit_weights(model, parent, (src_tok, tgt_tok))  # before the Trainer: its average starts here
         notes.append(
             f"Started from the parent {parent.path} ({parent.lineage['pair']}, sha256 {parent.sha256[:12]}…): "
-            f"every tensor copied; {inherited}. Optimizer, schedule, step count and best score start fresh."
+            f"every tensor of the parent copied; {inherited}. "
+            "Optimizer, schedule, step count and best score start fresh."
         )
     frozen = freeze(model, config.train.freeze)
     if frozen:

@@ -57,13 +57,13 @@ function row(tensor, r) {
 
 async function encode(ids) {
   const out = await page.encoder.run({ src: int64(ids, [1, ids.length]) });
-  return { memory: ["enc_outputs", "keys", "mask"].map((name) => out[name]),
+  return { memory: page.config.memory.map((name) => out[name]),
            state: page.config.state.map((name) => out[name]) };
 }
 
 async function decodeStep(prevTokens, step, memory, state) {
   const values = { prev_tokens: int64(prevTokens, [prevTokens.length]), step: int64([step], [1]) };
-  ["enc_outputs", "keys", "mask"].forEach((name, i) => { values[name] = memory[i]; });
+  page.config.memory.forEach((name, i) => { values[name] = memory[i]; });  // with model.lexical: src_embedded too
   page.config.state.forEach((name, i) => { values[name] = state[i]; });
   const feeds = {};
   for (const name of page.decoder.inputNames) feeds[name] = values[name];  // a graph reads only some
