@@ -126,17 +126,17 @@ def load_parent(path: str | Path) -> Parent:
 
 FED_WEIGHT = "decoder.rnn.weight_ih_l0"  # (gates·H, E [+ O with input feeding]): [E y_{t-1}; h̃_{t-1}] in
 LEXICAL_PREFIX = "decoder.lexical."  # model.lexical's tensors (a child may add them to its parent)
+# model switches a child may turn on over a parent without them: inherit_weights pads FED_WEIGHT
+# (input feeding) or leaves the new tensors under LEXICAL_PREFIX as initialised (the lexical model)
+ADDABLE = ("input_feeding", "lexical")
 
 
 def architecture_differences(parent: Config, config: Config) -> list[str]:
-    """Each model setting of ``config`` that would not hold ``parent``'s weights (input feeding or
-    the lexical model added to a parent without it is not one: inherit_weights pads the decoder's
-    input weights, or leaves the lexical model's new tensors as initialised)."""
+    """Each model setting of ``config`` that would not hold ``parent``'s weights (a switch of
+    ``ADDABLE`` turned on over a parent without it is not one)."""
     parent_model = asdict(parent.model)
-    if config.model.input_feeding and not parent.model.input_feeding:
-        parent_model["input_feeding"] = True
-    if config.model.lexical and not parent.model.lexical:
-        parent_model["lexical"] = True  # its tensors are new: inherit_weights leaves them as initialised
+    for key in ADDABLE:
+        parent_model[key] = parent_model[key] or getattr(config.model, key)
     problems = model_differences(parent_model, asdict(config.model), "model.")
     if config.tokenizer.joint != parent.tokenizer.joint:
         problems.append(f"tokenizer.joint: parent has {parent.tokenizer.joint}, config has {config.tokenizer.joint}")
