@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Levers for a small corpus, on the 2,549-pair English-Hindi export (docs/small-data.md, third
-and fifth measurements).
+"""Levers for a small corpus, on the 2,549-pair English-Hindi export (docs/small-data.md, third,
+fifth and sixth measurements).
 
     bash scripts/main.sh                          # the parent: runs/eng-mar-cpu (not in any budget)
     python scripts/small_data.py --seeds 1 2 3    # every variant below, with each seed
@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 
 from quality import measure_seeds, study_arguments, table, trained_and_scored
-from transfer import PLAIN, side_by_side  # PLAIN: every variant the third measurement trained
+from transfer import ONE_CHILD, PLAIN, side_by_side  # PLAIN: every variant the third measurement trained
 
 from nmt.core.device import select_device
 
@@ -68,15 +68,22 @@ VARIANTS: dict[str, Variant] = {
         [*PLAIN, *ONE_THREAD, *MIXED, "train.related_per_epoch=1000", "data.oversample=2"]
     ),
     # the fifth measurement: the lexical model (Nguyen & Chiang, 2018) in the child's decoder
-    "transfer with the lexical model (configs/eng-hin.yaml)": Variant([]),
+    "transfer with the lexical model (configs/eng-hin.yaml of the fifth measurement)": Variant(ONE_CHILD),
     "transfer with the lexical model, four children ensembled, 25 minutes, MBR over 8": Variant(
         ["train.members=4", "decode.mbr=8"], minutes=25.0
+    ),
+    # the sixth measurement: four children in the 5 minutes of one
+    "transfer with the lexical model, four children ensembled, MBR over 8 (configs/eng-hin.yaml)": Variant([]),
+    "transfer, four children ensembled, MBR over 8": Variant([*PLAIN, "train.members=4", "decode.mbr=8"]),
+    "transfer, two children with the lexical model ensembled, MBR over 8": Variant(["train.members=2"]),
+    "transfer, eight children ensembled, 25 minutes, MBR over 8": Variant(
+        [*PLAIN, "train.members=8", "decode.mbr=8"], minutes=25.0
     ),
 }
 
 # The shipped configs and the variant each one is (tests/test_shipped_configs.py holds them to it).
 RECIPES = {
-    "configs/eng-hin.yaml": "transfer with the lexical model (configs/eng-hin.yaml)",
+    "configs/eng-hin.yaml": next(name for name in VARIANTS if "(configs/eng-hin.yaml)" in name),
     "configs/eng-hin-mixed.yaml": next(name for name in VARIANTS if "configs/eng-hin-mixed.yaml" in name),
     "configs/eng-hin-25min.yaml": next(name for name in VARIANTS if "configs/eng-hin-25min.yaml" in name),
 }

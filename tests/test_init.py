@@ -125,6 +125,11 @@ def test_languages_from_file_names_and_recipes_by_size():
     assert [recipe_for(n).name for n in (2_549, 33_725, 500_000)] == ["small-corpus", "CPU", "large-corpus"]
 
 
+def unwrapped(text: str) -> str:
+    """A written config's comments as one line (init wraps them at 98 columns)."""
+    return " ".join(line.lstrip("# ") for line in text.splitlines())
+
+
 def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus(tmp_path):
     """--init-from: the parent's model settings (the transfer recipe), and, its target being
     another language in the target's script, its own corpus as a related one in comments whose
@@ -144,6 +149,8 @@ def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus
     assert config.init_from == str(tmp_path / "parent") and config.model == replace(parent.model, lexical=True)
     assert config.data.related == {} and f"Started from {tmp_path / 'parent'} (en-mr)" in text
     assert "plus the lexical model" in text
+    # and on a corpus this small, four children ensembled with MBR
+    assert (config.train.members, config.decode.mbr) == (4, 8) and "four children side by side" in unwrapped(text)
     raw = with_offered_keys(text)
     raw |= {"run_dir": str(tmp_path / "child")}
     raw["data"] |= {"max_pairs": 300, "dev_size": 10, "test_size": 10}
@@ -156,3 +163,10 @@ def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus
     latin = write_anki(tmp_path / "fra.txt", [(s, "bonjour le monde") for s, _ in synthetic_pairs(seed=1)])
     _, text = init_config([latin], tmp_path / "fr.yaml", init_from=str(tmp_path / "parent"), tgt_lang="fr")
     assert "related" not in text and "init_from" in text  # another script: the parent alone, no related corpus
+    pairs = synthetic_pairs(seed=1)
+    larger = write_anki(
+        tmp_path / "hin-3000.txt", [(f"{s} ({k})", t) for k in range(3_000 // len(pairs) + 1) for s, t in pairs]
+    )
+    path, text = init_config([larger], tmp_path / "larger.yaml", init_from=str(tmp_path / "parent"))
+    config = load_config(path)  # over 2,500 pairs: one child, which gets the epochs four would share
+    assert (config.train.members, config.decode.mbr) == (1, 0) and "four children side by side" not in unwrapped(text)

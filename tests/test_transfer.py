@@ -15,7 +15,7 @@ from nmt.cli import app
 from nmt.config.schema import FREEZE_PARTS, load_config
 from nmt.core.errors import NmtError
 from nmt.pipelines.prepare import prepare
-from nmt.runtime.loading import load_tokenizers, new_model
+from nmt.runtime.loading import load_tokenizers, new_model, trained_weights_files
 from nmt.runtime.parent import FED_WEIGHT, FREEZABLE, composed_pieces, load_parent, shared_pieces
 from nmt.train.trainer import build_trainer
 
@@ -293,9 +293,11 @@ def test_the_shipped_eng_hin_configs_prepare_and_train_on_the_shared_file(tmp_pa
         prepared = nmt("prepare", "--config", config, *sets)
         assert "Skipped the header row" in prepared or "header" in prepared.lower()
         nmt("train", "--config", config, *sets)
-        assert (tmp_path / name / "checkpoints" / "best.pt").is_file()
-    child = torch.load(tmp_path / "eng-hin" / "checkpoints" / "best.pt", weights_only=True)
-    assert child["parent"]["pair"] == "en-mr"
+        assert all(best.is_file() for best in trained_weights_files(tmp_path / name))
+    children = trained_weights_files(tmp_path / "eng-hin")
+    assert len(children) == 4  # configs/eng-hin.yaml trains four children and ensembles them
+    for best in children:
+        assert torch.load(best, weights_only=True)["parent"]["pair"] == "en-mr"
     mixed = (tmp_path / "eng-hin-mixed" / "train.log").read_text(encoding="utf-8")
     assert "tgt vocabulary new: " in mixed and "Epoch " in mixed and "training pairs alone" in mixed
 
