@@ -29,7 +29,6 @@ from nmt.core.fileio import write_text_atomic
 from nmt.core.fonts import SCRIPT_FONTS, script_font, script_of
 from nmt.data.languages import language_name
 from nmt.export.onnx_graphs import export_graphs
-from nmt.model.graphs import memory_names
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers, model_for_weights, weights_shapes
 
@@ -85,7 +84,7 @@ def page_config(config: Config, src_tok, tgt_tok, graphs: dict) -> dict:
         },
         "decode": {key: getattr(config.decode, key) for key in PAGE_DECODING},
         "state": graphs["state"],
-        "memory": memory_names(config.model),  # the graphs' memory, in order
+        "memory": graphs["memory"],  # the graphs' memory tensors, in order
         "spm": {"src": f"model/{src_tok.path.name}", "tgt": f"model/{tgt_tok.path.name}"},
         "pieces": {
             "src": src_tok.id_to_piece(list(range(src_tok.vocab_size))),
