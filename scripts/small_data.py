@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Levers for a small corpus, on the 2,549-pair English-Hindi export (docs/small-data.md, third,
-fifth and sixth measurements).
+fifth, sixth and seventh measurements).
 
     bash scripts/main.sh                          # the parent: runs/eng-mar-cpu (not in any budget)
     python scripts/small_data.py --seeds 1 2 3    # every variant below, with each seed
@@ -10,7 +10,8 @@ Every variant is ``configs/eng-hin.yaml`` plus overrides, started from the one p
 already has after ``bash scripts/main.sh`` (``--parent``), trained with each seed under its
 budget (5 minutes unless it says otherwise) and scored on the eng-hin test split (beam 5, all
 references) with the helpers of scripts/quality.py. Unlike scripts/transfer.py (a parent per
-seed), the parent is fixed: the seeds measure the children's spread. The variants that end in
+seed), the parent is fixed: the seeds measure the children's spread (a variant that names
+another parent says so, and how that parent is made). The variants that end in
 "one thread" are a screening: two of them trained side by side, a thread each. Finished runs
 are reused. Writes OUT/results.json.
 """
@@ -18,6 +19,7 @@ are reused. Writes OUT/results.json.
 from __future__ import annotations
 
 import json
+import random
 import sys
 from dataclasses import dataclass
 from functools import partial
@@ -32,12 +34,17 @@ CONFIG = "configs/eng-hin.yaml"
 RELATED = ["data.related={mr: data/eng-mar/mar.txt}"]  # one model for Hindi and Marathi, sources tagged
 MIXED = [*RELATED, "data.oversample=3", "train.related_per_epoch=3000", "train.related_until=0.6"]
 ONE_THREAD = ["train.threads=1"]
+STRONG_PARENT = "runs/eng-mar/member-1"  # configs/eng-mar.yaml's first member (25 minutes, 4,000 pieces a side)
+TEACHER = "runs/eng-hin"  # `nmt prepare` and `nmt train --config configs/eng-hin.yaml`
+SYNTHETIC = Path("runs/small-data/eng-mar-english-3000.txt")  # written by synthetic_sample()
+SELF_TRAINING = [f"data.distill_from={TEACHER}", "data.distill=keep", f"data.synthetic_from={SYNTHETIC}"]
 
 
 @dataclass(frozen=True)
 class Variant:
     overrides: list[str]
     minutes: float = 5.0
+    parent: str = ""  # another parent than --parent's, e.g. a member of configs/eng-mar.yaml's run
 
 
 VARIANTS: dict[str, Variant] = {
@@ -79,6 +86,17 @@ VARIANTS: dict[str, Variant] = {
     "transfer, eight children ensembled, 25 minutes, MBR over 8": Variant(
         [*PLAIN, "train.members=8", "decode.mbr=8"], minutes=25.0
     ),
+    # the seventh measurement: a stronger parent (`nmt prepare` and `nmt train --config
+    # configs/eng-mar.yaml`: 25 minutes, two members; its architecture has input feeding)
+    "transfer with the lexical model, four children of the 25-minute parent's first member, MBR over 8": Variant(
+        ["model.input_feeding=true"], parent=STRONG_PARENT
+    ),
+    # self-training inside 25 minutes: configs/eng-hin.yaml's run by its own commands (5 minutes)
+    # translates 3,000 of eng-mar's English sentences (51 s), and four plain children train on them
+    # beside the human pairs for the 18 minutes left
+    "self-training from configs/eng-hin.yaml's run, 3,000 sentences, four children, 18 minutes, MBR over 8": Variant(
+        [*PLAIN, "train.members=4", "decode.mbr=8", *SELF_TRAINING], minutes=18.0
+    ),
 }
 
 # The shipped configs and the variant each one is (tests/test_shipped_configs.py holds them to it).
@@ -100,18 +118,40 @@ def main(argv: list[str] | None = None) -> int:
         print(table(results, list(results), args.minutes))
         print(side_by_side(results, list(results), args.runs))
         return 0
-    if not (Path(args.parent) / "checkpoints" / "best.pt").is_file():
-        print(f"No parent at {args.parent}: run `bash scripts/main.sh` first.", file=sys.stderr)
+    missing = [parent for parent in parents(args) if not (Path(parent) / "checkpoints" / "best.pt").is_file()]
+    if missing:
+        how = "`bash scripts/main.sh` (runs/eng-mar-cpu) or `nmt prepare` and `nmt train --config configs/eng-mar.yaml`"
+        print(f"No parent at {', '.join(missing)}: run {how} first.", file=sys.stderr)
         return 1
+    if any(SELF_TRAINING[0] in VARIANTS[name].overrides for name in args.variants):
+        if not (Path(TEACHER) / "member-1" / "checkpoints" / "best.pt").is_file():
+            print(f"No teacher at {TEACHER}: train configs/eng-hin.yaml by its own commands first.", file=sys.stderr)
+            return 1
+        synthetic_sample()
     device = select_device(args.device)
     for name in args.variants:
         variant = VARIANTS[name]
-        overrides = [*variant.overrides, f"init_from={args.parent}"]
+        overrides = [*variant.overrides, f"init_from={variant.parent or args.parent}"]
         runs = Path(args.runs) / str(list(VARIANTS).index(name))
         measure = partial(trained_and_scored, CONFIG, overrides, [], variant.minutes, runs, device)
         measure_seeds(name, args.seeds, measure, results, results_path)
     print(table(results, [n for n in VARIANTS if n in results], args.minutes))
     return 0
+
+
+def synthetic_sample(count: int = 3000, seed: int = 7) -> None:
+    """SYNTHETIC: ``count`` distinct English sentences of eng-mar, a seeded sample (the teacher
+    leaves out those of the eng-hin dev and test sets)."""
+    lines = Path("data/eng-mar/mar.txt").read_text(encoding="utf-8").splitlines()
+    english = list(dict.fromkeys(line.split("\t", 1)[0].strip() for line in lines if line.strip()))
+    random.Random(seed).shuffle(english)
+    SYNTHETIC.parent.mkdir(parents=True, exist_ok=True)
+    SYNTHETIC.write_text("\n".join(english[:count]) + "\n", encoding="utf-8")
+
+
+def parents(args) -> list[str]:
+    """The parents the chosen variants start from."""
+    return sorted({VARIANTS[name].parent or args.parent for name in args.variants})
 
 
 if __name__ == "__main__":
