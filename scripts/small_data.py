@@ -35,6 +35,8 @@ RELATED = ["data.related={mr: data/eng-mar/mar.txt}"]  # one model for Hindi and
 MIXED = [*RELATED, "data.oversample=3", "train.related_per_epoch=3000", "train.related_until=0.6"]
 ONE_THREAD = ["train.threads=1"]
 STRONG_PARENT = "runs/eng-mar/member-1"  # configs/eng-mar.yaml's first member (25 minutes, 4,000 pieces a side)
+# runs/eng-mar-cpu continued 5 minutes on its own data (docs/transfer.md): the same architecture, trained longer
+CONTINUED_PARENT = "runs/eng-mar-cpu-10min"
 TEACHER = "runs/eng-hin"  # `nmt prepare` and `nmt train --config configs/eng-hin.yaml`
 SYNTHETIC = Path("runs/small-data/eng-mar-english-3000.txt")  # written by synthetic_sample()
 SELF_TRAINING = [f"data.distill_from={TEACHER}", "data.distill=keep", f"data.synthetic_from={SYNTHETIC}"]
@@ -91,6 +93,9 @@ VARIANTS: dict[str, Variant] = {
     "transfer with the lexical model, four children of the 25-minute parent's first member, MBR over 8": Variant(
         ["model.input_feeding=true"], parent=STRONG_PARENT
     ),
+    "transfer with the lexical model, four children of the 5-minute parent continued 5 minutes, MBR over 8": Variant(
+        [], parent=CONTINUED_PARENT
+    ),
     # self-training inside 25 minutes: configs/eng-hin.yaml's run by its own commands (5 minutes)
     # translates 3,000 of eng-mar's English sentences (51 s), and four plain children train on them
     # beside the human pairs for the 18 minutes left
@@ -120,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     missing = [parent for parent in parents(args) if not (Path(parent) / "checkpoints" / "best.pt").is_file()]
     if missing:
-        how = "`bash scripts/main.sh` (runs/eng-mar-cpu) or `nmt prepare` and `nmt train --config configs/eng-mar.yaml`"
+        how = "`bash scripts/main.sh` (runs/eng-mar-cpu), or the commands of docs/small-data.md's seventh measurement,"
         print(f"No parent at {', '.join(missing)}: run {how} first.", file=sys.stderr)
         return 1
     if any(SELF_TRAINING[0] in VARIANTS[name].overrides for name in args.variants):

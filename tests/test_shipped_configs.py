@@ -100,3 +100,17 @@ def test_the_related_keys_nmt_init_offers_are_the_learning_curves_recipe():
         + [f"train.{key}={value}" for key, value in RELATED_TRAIN.items()],
     )
     assert measured.data == offered.data and measured.train == offered.train
+
+
+def test_the_small_data_study_refuses_a_variant_whose_own_parent_is_missing(tmp_path, monkeypatch, capsys):
+    """A variant may name its own parent (the seventh measurement's stronger parents): the study
+    starts it from that parent, not --parent's, and without it says which parent is missing
+    before training anything."""
+    study = study_script()
+    name = next(name for name, variant in study.VARIANTS.items() if variant.parent)
+    monkeypatch.chdir(tmp_path)  # no runs/ here: neither parent exists
+    args = ["--variants", name, "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
+    assert study.main([*args, "--parent", "runs/eng-mar-cpu"]) == 1
+    missing = capsys.readouterr().err.split(":")[0]  # the parents listed as missing, not the advice after
+    assert missing == f"No parent at {study.VARIANTS[name].parent}"
+    assert not (tmp_path / "runs").exists()
