@@ -29,6 +29,7 @@ from quality import measure_seeds, study_arguments, table, trained_and_scored
 from transfer import ONE_CHILD, PLAIN, side_by_side  # PLAIN: every variant the third measurement trained
 
 from nmt.core.device import select_device
+from nmt.runtime.loading import trained_weights_files
 
 CONFIG = "configs/eng-hin.yaml"
 RELATED = ["data.related={mr: data/eng-mar/mar.txt}"]  # one model for Hindi and Marathi, sources tagged
@@ -128,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         how = "`bash scripts/main.sh` (runs/eng-mar-cpu), or the commands of docs/small-data.md's seventh measurement,"
         print(f"No parent at {', '.join(missing)}: run {how} first.", file=sys.stderr)
         return 1
-    if any(SELF_TRAINING[0] in VARIANTS[name].overrides for name in args.variants):
-        if not (Path(TEACHER) / "member-1" / "checkpoints" / "best.pt").is_file():
+    if any(set(SELF_TRAINING) <= set(VARIANTS[name].overrides) for name in args.variants):
+        if not all(best.is_file() for best in trained_weights_files(Path(TEACHER))):  # distill's own test
             print(f"No teacher at {TEACHER}: train configs/eng-hin.yaml by its own commands first.", file=sys.stderr)
             return 1
         synthetic_sample()
