@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Levers for a small corpus, on the 2,549-pair English-Hindi export (docs/small-data.md, third,
-fifth, sixth and seventh measurements).
+"""Levers for a small corpus, on the 2,549-pair English-Hindi export (docs/small-data.md, third
+to eighth measurements).
 
     bash scripts/main.sh                          # the parent: runs/eng-mar-cpu (not in any budget)
     python scripts/small_data.py --seeds 1 2 3    # every variant below, with each seed
@@ -48,6 +48,14 @@ class Variant:
     overrides: list[str]
     minutes: float = 5.0
     parent: str = ""  # another parent than --parent's, e.g. a member of configs/eng-mar.yaml's run
+    # dev sources carved from the pair (the test split is carved first, the same whatever this is):
+    # 200 up to the seventh measurement, 50 from the eighth on (the rest train)
+    dev_size: int = 200
+
+    @property
+    def config_overrides(self) -> list[str]:
+        """What the variant sets on CONFIG, its dev set's size included."""
+        return [*self.overrides, f"data.dev_size={self.dev_size}"]
 
 
 VARIANTS: dict[str, Variant] = {
@@ -61,8 +69,8 @@ VARIANTS: dict[str, Variant] = {
     "mixed, 3,000 eng-mar pairs drawn afresh an epoch, the pair alone after 60 % (configs/eng-hin-mixed.yaml)": (
         Variant([*PLAIN, *MIXED])
     ),
-    "transfer, four children ensembled, 25 minutes, MBR over 8 (configs/eng-hin-25min.yaml)": Variant(
-        [*PLAIN, "train.members=4", "decode.mbr=8"], minutes=25.0
+    "transfer, four children ensembled, 25 minutes, MBR over 8 (configs/eng-hin-25min.yaml of the third measurement)": (
+        Variant([*PLAIN, "train.members=4", "decode.mbr=8"], minutes=25.0)
     ),
     # the screening: pairs of these trained side by side, one thread each
     "transfer, one thread": Variant([*PLAIN, *ONE_THREAD]),
@@ -83,7 +91,8 @@ VARIANTS: dict[str, Variant] = {
         ["train.members=4", "decode.mbr=8"], minutes=25.0
     ),
     # the sixth measurement: four children in the 5 minutes of one
-    "transfer with the lexical model, four children ensembled, MBR over 8 (configs/eng-hin.yaml)": Variant([]),
+    "transfer with the lexical model, four children ensembled, MBR over 8 "
+    "(configs/eng-hin.yaml of the sixth measurement)": Variant([]),
     "transfer, four children ensembled, MBR over 8": Variant([*PLAIN, "train.members=4", "decode.mbr=8"]),
     "transfer, two children with the lexical model ensembled, MBR over 8": Variant(["train.members=2"]),
     "transfer, eight children ensembled, 25 minutes, MBR over 8": Variant(
@@ -103,13 +112,19 @@ VARIANTS: dict[str, Variant] = {
     "self-training from configs/eng-hin.yaml's run, 3,000 sentences, four children, 18 minutes, MBR over 8": Variant(
         [*PLAIN, "train.members=4", "decode.mbr=8", *SELF_TRAINING], minutes=18.0
     ),
+    # the eighth measurement: 50 dev sources instead of 200, the other 150 (171 pairs) trained on
+    "transfer with the lexical model, four children ensembled, MBR over 8, 50 dev sources (configs/eng-hin.yaml)": (
+        Variant([], dev_size=50)
+    ),
+    "transfer, four children ensembled, 25 minutes, MBR over 8, 50 dev sources (configs/eng-hin-25min.yaml)": (
+        Variant([*PLAIN, "train.members=4", "decode.mbr=8"], minutes=25.0, dev_size=50)
+    ),
 }
 
 # The shipped configs and the variant each one is (tests/test_shipped_configs.py holds them to it).
 RECIPES = {
-    "configs/eng-hin.yaml": next(name for name in VARIANTS if "(configs/eng-hin.yaml)" in name),
-    "configs/eng-hin-mixed.yaml": next(name for name in VARIANTS if "configs/eng-hin-mixed.yaml" in name),
-    "configs/eng-hin-25min.yaml": next(name for name in VARIANTS if "configs/eng-hin-25min.yaml" in name),
+    config: next(name for name in VARIANTS if name.endswith(f"({config})"))
+    for config in ("configs/eng-hin.yaml", "configs/eng-hin-mixed.yaml", "configs/eng-hin-25min.yaml")
 }
 
 
@@ -129,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         how = "`bash scripts/main.sh` (runs/eng-mar-cpu), or the commands of docs/small-data.md's seventh measurement,"
         print(f"No parent at {', '.join(missing)}: run {how} first.", file=sys.stderr)
         return 1
-    if any(set(SELF_TRAINING) <= set(VARIANTS[name].overrides) for name in args.variants):
+    if any(set(SELF_TRAINING) <= set(VARIANTS[name].config_overrides) for name in args.variants):
         if not all(best.is_file() for best in trained_weights_files(Path(TEACHER))):  # distill's own test
             print(f"No teacher at {TEACHER}: train configs/eng-hin.yaml by its own commands first.", file=sys.stderr)
             return 1
@@ -137,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     device = select_device(args.device)
     for name in args.variants:
         variant = VARIANTS[name]
-        overrides = [*variant.overrides, f"init_from={variant.parent or args.parent}"]
+        overrides = [*variant.config_overrides, f"init_from={variant.parent or args.parent}"]
         runs = Path(args.runs) / str(list(VARIANTS).index(name))
         measure = partial(trained_and_scored, CONFIG, overrides, [], variant.minutes, runs, device)
         measure_seeds(name, args.seeds, measure, results, results_path)

@@ -15,7 +15,7 @@ import yaml
 
 from nmt.config.schema import load_config
 from nmt.core.errors import NmtError
-from nmt.pipelines.init import init_config, language_of, recipe_for
+from nmt.pipelines.init import init_config, language_of, recipe_for, split_sizes
 from nmt.pipelines.prepare import prepare
 from nmt.train.trainer import build_trainer
 
@@ -75,6 +75,7 @@ def test_the_shared_eng_hin_file_gets_the_small_corpus_recipe_and_the_related_co
     text = (tmp_path / "hin.yaml").read_text(encoding="utf-8")
     config = load_config(tmp_path / "hin.yaml")
     assert (config.data.tgt_lang, config.model.input_feeding) == ("hi", True)
+    assert (config.data.dev_size, config.data.test_size) == (50, 353)  # of 2,353 distinct sources
     assert "the header row 'Eng\\tHin\\tOth'" in text and "devanagari" in text
     assert "--init-from runs/eng-mar-cpu" in text  # the shipped Marathi corpus shares the script
     prepares_and_trains(tmp_path / "hin.yaml", tmp_path)
@@ -87,6 +88,17 @@ def test_the_shared_eng_hin_file_gets_the_small_corpus_recipe_and_the_related_co
     raw["data"]["related_pairs"] = 300  # a seconds-long run
     (tmp_path / "related.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     prepares_and_trains(tmp_path / "related.yaml", tmp_path / "related")
+
+
+def test_a_small_corpus_holds_back_few_dev_sources_and_a_large_one_five_percent():
+    # dev only watches a small corpus's run (its last checkpoint scores as its best), so it keeps
+    # at most 50 sources for training (docs/small-data.md, eighth measurement); test keeps 15 %
+    assert split_sizes(100) == (20, 20)
+    assert split_sizes(400) == (32, 60)
+    assert split_sizes(2_353) == (50, 353)
+    assert split_sizes(9_999) == (50, 1500)
+    assert split_sizes(22_211) == (1111, 1111)
+    assert split_sizes(100_000) == (2000, 2000)
 
 
 def test_an_anki_zip_and_aligned_files(tmp_path):

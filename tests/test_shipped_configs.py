@@ -75,7 +75,8 @@ def test_eng_hin_configs_are_the_measured_variant(config):
     runs/eng-mar-cpu) is what the config file says, except the driver's run settings."""
     study = study_script()
     variant = study.VARIANTS[study.RECIPES[config]]
-    measured = dataclasses.asdict(load_config(ROOT / study.CONFIG, [*variant.overrides, "init_from=runs/eng-mar-cpu"]))
+    overrides = [*variant.config_overrides, "init_from=runs/eng-mar-cpu"]
+    measured = dataclasses.asdict(load_config(ROOT / study.CONFIG, overrides))
     shipped = dataclasses.asdict(load_config(ROOT / config))
     assert shipped["train"]["max_minutes"] == variant.minutes
     for values in (measured, shipped):
