@@ -35,6 +35,7 @@ CONFIG = "configs/eng-hin.yaml"
 RELATED = ["data.related={mr: data/eng-mar/mar.txt}"]  # one model for Hindi and Marathi, sources tagged
 MIXED = [*RELATED, "data.oversample=3", "train.related_per_epoch=3000", "train.related_until=0.6"]
 ONE_THREAD = ["train.threads=1"]
+FOUR_PLAIN_CHILDREN = [*PLAIN, "train.members=4", "decode.mbr=8"]  # ensembled, MBR over 8 (configs/eng-hin-25min.yaml)
 STRONG_PARENT = "runs/eng-mar/member-1"  # configs/eng-mar.yaml's first member (25 minutes, 4,000 pieces a side)
 # runs/eng-mar-cpu continued 5 minutes on its own data (docs/transfer.md): the same architecture, trained longer
 CONTINUED_PARENT = "runs/eng-mar-cpu-10min"
@@ -70,7 +71,7 @@ VARIANTS: dict[str, Variant] = {
         Variant([*PLAIN, *MIXED])
     ),
     "transfer, four children ensembled, 25 minutes, MBR over 8 (configs/eng-hin-25min.yaml of the third measurement)": (
-        Variant([*PLAIN, "train.members=4", "decode.mbr=8"], minutes=25.0)
+        Variant(FOUR_PLAIN_CHILDREN, minutes=25.0)
     ),
     # the screening: pairs of these trained side by side, one thread each
     "transfer, one thread": Variant([*PLAIN, *ONE_THREAD]),
@@ -93,7 +94,7 @@ VARIANTS: dict[str, Variant] = {
     # the sixth measurement: four children in the 5 minutes of one
     "transfer with the lexical model, four children ensembled, MBR over 8 "
     "(configs/eng-hin.yaml of the sixth measurement)": Variant([]),
-    "transfer, four children ensembled, MBR over 8": Variant([*PLAIN, "train.members=4", "decode.mbr=8"]),
+    "transfer, four children ensembled, MBR over 8": Variant(FOUR_PLAIN_CHILDREN),
     "transfer, two children with the lexical model ensembled, MBR over 8": Variant(["train.members=2"]),
     "transfer, eight children ensembled, 25 minutes, MBR over 8": Variant(
         [*PLAIN, "train.members=8", "decode.mbr=8"], minutes=25.0
@@ -110,14 +111,14 @@ VARIANTS: dict[str, Variant] = {
     # translates 3,000 of eng-mar's English sentences (51 s), and four plain children train on them
     # beside the human pairs for the 18 minutes left
     "self-training from configs/eng-hin.yaml's run, 3,000 sentences, four children, 18 minutes, MBR over 8": Variant(
-        [*PLAIN, "train.members=4", "decode.mbr=8", *SELF_TRAINING], minutes=18.0
+        [*FOUR_PLAIN_CHILDREN, *SELF_TRAINING], minutes=18.0
     ),
     # the eighth measurement: 50 dev sources instead of 200, the other 150 (171 pairs) trained on
     "transfer with the lexical model, four children ensembled, MBR over 8, 50 dev sources (configs/eng-hin.yaml)": (
         Variant([], dev_size=50)
     ),
     "transfer, four children ensembled, 25 minutes, MBR over 8, 50 dev sources (configs/eng-hin-25min.yaml)": (
-        Variant([*PLAIN, "train.members=4", "decode.mbr=8"], minutes=25.0, dev_size=50)
+        Variant(FOUR_PLAIN_CHILDREN, minutes=25.0, dev_size=50)
     ),
 }
 

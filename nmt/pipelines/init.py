@@ -179,7 +179,7 @@ def recipe_for(pairs: int) -> Recipe:
 
 
 # A small corpus's dev set: at most this many sources. Under the budget's schedule a run's last
-# checkpoint scores as its best (docs/small-data.md, sixth measurement), so dev only watches the
+# checkpoint scores as its best (docs/small-data.md, seventh measurement), so dev only watches the
 # run, and each source it holds back is a training pair lost where pairs count most (the learning
 # curve): 50 dev sources instead of 200 gave eng-hin's children +0.9 test BLEU (eighth measurement).
 SMALL_DEV = 50
