@@ -275,8 +275,16 @@ def epochs_reached(records: list[dict]) -> float:
 
 
 def evaluate_run(
-    base: str, run_dir: Path, train_overrides: list[str], decode_overrides: list[str], device, samples: int = 8
+    base: str,
+    run_dir: Path,
+    train_overrides: list[str],
+    decode_overrides: list[str],
+    device,
+    samples: int = 8,
+    test_set: Path | None = None,
 ) -> dict:
+    """The run scored on its own test split, or on ``test_set`` (another prepared split's
+    ``test.multi.tsv``: runs of other splits compared on the same sentences)."""
     chosen = [o for o in decode_overrides if o.startswith("checkpoints:")]
     decode_overrides = [o for o in decode_overrides if o not in chosen]
     config = load_config(
@@ -288,11 +296,11 @@ def evaluate_run(
             f"data.prepared_dir={prepared_dir(run_dir.parent, train_overrides)}",
         ],
     )
-    test_set = read_references(prepared_paths(config).multi("test"))
+    references = read_references(test_set or prepared_paths(config).multi("test"))
     hypotheses = Translator(load_checkpoints(config, checkpoints_to_load(run_dir, chosen), device)).translate(
-        test_set.sources
+        references.sources
     )
-    scores = score(hypotheses, test_set.references, metrics=("bleu", "chrf"))
+    scores = score(hypotheses, references.references, metrics=("bleu", "chrf"))
     run = run_paths(config)
     records = MetricsFile((run.member(1) if config.train.members > 1 else run).metrics).read()  # a member's pace
     return {
@@ -381,10 +389,12 @@ def trained_and_scored(
     device,
     seed: int,
     samples: int = 12,
+    test_set: Path | None = None,
 ) -> dict:
-    """One run of ``config`` with ``overrides`` and ``seed`` (reused when done), scored on its test set."""
+    """One run of ``config`` with ``overrides`` and ``seed`` (reused when done), scored on its test
+    set or on ``test_set``."""
     run_dir = train_run(config, overrides, seed, minutes, runs, device)
-    return evaluate_run(config, run_dir, overrides, decode_overrides, device, samples=samples)
+    return evaluate_run(config, run_dir, overrides, decode_overrides, device, samples=samples, test_set=test_set)
 
 
 def measure_seeds(name: str, seeds: list[int], measure, results: dict, results_path: Path) -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Levers for a small corpus, on the 2,549-pair English-Hindi export (docs/small-data.md, third
-to eighth measurements).
+to ninth measurements).
 
     bash scripts/main.sh                          # the parent: runs/eng-mar-cpu (not in any budget)
     python scripts/small_data.py --seeds 1 2 3    # every variant below, with each seed
@@ -21,14 +21,16 @@ from __future__ import annotations
 import json
 import random
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from quality import measure_seeds, study_arguments, table, trained_and_scored
+from quality import measure_seeds, prepared_dir, study_arguments, table, trained_and_scored
 from transfer import ONE_CHILD, PLAIN, side_by_side  # PLAIN: every variant the third measurement trained
 
+from nmt.config.schema import load_config
 from nmt.core.device import select_device
+from nmt.pipelines.prepare import prepare
 from nmt.runtime.loading import trained_weights_files
 
 CONFIG = "configs/eng-hin.yaml"
@@ -52,13 +54,25 @@ class Variant:
     # dev sources carved from the pair (the test split is carved first, the same whatever this is):
     # 200 up to the seventh measurement, 50 from the eighth on (the rest train)
     dev_size: int = 200
+    test_size: int = 400  # test sources, carved first: the first 200 of the 400 with test_size 200
+    # another variant whose test split scores this one's runs (the runs of the first variant that
+    # trains the same way are reused): recipes of two splits compared on the same sentences
+    scored_on: str = ""
 
     @property
     def config_overrides(self) -> list[str]:
-        """What the variant sets on CONFIG, its dev set's size included."""
-        return [*self.overrides, f"data.dev_size={self.dev_size}"]
+        """What the variant sets on CONFIG, its dev and test sets' sizes included."""
+        return [*self.overrides, f"data.dev_size={self.dev_size}", f"data.test_size={self.test_size}"]
 
 
+# The recipes of the eighth and ninth measurements, by name (the ninth scores the eighth's runs
+# on its own test split too)
+LEXICAL_FOUR = "transfer with the lexical model, four children ensembled, MBR over 8"
+PLAIN_FOUR_25 = "transfer, four children ensembled, 25 minutes, MBR over 8"
+EIGHTH = f"{LEXICAL_FOUR}, 50 dev sources (configs/eng-hin.yaml)"
+EIGHTH_25 = f"{PLAIN_FOUR_25}, 50 dev sources (configs/eng-hin-25min.yaml)"
+NINTH = f"{LEXICAL_FOUR}, 50 dev and 200 test sources"
+NINTH_25 = f"{PLAIN_FOUR_25}, 50 dev and 200 test sources"
 VARIANTS: dict[str, Variant] = {
     "transfer (configs/eng-hin.yaml of the third measurement)": Variant(PLAIN),
     "transfer, the encoder frozen": Variant([*PLAIN, "train.freeze=[encoder]"]),
@@ -114,11 +128,18 @@ VARIANTS: dict[str, Variant] = {
         [*FOUR_PLAIN_CHILDREN, *SELF_TRAINING], minutes=18.0
     ),
     # the eighth measurement: 50 dev sources instead of 200, the other 150 (171 pairs) trained on
-    "transfer with the lexical model, four children ensembled, MBR over 8, 50 dev sources (configs/eng-hin.yaml)": (
-        Variant([], dev_size=50)
+    EIGHTH: Variant([], dev_size=50),
+    EIGHTH_25: Variant(FOUR_PLAIN_CHILDREN, minutes=25.0, dev_size=50),
+    # the ninth measurement: six children instead of four; 200 test sources instead of 400, the
+    # other 200 (dev's 50 among them) trained on, every recipe scored on those 200 sources
+    "transfer with the lexical model, six children ensembled, MBR over 8, 50 dev sources": Variant(
+        ["train.members=6"], dev_size=50
     ),
-    "transfer, four children ensembled, 25 minutes, MBR over 8, 50 dev sources (configs/eng-hin-25min.yaml)": (
-        Variant(FOUR_PLAIN_CHILDREN, minutes=25.0, dev_size=50)
+    NINTH: Variant([], dev_size=50, test_size=200),
+    f"{EIGHTH}, scored on the 200 test sources": Variant([], dev_size=50, scored_on=NINTH),
+    NINTH_25: Variant(FOUR_PLAIN_CHILDREN, minutes=25.0, dev_size=50, test_size=200),
+    f"{EIGHTH_25}, scored on the 200 test sources": Variant(
+        FOUR_PLAIN_CHILDREN, minutes=25.0, dev_size=50, scored_on=NINTH_25
     ),
 }
 
@@ -153,12 +174,34 @@ def main(argv: list[str] | None = None) -> int:
     device = select_device(args.device)
     for name in args.variants:
         variant = VARIANTS[name]
-        overrides = [*variant.config_overrides, f"init_from={variant.parent or args.parent}"]
-        runs = Path(args.runs) / str(list(VARIANTS).index(name))
-        measure = partial(trained_and_scored, CONFIG, overrides, [], variant.minutes, runs, device)
+        runs, overrides = training_of(name, args)
+        test_set = test_split_of(variant.scored_on, args) if variant.scored_on else None
+        measure = partial(trained_and_scored, CONFIG, overrides, [], variant.minutes, runs, device, test_set=test_set)
         measure_seeds(name, args.seeds, measure, results, results_path)
     print(table(results, [n for n in VARIANTS if n in results], args.minutes))
     return 0
+
+
+def training_of(name: str, args) -> tuple[Path, list[str]]:
+    """Where variant ``name``'s runs go and what they set on CONFIG: the folder of the first
+    variant that trains the same way (a variant scored on another split reuses its runs)."""
+    variant = replace(VARIANTS[name], scored_on="")
+    first = next(other for other in VARIANTS if replace(VARIANTS[other], scored_on="") == variant)
+    return Path(args.runs) / str(list(VARIANTS).index(first)), [
+        *variant.config_overrides,
+        f"init_from={variant.parent or args.parent}",
+    ]
+
+
+def test_split_of(name: str, args) -> Path:
+    """Variant ``name``'s test split (prepared first when its runs have not been)."""
+    runs, overrides = training_of(name, args)
+    data = prepared_dir(runs, overrides)
+    if not (data / "test.multi.tsv").is_file():
+        # a run_dir of its own: CONFIG's (runs/eng-hin, the teacher) may hold a trained model
+        settings = [*overrides, f"data.prepared_dir={data}", f"run_dir={runs / 'test-split'}"]
+        prepare(load_config(CONFIG, settings), log=lambda _: None)
+    return data / "test.multi.tsv"
 
 
 def synthetic_sample(count: int = 3000, seed: int = 7) -> None:

@@ -115,3 +115,24 @@ def test_the_small_data_study_refuses_a_variant_whose_own_parent_is_missing(tmp_
     missing = capsys.readouterr().err.split(":")[0]  # the parents listed as missing, not the advice after
     assert missing == f"No parent at {study.VARIANTS[name].parent}"
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_variant_scored_on_another_split_reuses_the_runs_of_its_recipe(tmp_path):
+    """The ninth measurement scores the eighth's runs on its own 200 test sources: such a variant
+    trains nothing of its own (its runs are those of the variant that trains the same way), and
+    the split it is scored on is another variant's, with another test size."""
+    study = study_script()
+    args = type("Args", (), {"runs": str(tmp_path / "runs"), "parent": "runs/eng-mar-cpu"})
+    rescored = [name for name, variant in study.VARIANTS.items() if variant.scored_on]
+    assert rescored
+    for name in rescored:
+        variant = study.VARIANTS[name]
+        runs, overrides = study.training_of(name, args)
+        trained_by = next(
+            other
+            for other in study.VARIANTS
+            if not study.VARIANTS[other].scored_on and study.training_of(other, args) == (runs, overrides)
+        )
+        assert trained_by != name and study.VARIANTS[trained_by].test_size == variant.test_size
+        assert study.VARIANTS[variant.scored_on].test_size < variant.test_size
+        assert study.training_of(variant.scored_on, args)[0] != runs
