@@ -135,6 +135,9 @@ VARIANTS: dict[str, Variant] = {
     "transfer with the lexical model, six children ensembled, MBR over 8, 50 dev sources": Variant(
         ["train.members=6"], dev_size=50
     ),
+    "transfer with the lexical model, four children ensembled, MBR over 8, 50 dev sources, learning rate 0.003": (
+        Variant(["train.learning_rate=0.003"], dev_size=50)
+    ),
     NINTH: Variant([], dev_size=50, test_size=200),
     f"{EIGHTH}, scored on the 200 test sources": Variant([], dev_size=50, scored_on=NINTH),
     NINTH_25: Variant(FOUR_PLAIN_CHILDREN, minutes=25.0, dev_size=50, test_size=200),
