@@ -65,8 +65,8 @@ class Variant:
         return [*self.overrides, f"data.dev_size={self.dev_size}", f"data.test_size={self.test_size}"]
 
 
-# The recipes of the eighth and ninth measurements, by name (the ninth scores the eighth's runs
-# on its own test split too)
+# Recipes that several measurements name (the ninth scores the eighth's runs on its own test split
+# too)
 LEXICAL_FOUR = "transfer with the lexical model, four children ensembled, MBR over 8"
 PLAIN_FOUR_25 = "transfer, four children ensembled, 25 minutes, MBR over 8"
 EIGHTH = f"{LEXICAL_FOUR}, 50 dev sources (configs/eng-hin.yaml)"
@@ -84,8 +84,8 @@ VARIANTS: dict[str, Variant] = {
     "mixed, 3,000 eng-mar pairs drawn afresh an epoch, the pair alone after 60 % (configs/eng-hin-mixed.yaml)": (
         Variant([*PLAIN, *MIXED])
     ),
-    "transfer, four children ensembled, 25 minutes, MBR over 8 (configs/eng-hin-25min.yaml of the third measurement)": (
-        Variant(FOUR_PLAIN_CHILDREN, minutes=25.0)
+    f"{PLAIN_FOUR_25} (configs/eng-hin-25min.yaml of the third measurement)": Variant(
+        FOUR_PLAIN_CHILDREN, minutes=25.0
     ),
     # the screening: pairs of these trained side by side, one thread each
     "transfer, one thread": Variant([*PLAIN, *ONE_THREAD]),
@@ -106,8 +106,7 @@ VARIANTS: dict[str, Variant] = {
         ["train.members=4", "decode.mbr=8"], minutes=25.0
     ),
     # the sixth measurement: four children in the 5 minutes of one
-    "transfer with the lexical model, four children ensembled, MBR over 8 "
-    "(configs/eng-hin.yaml of the sixth measurement)": Variant([]),
+    f"{LEXICAL_FOUR} (configs/eng-hin.yaml of the sixth measurement)": Variant([]),
     "transfer, four children ensembled, MBR over 8": Variant(FOUR_PLAIN_CHILDREN),
     "transfer, two children with the lexical model ensembled, MBR over 8": Variant(["train.members=2"]),
     "transfer, eight children ensembled, 25 minutes, MBR over 8": Variant(
@@ -135,9 +134,7 @@ VARIANTS: dict[str, Variant] = {
     "transfer with the lexical model, six children ensembled, MBR over 8, 50 dev sources": Variant(
         ["train.members=6"], dev_size=50
     ),
-    "transfer with the lexical model, four children ensembled, MBR over 8, 50 dev sources, learning rate 0.003": (
-        Variant(["train.learning_rate=0.003"], dev_size=50)
-    ),
+    f"{LEXICAL_FOUR}, 50 dev sources, learning rate 0.003": Variant(["train.learning_rate=0.003"], dev_size=50),
     NINTH: Variant([], dev_size=50, test_size=200),
     f"{EIGHTH}, scored on the 200 test sources": Variant([], dev_size=50, scored_on=NINTH),
     NINTH_25: Variant(FOUR_PLAIN_CHILDREN, minutes=25.0, dev_size=50, test_size=200),

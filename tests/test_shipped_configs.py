@@ -128,11 +128,12 @@ def test_a_variant_scored_on_another_split_reuses_the_runs_of_its_recipe(tmp_pat
     for name in rescored:
         variant = study.VARIANTS[name]
         runs, overrides = study.training_of(name, args)
-        trained_by = next(
+        trainers = [
             other
-            for other in study.VARIANTS
-            if not study.VARIANTS[other].scored_on and study.training_of(other, args) == (runs, overrides)
-        )
-        assert trained_by != name and study.VARIANTS[trained_by].test_size == variant.test_size
+            for other, trained in study.VARIANTS.items()
+            if not trained.scored_on and study.training_of(other, args) == (runs, overrides)
+        ]
+        assert len(trainers) == 1, name  # one recipe's runs, in the folder of the variant that trains them
+        assert runs == tmp_path / "runs" / str(list(study.VARIANTS).index(trainers[0]))
         assert study.VARIANTS[variant.scored_on].test_size < variant.test_size
         assert study.training_of(variant.scored_on, args)[0] != runs
