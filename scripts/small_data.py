@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Levers for a small corpus, on the 2,549-pair English-Hindi export (docs/small-data.md, third
-to ninth measurements).
+to tenth measurements).
 
     bash scripts/main.sh                          # the parent: runs/eng-mar-cpu (not in any budget)
     python scripts/small_data.py --seeds 1 2 3    # every variant below, with each seed
@@ -44,6 +44,10 @@ CONTINUED_PARENT = "runs/eng-mar-cpu-10min"
 TEACHER = "runs/eng-hin"  # `nmt prepare` and `nmt train --config configs/eng-hin.yaml`
 SYNTHETIC = Path("runs/small-data/eng-mar-english-3000.txt")  # written by synthetic_sample()
 SELF_TRAINING = [f"data.distill_from={TEACHER}", "data.distill=keep", f"data.synthetic_from={SYNTHETIC}"]
+# FreeDict's English-Hindi headwords that eng-mar's English uses, three translations each: written by
+# scripts/freedict_lexicon.py (docs/small-data.md, tenth measurement, says how)
+LEXICON = Path("runs/small-data/freedict-eng-hin.tsv")
+LEXICON_ONE = Path("runs/small-data/freedict-eng-hin-one.tsv")  # single words, the first translation of each
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,14 @@ VARIANTS: dict[str, Variant] = {
     f"{EIGHTH_25}, scored on the 200 test sources": Variant(
         FOUR_PLAIN_CHILDREN, minutes=25.0, dev_size=50, scored_on=NINTH_25
     ),
+    # the tenth measurement: a word list (6,388 pairs; 2,778 single words) trained beside the pair's 2,054
+    f"{EIGHTH}, a FreeDict word list beside the pairs": Variant([f"data.lexicon={LEXICON}"], dev_size=50),
+    f"{EIGHTH}, a FreeDict word list of single words, one translation each, beside the pairs": Variant(
+        [f"data.lexicon={LEXICON_ONE}"], dev_size=50
+    ),
+    f"{EIGHTH_25}, a FreeDict word list beside the pairs": Variant(
+        [*FOUR_PLAIN_CHILDREN, f"data.lexicon={LEXICON}"], minutes=25.0, dev_size=50
+    ),
 }
 
 # The shipped configs and the variant each one is (tests/test_shipped_configs.py holds them to it).
@@ -171,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"No teacher at {TEACHER}: train configs/eng-hin.yaml by its own commands first.", file=sys.stderr)
             return 1
         synthetic_sample()
+    wanted = {f"data.lexicon={lexicon}": lexicon for lexicon in (LEXICON, LEXICON_ONE)}
+    for lexicon in {wanted[o] for name in args.variants for o in VARIANTS[name].overrides if o in wanted}:
+        if not lexicon.is_file():
+            print(f"No word list at {lexicon}: docs/small-data.md's tenth measurement writes it.", file=sys.stderr)
+            return 1
     device = select_device(args.device)
     for name in args.variants:
         variant = VARIANTS[name]

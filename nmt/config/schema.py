@@ -78,6 +78,9 @@ class DataConfig:
     related: dict[str, str] = field(default_factory=dict)
     oversample: int = 1  # with related corpora: this pair's training pairs, this many times an epoch
     related_pairs: int = 0  # at most this many pairs of each related corpus, a seeded sample (0 = all of them)
+    # a bilingual word list (TSV: source<TAB>target, a word or phrase each side) trained beside the pairs,
+    # e.g. a glossary; never in dev or test (nmt/data/lexicon.py)
+    lexicon: str = ""
 
     @property
     def tsv_columns(self) -> list[str]:

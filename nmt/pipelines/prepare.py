@@ -24,6 +24,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import atomic_text_writer, count_lines, sha256_file, write_lines_atomic, write_text_atomic
 from nmt.core.fonts import missing_font_warning, missing_scripts
 from nmt.core.progress import progress_bar
+from nmt.data.lexicon import add_lexicon
 from nmt.data.pairs import Pair, ReadResult
 from nmt.data.references import write_references
 from nmt.data.related import RelatedMix, mix_related, source_tag, symbols
@@ -119,6 +120,8 @@ def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> st
         data = {k: v for k, v in data.items() if k not in ("related", "oversample", "related_pairs")}
     if not config.data.synthetic_from:  # and before self-training
         data = {k: v for k, v in data.items() if k != "synthetic_from"}
+    if not config.data.lexicon:  # and before lexicons
+        data = {k: v for k, v in data.items() if k != "lexicon"}
     payload = {
         "format": FORMAT_VERSION,
         "input_sha256": input_sha256,
@@ -274,9 +277,18 @@ def _training_text(
     config: Config, paths: PreparedPaths, distribution: Distribution, log, show_bar: bool
 ) -> RelatedMix | None:
     """The training text beyond the split's: a teacher's translations (data.distill_from, and
-    data.synthetic_from's sentences), then the related corpora (data.related), every source tagged."""
+    data.synthetic_from's sentences), a word list (data.lexicon), then the related corpora
+    (data.related), every source tagged."""
     if config.data.distill_from:
         distribution.split_pairs["train"] = distill_training_targets(config, paths, log, show_bar)
+    if config.data.lexicon:
+        lexicon = add_lexicon(config.data, paths)
+        distribution.split_pairs["train"] += lexicon.pairs
+        skipped = f", {lexicon.malformed:,} malformed line(s) skipped" if lexicon.malformed else ""
+        log(
+            f"Lexicon: {lexicon.pairs:,} word pairs of {config.data.lexicon} beside the training pairs "
+            f"({lexicon.held_out:,} left out: their source is a dev/test source{skipped})."
+        )
     if not config.data.related:
         return None
     mix = mix_related(config.data, paths, len(distribution.sample), paths.root / "source")
