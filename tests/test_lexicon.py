@@ -90,6 +90,20 @@ def test_one_bad_line_is_skipped_and_counted_unless_malformed_lines_are_errors(t
         prepare(config_from_dict(strict), log=quiet, show_bar=False)
 
 
+def test_beside_related_corpora_the_lexicon_is_the_pairs_tagged_and_oversampled(tmp_path):
+    pairs = synthetic_pairs()
+    related = write_anki(tmp_path / "mar.txt", pairs)
+    raw = lexicon_config(tmp_path, "run", write_anki(tmp_path / "lexicon.tsv", WORDS))
+    raw["data"] |= {"tgt_lang": "hi", "related": {"mr": str(related)}, "oversample": 2}
+    config = config_from_dict(raw)
+    prepare(config, log=quiet, show_bar=False)
+    paths = prepared_paths(config)
+    trained = list(zip(read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))))
+    for english, marathi in WORDS:
+        assert trained.count((f"<2hi> {english}", marathi)) == 2  # the pair's tag, twice an epoch
+        assert not any(src == f"<2mr> {english}" for src, _ in trained)
+
+
 def freedict_module():
     spec = importlib.util.spec_from_file_location("freedict_lexicon", ROOT / "scripts" / "freedict_lexicon.py")
     module = importlib.util.module_from_spec(spec)

@@ -5,7 +5,9 @@ The lexicon is a TSV of ``source<TAB>target`` lines (a word or a phrase each sid
 several translations on several lines). Its pairs are appended to the prepared training text
 after the split, so dev and test stay the corpus's sentences; an entry whose source is a dev or
 test source is left out. The tokenizers learn from the corpus's sentences only: the lexicon's
-words are cut by them, and do not reshape the vocabulary. ``scripts/freedict_lexicon.py`` writes
+words are cut by them, and do not reshape the vocabulary. Beside related corpora
+(``data.related``) the lexicon is part of the pair's text: led by the pair's tag and
+oversampled with it. ``scripts/freedict_lexicon.py`` writes
 such a file from a FreeDict dictionary (docs/small-data.md measures one).
 """
 
