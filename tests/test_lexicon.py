@@ -5,7 +5,6 @@ FreeDict dictionary."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,8 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines
 from nmt.pipelines.prepare import prepare
 
-from .helpers import OBJECTS, synthetic_pairs, tiny_config, write_anki
+from .helpers import OBJECTS, script_module, synthetic_pairs, tiny_config, write_anki
 
-ROOT = Path(__file__).resolve().parent.parent
 WORDS = [(english, marathi) for english, marathi in OBJECTS.items()]  # "apples" -> "सफरचंद", ...
 
 
@@ -104,13 +102,6 @@ def test_beside_related_corpora_the_lexicon_is_the_pairs_tagged_and_oversampled(
         assert not any(src == f"<2mr> {english}" for src, _ in trained)
 
 
-def freedict_module():
-    spec = importlib.util.spec_from_file_location("freedict_lexicon", ROOT / "scripts" / "freedict_lexicon.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 DICTIONARY = """\
 00-database-info
 English-Hindi FreeDict Dictionary
@@ -134,7 +125,7 @@ zebra crossing lane /z/ <N>
 
 
 def test_freedict_entries_become_word_pairs_of_the_corpus_words():
-    freedict = freedict_module()
+    freedict = script_module("freedict_lexicon")
     translations = freedict.entries(DICTIONARY.splitlines())
     assert translations == {
         "book": ["पुस्तक", "किताब", "बही खाता", "बुक करना"],  # senses in order, a repeat dropped, ~ a space

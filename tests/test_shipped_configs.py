@@ -1,8 +1,6 @@
 """The shipped configs: every one loads, and the eng-mar ones are the recipe docs/quality.md measured."""
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,14 +8,9 @@ import pytest
 from nmt.config.schema import load_config
 from nmt.runtime.parent import architecture_differences
 
+from .helpers import script_module
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def quality_script():
-    spec = importlib.util.spec_from_file_location("quality", ROOT / "scripts" / "quality.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "configs").rglob("*.yaml")), ids=lambda p: p.name)
@@ -25,11 +18,11 @@ def test_every_shipped_config_loads(path):
     assert load_config(path).model.embed_dim > 0
 
 
-@pytest.mark.parametrize("config", sorted(quality_script().RECIPES))
+@pytest.mark.parametrize("config", sorted(script_module("quality").RECIPES))
 def test_eng_mar_configs_are_the_measured_recipe(config):
     """What scripts/quality.py trained (its base file plus the recipe's overrides) is what the
     config file says, except the settings the driver sets itself for every run."""
-    quality = quality_script()
+    quality = script_module("quality")
     base, variant = quality.RECIPES[config]
     train_overrides, decode_overrides = quality.VARIANTS[variant]
     measured = dataclasses.asdict(load_config(ROOT / base, [*train_overrides, *decode_overrides]))
@@ -56,24 +49,11 @@ def test_a_config_with_a_parent_has_its_parents_architecture(path):
     assert architecture_differences(load_config(parents[0]), child) == [], parents[0].name
 
 
-def study_script(name: str = "small_data"):
-    """scripts/NAME.py as a module (it imports its siblings, e.g. quality and transfer)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # its dataclasses look their module up
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return module
-
-
-@pytest.mark.parametrize("config", sorted(study_script().RECIPES))
+@pytest.mark.parametrize("config", sorted(script_module("small_data").RECIPES))
 def test_eng_hin_configs_are_the_measured_variant(config):
     """What scripts/small_data.py trained (configs/eng-hin.yaml plus the variant's overrides, from
     runs/eng-mar-cpu) is what the config file says, except the driver's run settings."""
-    study = study_script()
+    study = script_module("small_data")
     variant = study.VARIANTS[study.RECIPES[config]]
     overrides = [*variant.config_overrides, "init_from=runs/eng-mar-cpu"]
     measured = dataclasses.asdict(load_config(ROOT / study.CONFIG, overrides))
@@ -91,7 +71,7 @@ def test_the_related_keys_nmt_init_offers_are_the_learning_curves_recipe():
     with the settings whose figures it quotes: the related-language line of the learning curve."""
     from nmt.pipelines.init import RELATED_TRAIN, SCRATCH_RELATED_DATA
 
-    curve = study_script("learning_curve")
+    curve = script_module("learning_curve")
     base, overrides = curve.RECIPES[curve.RELATED_RECIPE]
     measured = load_config(ROOT / base, [*overrides, *curve.HINDI, curve.RELATED["eng-hin"]])
     offered = load_config(
@@ -107,7 +87,7 @@ def test_the_small_data_study_refuses_a_variant_whose_own_parent_is_missing(tmp_
     """A variant may name its own parent (the seventh measurement's stronger parents): the study
     starts it from that parent, not --parent's, and without it says which parent is missing
     before training anything."""
-    study = study_script()
+    study = script_module("small_data")
     name = next(name for name, variant in study.VARIANTS.items() if variant.parent)
     monkeypatch.chdir(tmp_path)  # no runs/ here: neither parent exists
     args = ["--variants", name, "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
@@ -121,7 +101,7 @@ def test_a_variant_scored_on_another_split_reuses_the_runs_of_its_recipe(tmp_pat
     """The ninth measurement scores the eighth's runs on its own 200 test sources: such a variant
     trains nothing of its own (its runs are those of the variant that trains the same way), and
     the split it is scored on is another variant's, with another test size."""
-    study = study_script()
+    study = script_module("small_data")
     args = type("Args", (), {"runs": str(tmp_path / "runs"), "parent": "runs/eng-mar-cpu"})
     rescored = [name for name, variant in study.VARIANTS.items() if variant.scored_on]
     assert rescored
