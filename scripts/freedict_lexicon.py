@@ -23,6 +23,8 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from nmt.core.fileio import write_lines_atomic
+
 HEADWORD = re.compile(r"^(\S.*?) /[^/]*/ <[^>]*>\s*$")  # "book /bˈʊk/ <N>"
 SENSE = re.compile(r"^\d+\. (.*)$")  # "1. पुस्तक, किताब"
 NOTE = re.compile(r"\[[^\]]*\]|\{[^}]*\}|\([^)]*\)")  # grammatical notes inside a translation
@@ -32,7 +34,7 @@ LATIN = re.compile(r"[A-Za-z]")
 
 def dictionary_lines(path: Path) -> Iterator[str]:
     """The dictd file's lines (a .dict.dz is gzip-readable)."""
-    opener = gzip.open if path.suffix == ".dz" or path.suffix == ".gz" else open
+    opener = gzip.open if path.suffix in (".dz", ".gz") else open
     with opener(path, "rt", encoding="utf-8") as handle:
         yield from (line.rstrip("\n") for line in handle)
 
@@ -88,10 +90,7 @@ def main() -> None:
     translations = entries(dictionary_lines(args.dictionary))
     known_words = words_of(args.words_in) if args.words_in else None
     pairs = lexicon(translations, known_words, args.per_word, args.max_words)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = args.out.with_name(args.out.name + ".tmp")
-    temporary.write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
-    temporary.replace(args.out)
+    write_lines_atomic(args.out, (f"{source}\t{target}" for source, target in pairs))
     print(f"{args.out}: {len(pairs):,} pairs of {len(translations):,} headwords in {args.dictionary}")
 
 

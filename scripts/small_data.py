@@ -183,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"No teacher at {TEACHER}: train configs/eng-hin.yaml by its own commands first.", file=sys.stderr)
             return 1
         synthetic_sample()
-    wanted = {f"data.lexicon={lexicon}": lexicon for lexicon in (LEXICON, LEXICON_ONE)}
-    for lexicon in {wanted[o] for name in args.variants for o in VARIANTS[name].overrides if o in wanted}:
-        if not lexicon.is_file():
+    for lexicon in (LEXICON, LEXICON_ONE):
+        named = any(f"data.lexicon={lexicon}" in VARIANTS[name].overrides for name in args.variants)
+        if named and not lexicon.is_file():
             print(f"No word list at {lexicon}: docs/small-data.md's tenth measurement writes it.", file=sys.stderr)
             return 1
     device = select_device(args.device)
