@@ -43,7 +43,16 @@ STRONG_PARENT = "runs/eng-mar/member-1"  # configs/eng-mar.yaml's first member (
 CONTINUED_PARENT = "runs/eng-mar-cpu-10min"
 TEACHER = "runs/eng-hin"  # `nmt prepare` and `nmt train --config configs/eng-hin.yaml`
 SYNTHETIC = Path("runs/small-data/eng-mar-english-3000.txt")  # written by synthetic_sample()
-SELF_TRAINING = [f"data.distill_from={TEACHER}", "data.distill=keep", f"data.synthetic_from={SYNTHETIC}"]
+SYNTHETIC_6000 = Path("runs/small-data/eng-mar-english-6000.txt")  # the same order: its first 3,000 are SYNTHETIC
+SELF_TRAINING_TEACHER = [f"data.distill_from={TEACHER}", "data.distill=keep"]
+SELF_TRAINING = [*SELF_TRAINING_TEACHER, f"data.synthetic_from={SYNTHETIC}"]
+# the teacher's most confident half of 6,000, each source word dropped with probability 0.1, the rest shuffled
+FILTERED_NOISY = [
+    *SELF_TRAINING_TEACHER,
+    f"data.synthetic_from={SYNTHETIC_6000}",
+    "data.synthetic_keep=0.5",
+    "data.synthetic_noise=0.1",
+]
 # FreeDict's English-Hindi headwords that eng-mar's English uses, three translations each: written by
 # scripts/freedict_lexicon.py (docs/small-data.md, tenth measurement, says how)
 LEXICON = Path("runs/small-data/freedict-eng-hin.tsv")
@@ -75,6 +84,14 @@ LEXICAL_FOUR = "transfer with the lexical model, four children ensembled, MBR ov
 PLAIN_FOUR_25 = "transfer, four children ensembled, 25 minutes, MBR over 8"
 EIGHTH = f"{LEXICAL_FOUR}, 50 dev sources (configs/eng-hin.yaml)"
 EIGHTH_25 = f"{PLAIN_FOUR_25}, 50 dev sources (configs/eng-hin-25min.yaml)"
+ELEVENTH = (
+    "transfer, four children ensembled, self-training: the teacher's most confident 3,000 of 6,000 sentences, noise "
+    "on their sources, 18 minutes, MBR over 8, 50 dev sources"
+)
+ELEVENTH_DISTILLED = (
+    "transfer, four children ensembled, the teacher's translations of the training sources beside the human pairs, "
+    "18 minutes, MBR over 8, 50 dev sources"
+)
 NINTH = f"{LEXICAL_FOUR}, 50 dev and 200 test sources"
 NINTH_25 = f"{PLAIN_FOUR_25}, 50 dev and 200 test sources"
 VARIANTS: dict[str, Variant] = {
@@ -153,6 +170,14 @@ VARIANTS: dict[str, Variant] = {
     f"{EIGHTH_25}, a FreeDict word list beside the pairs": Variant(
         [*FOUR_PLAIN_CHILDREN, f"data.lexicon={LEXICON}"], minutes=25.0, dev_size=50
     ),
+    # the eleventh measurement: self-training with its pairs chosen and their sources noisy, the
+    # teacher configs/eng-hin.yaml's run (50 dev sources) by its own commands
+    ELEVENTH: Variant([*FOUR_PLAIN_CHILDREN, *FILTERED_NOISY], minutes=18.0, dev_size=50),
+    # and the teacher's translations of the pair's own sources beside the human pairs (Kim & Rush's
+    # sequence-level distillation of an ensemble, data.distill: add)
+    ELEVENTH_DISTILLED: Variant(
+        [*FOUR_PLAIN_CHILDREN, f"data.distill_from={TEACHER}", "data.distill=add"], minutes=18.0, dev_size=50
+    ),
 }
 
 # The shipped configs and the variant each one is (tests/test_shipped_configs.py holds them to it).
@@ -178,11 +203,13 @@ def main(argv: list[str] | None = None) -> int:
         how = "`bash scripts/main.sh` (runs/eng-mar-cpu), or the commands of docs/small-data.md's seventh measurement,"
         print(f"No parent at {', '.join(missing)}: run {how} first.", file=sys.stderr)
         return 1
-    if any(set(SELF_TRAINING) <= set(VARIANTS[name].config_overrides) for name in args.variants):
+    if any(f"data.distill_from={TEACHER}" in VARIANTS[name].config_overrides for name in args.variants):
         if not all(best.is_file() for best in trained_weights_files(Path(TEACHER))):  # distill's own test
             print(f"No teacher at {TEACHER}: train configs/eng-hin.yaml by its own commands first.", file=sys.stderr)
             return 1
-        synthetic_sample()
+        for path, count in ((SYNTHETIC, 3000), (SYNTHETIC_6000, 6000)):
+            if any(f"data.synthetic_from={path}" in VARIANTS[name].overrides for name in args.variants):
+                synthetic_sample(path, count)
     for lexicon in (LEXICON, LEXICON_ONE):
         named = any(f"data.lexicon={lexicon}" in VARIANTS[name].overrides for name in args.variants)
         if named and not lexicon.is_file():
@@ -221,14 +248,14 @@ def test_split_of(name: str, args) -> Path:
     return data / "test.multi.tsv"
 
 
-def synthetic_sample(count: int = 3000, seed: int = 7) -> None:
-    """SYNTHETIC: ``count`` distinct English sentences of eng-mar, a seeded sample (the teacher
-    leaves out those of the eng-hin dev and test sets)."""
+def synthetic_sample(path: Path, count: int, seed: int = 7) -> None:
+    """``path``: the first ``count`` distinct English sentences of eng-mar in a seeded order (the
+    teacher leaves out those of the eng-hin dev and test sets)."""
     lines = Path("data/eng-mar/mar.txt").read_text(encoding="utf-8").splitlines()
     english = list(dict.fromkeys(line.split("\t", 1)[0].strip() for line in lines if line.strip()))
     random.Random(seed).shuffle(english)
-    SYNTHETIC.parent.mkdir(parents=True, exist_ok=True)
-    SYNTHETIC.write_text("\n".join(english[:count]) + "\n", encoding="utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(english[:count]) + "\n", encoding="utf-8")
 
 
 def parents(args) -> list[str]:

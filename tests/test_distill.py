@@ -167,3 +167,75 @@ def test_self_training_adds_the_teachers_output_for_another_files_sources_line_f
     assert not prepare(config, log=lambda _: None).reused
     with pytest.raises(NmtError, match=r"'data.synthetic_from' names sentences for a teacher"):
         load_config(write_config(tmp_path, "lone", data={"synthetic_from": str(tmp_path / "extra.txt")}), [])
+
+
+def test_self_training_keeps_the_pairs_the_teacher_is_surest_of_with_noisy_sources(tmp_path, teacher):
+    """data.synthetic_keep: the share of the synthetic pairs with the highest mean log-probability a
+    token (by the teacher's forced decoding), in their order; data.synthetic_noise: their sources'
+    words dropped and shuffled, the same on every preparation; the human pairs untouched."""
+    plain = load_config(write_config(tmp_path, "plain"), [])
+    prepare(plain, log=lambda _: None)
+    plain_paths = prepared_paths(plain)
+    human_src, human_tgt = read_lines(plain_paths.text("train", "src")), read_lines(plain_paths.text("train", "tgt"))
+    extra = list(dict.fromkeys(human_src))[:8]  # not dev or test sources
+    (tmp_path / "extra.txt").write_text("".join(f"{line}\n" for line in extra), encoding="utf-8")
+    translations = teacher_translations(teacher, extra)
+    scored = Translator(load_trained(teacher, torch.device("cpu"))).score(extra, translations)
+    confidence = [h.score / len(h.token_logprobs) for h in scored]
+    surest = sorted(sorted(range(8), key=lambda i: -confidence[i])[:4])
+    assert len(set(confidence)) == 8 and surest != [0, 1, 2, 3]  # the choice is the confidence's, not the order's
+
+    data = {"distill_from": str(teacher), "distill": "keep", "synthetic_from": str(tmp_path / "extra.txt")}
+    chosen = load_config(write_config(tmp_path, "chosen", data={**data, "synthetic_keep": 0.5}), [])
+    logged = []
+    prepare(chosen, log=logged.append)
+    paths = prepared_paths(chosen)
+    src, tgt = read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
+    assert src[: len(human_src)] == human_src and tgt[: len(human_tgt)] == human_tgt
+    assert src[len(human_src) :] == [extra[i] for i in surest]  # no noise asked: the sources as they were
+    assert tgt[len(human_tgt) :] == [translations[i] for i in surest]
+    assert any("kept the 4 of 8 synthetic pairs" in line for line in logged)
+
+    noisy = load_config(write_config(tmp_path, "noisy", data={**data, "synthetic_noise": 0.3}), [])
+    prepare(noisy, log=lambda _: None)
+    noisy_paths = prepared_paths(noisy)
+    noisy_src = read_lines(noisy_paths.text("train", "src"))
+    assert noisy_src[: len(human_src)] == human_src  # the human pairs' sources are never noisy
+    assert read_lines(noisy_paths.text("train", "tgt"))[len(human_tgt) :] == translations  # nor any target
+    made = noisy_src[len(human_src) :]
+    assert len(made) == 8 and made != extra  # some words dropped or moved
+    for source, noisy_source in zip(extra, made):
+        words = source.split()
+        assert noisy_source and all(noisy_source.split().count(word) <= words.count(word) for word in words)
+    prepare(noisy, log=lambda _: None, force=True)
+    assert read_lines(noisy_paths.text("train", "src"))[len(human_src) :] == made  # seeded: the same noise
+
+
+def test_the_synthetic_settings_are_in_the_fingerprint_only_where_they_change_something(tmp_path, teacher):
+    extra = tmp_path / "extra.txt"
+    extra.write_text("You see tea.\nThey eat rice.\n", encoding="utf-8")
+    data = {"distill_from": str(teacher), "distill": "keep", "synthetic_from": str(extra)}
+
+    def fingerprint(name: str, **settings) -> str:
+        config = load_config(write_config(tmp_path, name, data={**data, **settings}), [])
+        prepare(config, log=lambda _: None)
+        return json.loads(prepared_paths(config).manifest.read_text())["fingerprint"]
+
+    before = fingerprint("before")  # data prepared before the settings existed stays valid
+    assert fingerprint("defaults", synthetic_keep=1.0, synthetic_noise=0.0) == before
+    assert fingerprint("kept", synthetic_keep=0.5) != before
+    assert fingerprint("noisy", synthetic_noise=0.1) != before
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"synthetic_keep": 0.5}, r"'data.synthetic_keep' is 0.5, but it applies to self-training's pairs"),
+        ({"synthetic_noise": 0.1}, r"'data.synthetic_noise' is 0.1, but .* 'data.synthetic_from' names none"),
+        ({"synthetic_keep": 0.0}, r"data.synthetic_keep.*\(0, 1\]"),
+        ({"synthetic_noise": 1.0}, r"data.synthetic_noise.*\[0, 1\)"),
+    ],
+)
+def test_synthetic_settings_without_synthetic_pairs_or_out_of_range_are_refused(tmp_path, settings, message):
+    with pytest.raises(NmtError, match=message):
+        load_config(write_config(tmp_path, "bad", data=settings), [])

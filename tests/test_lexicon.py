@@ -53,6 +53,12 @@ def test_the_lexicon_trains_beside_the_pairs_and_never_in_dev_or_test(tmp_path):
     for side in ("src", "tgt"):  # the tokenizers learn from the corpus's sentences only
         assert paths.spm(side).read_bytes() == plain_paths.spm(side).read_bytes()
     assert any(f"Lexicon: {len(WORDS)} word pairs" in line and "1 left out" in line for line in said)
+    own = plain_report.split_pairs["train"]  # the report says what the tokenizers learned from, and not from
+    assert report.added_pairs == len(WORDS) and "seeded sample" not in report.summary()
+    assert f"learned from the split's {own:,} training pairs, not from the {len(WORDS)} a teacher or a word list" in (
+        report.summary()
+    )
+    assert "SentencePiece learned" not in plain_report.summary()  # all of them: nothing to say
 
 
 def test_a_changed_lexicon_prepares_again(tmp_path):

@@ -72,6 +72,12 @@ class DataConfig:
     # self-training: a file of source sentences (one a line; a TSV's first column) the teacher translates,
     # the pairs trained beside the human ones (He et al., 2020); sources of dev or test are left out
     synthetic_from: str = ""
+    # of those pairs, the share the teacher is most confident of: the highest mean log-probability a token of
+    # its translation (1 = all of them)
+    synthetic_keep: float = 1.0
+    # noise on those pairs' sources: each word dropped with this probability, the rest shuffled within 3
+    # places (0 = none; nmt/data/noise.py)
+    synthetic_noise: float = 0.0
     # related corpora trained beside this pair, {target language: TSV or Anki zip from src_lang}, e.g.
     # {mr: data/eng-mar/mar.txt} for Hindi: one model for every target, each source led by its target's
     # tag (<2hi>); dev, test and the best checkpoint stay this pair's (docs/small-data.md)
@@ -301,6 +307,8 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "data.max_carved": _NON_NEGATIVE,
     "data.oversample": _between(1, 100),
     "data.related_pairs": _NON_NEGATIVE,
+    "data.synthetic_keep": (lambda v: 0.0 < v <= 1.0, "a number in (0, 1] (1 = every synthetic pair)"),
+    "data.synthetic_noise": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = no noise)"),
     "tokenizer.src_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
     "tokenizer.tgt_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
     "tokenizer.sample_pairs": (lambda v: v >= 1000, "an integer >= 1000"),
@@ -580,6 +588,19 @@ def check_related_schedule(config: Config) -> None:
         )
 
 
+SYNTHETIC_SETTINGS = ("synthetic_keep", "synthetic_noise")  # of data.synthetic_from's pairs
+
+
+def check_synthetic_settings(data: DataConfig) -> None:
+    """Self-training's settings only where there is self-training."""
+    for key in SYNTHETIC_SETTINGS:
+        if getattr(data, key) != getattr(DataConfig, key) and not data.synthetic_from:
+            raise NmtError(
+                f"Config key 'data.{key}' is {getattr(data, key)}, but it applies to self-training's pairs and "
+                "'data.synthetic_from' names none: set it (and 'data.distill_from'), or leave the key out."
+            )
+
+
 def check_data_sources(data: DataConfig) -> None:
     """One kind of training data; languages that name the direction; given sets that name both."""
     src, tgt = data.src_lang, data.tgt_lang
@@ -593,6 +614,7 @@ def check_data_sources(data: DataConfig) -> None:
             "Config key 'data.synthetic_from' names sentences for a teacher to translate: set 'data.distill_from' "
             "to the teacher (a run directory or a package), and 'data.distill: keep' to keep the human targets."
         )
+    check_synthetic_settings(data)
     for lang, path in data.related.items():
         if lang in (src, tgt) or not LANGUAGE_CODE.fullmatch(lang) or not isinstance(path, str):
             raise NmtError(

@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from nmt.config.paths import SPLITS, PreparedPaths, prepared_paths, run_paths
-from nmt.config.schema import Config
+from nmt.config.schema import SYNTHETIC_SETTINGS, Config, DataConfig
 from nmt.core.errors import NmtError
 from nmt.core.fileio import atomic_text_writer, count_lines, sha256_file, write_lines_atomic, write_text_atomic
 from nmt.core.fonts import missing_font_warning, missing_scripts
@@ -65,6 +65,7 @@ class PrepareReport:
     sources_also_in_train: dict[str, int] = field(default_factory=dict)  # given sets' sources seen in training
     scripts_without_font: dict[str, str] = field(default_factory=dict)  # script -> example character
     tokenizer_pairs: int = 0  # training pairs SentencePiece learned from (a seeded sample of a large corpus)
+    added_pairs: int = 0  # training pairs a teacher or a word list added, never in the tokenizers' sample
     related: dict = field(default_factory=dict)  # data.related: what was mixed in (nmt.data.related.RelatedMix)
     reused: bool = False
 
@@ -90,12 +91,15 @@ class PrepareReport:
                 f"median {stats['median']:.0f}, p95 {stats['p95']:.0f}, max {stats['max']:.0f}"
             )
         lines.append(f"  vocabulary sizes: {self.vocab_sizes}")
-        train_pairs = self.split_pairs["train"]
-        if self.tokenizer_pairs < train_pairs:
+        own_pairs = self.split_pairs["train"] - self.added_pairs
+        added = f", not from the {self.added_pairs:,} a teacher or a word list added" if self.added_pairs else ""
+        if self.tokenizer_pairs < own_pairs:
             lines.append(
-                f"  SentencePiece learned from a seeded sample of {self.tokenizer_pairs:,} of the {train_pairs:,} "
-                "training pairs (tokenizer.sample_pairs)."
+                f"  SentencePiece learned from a seeded sample of {self.tokenizer_pairs:,} of the {own_pairs:,} "
+                f"training pairs (tokenizer.sample_pairs){added}."
             )
+        elif added:
+            lines.append(f"  SentencePiece learned from the split's {self.tokenizer_pairs:,} training pairs{added}.")
         lines += [f"  warning: {warning}" for warning in self.warnings()]
         return "\n".join(lines)
 
@@ -120,6 +124,9 @@ def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> st
         data = {k: v for k, v in data.items() if k not in ("related", "oversample", "related_pairs")}
     if not config.data.synthetic_from:  # and before self-training
         data = {k: v for k, v in data.items() if k != "synthetic_from"}
+    for key in SYNTHETIC_SETTINGS:  # and before its pairs were filtered or made noisy
+        if data[key] == getattr(DataConfig, key):
+            del data[key]
     if not config.data.lexicon:  # and before lexicons
         data = {k: v for k, v in data.items() if k != "lexicon"}
     payload = {
@@ -202,6 +209,7 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
         if created and not any(paths.root.iterdir()):
             paths.root.rmdir()  # a refused corpus leaves nothing behind
         raise
+    split_train_pairs = distribution.split_pairs["train"]
     mix = _training_text(config, paths, distribution, log, show_bar)
     if (
         parent is not None
@@ -222,6 +230,8 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
     if mix is not None:
         report.related = {**asdict(mix), "src_sample": len(mix.src_sample), "tgt_sample": len(mix.tgt_sample)}
         report.tokenizer_pairs += len(mix.src_sample)  # the related corpora's share of the tokenizers' sample
+    else:  # beside related corpora the tokenizers' sample is the mix's, said as a sample
+        report.added_pairs = distribution.split_pairs["train"] - split_train_pairs
     for warning in report.warnings():
         log(f"warning: {warning}")
     write_text_atomic(paths.report, json.dumps(asdict(report), indent=2, ensure_ascii=False))
