@@ -177,11 +177,18 @@ def test_self_training_keeps_the_pairs_the_teacher_is_surest_of_with_noisy_sourc
     prepare(plain, log=lambda _: None)
     plain_paths = prepared_paths(plain)
     human_src, human_tgt = read_lines(plain_paths.text("train", "src")), read_lines(plain_paths.text("train", "tgt"))
-    extra = list(dict.fromkeys(human_src))[:8]  # not dev or test sources
+    scorer = Translator(load_trained(teacher, torch.device("cpu")))
+
+    def confidence_of(sources: list[str]) -> tuple[list[str], list[float]]:
+        """The teacher's translations of ``sources`` and its mean log-probability a token of each."""
+        translations = teacher_translations(teacher, sources)
+        return translations, [h.score / len(h.token_logprobs) for h in scorer.score(sources, translations)]
+
+    candidates = list(dict.fromkeys(human_src))[:8]  # not dev or test sources
+    # the least sure first, so that keeping the surest half cannot be keeping the first half
+    extra = [source for _, source in sorted(zip(confidence_of(candidates)[1], candidates))]
     (tmp_path / "extra.txt").write_text("".join(f"{line}\n" for line in extra), encoding="utf-8")
-    translations = teacher_translations(teacher, extra)
-    scored = Translator(load_trained(teacher, torch.device("cpu"))).score(extra, translations)
-    confidence = [h.score / len(h.token_logprobs) for h in scored]
+    translations, confidence = confidence_of(extra)
     surest = sorted(sorted(range(8), key=lambda i: -confidence[i])[:4])
     assert len(set(confidence)) == 8 and surest != [0, 1, 2, 3]  # the choice is the confidence's, not the order's
 
