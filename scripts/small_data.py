@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Levers for a small corpus, on the 2,549-pair English-Hindi export (docs/small-data.md, third
-to tenth measurements).
+to eleventh measurements).
 
     bash scripts/main.sh                          # the parent: runs/eng-mar-cpu (not in any budget)
     python scripts/small_data.py --seeds 1 2 3    # every variant below, with each seed

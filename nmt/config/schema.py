@@ -591,14 +591,20 @@ def check_related_schedule(config: Config) -> None:
 SYNTHETIC_SETTINGS = ("synthetic_keep", "synthetic_noise")  # of data.synthetic_from's pairs
 
 
+def changed_synthetic_settings(data: DataConfig) -> list[str]:
+    """The keys of SYNTHETIC_SETTINGS that ``data`` sets to something other than their defaults."""
+    return [key for key in SYNTHETIC_SETTINGS if getattr(data, key) != getattr(DataConfig, key)]
+
+
 def check_synthetic_settings(data: DataConfig) -> None:
     """Self-training's settings only where there is self-training."""
-    for key in SYNTHETIC_SETTINGS:
-        if getattr(data, key) != getattr(DataConfig, key) and not data.synthetic_from:
-            raise NmtError(
-                f"Config key 'data.{key}' is {getattr(data, key)}, but it applies to self-training's pairs and "
-                "'data.synthetic_from' names none: set it (and 'data.distill_from'), or leave the key out."
-            )
+    changed = changed_synthetic_settings(data)
+    if changed and not data.synthetic_from:
+        key = changed[0]
+        raise NmtError(
+            f"Config key 'data.{key}' is {getattr(data, key)}, but it applies to self-training's pairs and "
+            "'data.synthetic_from' names none: set it (and 'data.distill_from'), or leave the key out."
+        )
 
 
 def check_data_sources(data: DataConfig) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from nmt.config.paths import SPLITS, PreparedPaths, prepared_paths, run_paths
-from nmt.config.schema import SYNTHETIC_SETTINGS, Config, DataConfig
+from nmt.config.schema import SYNTHETIC_SETTINGS, Config, changed_synthetic_settings
 from nmt.core.errors import NmtError
 from nmt.core.fileio import atomic_text_writer, count_lines, sha256_file, write_lines_atomic, write_text_atomic
 from nmt.core.fonts import missing_font_warning, missing_scripts
@@ -124,9 +124,8 @@ def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> st
         data = {k: v for k, v in data.items() if k not in ("related", "oversample", "related_pairs")}
     if not config.data.synthetic_from:  # and before self-training
         data = {k: v for k, v in data.items() if k != "synthetic_from"}
-    for key in SYNTHETIC_SETTINGS:  # and before its pairs were filtered or made noisy
-        if data[key] == getattr(DataConfig, key):
-            del data[key]
+    unused = set(SYNTHETIC_SETTINGS) - set(changed_synthetic_settings(config.data))
+    data = {k: v for k, v in data.items() if k not in unused}  # and before its pairs were chosen or made noisy
     if not config.data.lexicon:  # and before lexicons
         data = {k: v for k, v in data.items() if k != "lexicon"}
     payload = {
@@ -230,7 +229,7 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
     if mix is not None:
         report.related = {**asdict(mix), "src_sample": len(mix.src_sample), "tgt_sample": len(mix.tgt_sample)}
         report.tokenizer_pairs += len(mix.src_sample)  # the related corpora's share of the tokenizers' sample
-    else:  # beside related corpora the tokenizers' sample is the mix's, said as a sample
+    else:  # (with related corpora every pair is in the mix, and the summary reports the mix's sample)
         report.added_pairs = distribution.split_pairs["train"] - split_train_pairs
     for warning in report.warnings():
         log(f"warning: {warning}")
