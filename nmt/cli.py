@@ -7,6 +7,7 @@ and exit code 1, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -20,6 +21,7 @@ import yaml
 
 from nmt.config.schema import Config, load_config, save_config
 from nmt.core.errors import NmtError
+from nmt.core.fileio import disk_full
 
 app = typer.Typer(
     add_completion=False,
@@ -132,7 +134,15 @@ def user_errors(func):
         except OSError as exc:
             if exc.errno is None:
                 raise
-            typer.echo(f"Error: {exc.strerror} ({exc.filename or 'while writing output'}).", err=True)
+            if disk_full(exc) is not None:
+                where = f" while writing {exc.filename}" if exc.filename else ""
+                typer.echo(
+                    f"Error: the disk is full ({exc.strerror}){where}. Free some space and run the command again: "
+                    "every file is written whole or not at all, so what was there before is intact.",
+                    err=True,
+                )
+            else:
+                typer.echo(f"Error: {exc.strerror} ({exc.filename or 'while writing output'}).", err=True)
         except KeyboardInterrupt:
             typer.echo("Interrupted.", err=True)
             raise typer.Exit(130) from None
@@ -161,6 +171,22 @@ def load_plugins_first(
 
 def _load(config: Path, overrides: list[str] | None) -> Config:
     return load_config(config, overrides or [])
+
+
+@contextlib.contextmanager
+def _writing(cfg: Config, command: str):
+    """Hold the run's lock, and the prepared data's where it lies outside the run, while this
+    command writes into them: a second command on the same run is refused (nmt/core/locking.py)."""
+    from nmt.core.locking import holding
+
+    run = Path(cfg.run_dir)
+    folders = [run]
+    if not Path(cfg.prepared_dir).resolve().is_relative_to(run.resolve()):
+        folders.append(Path(cfg.prepared_dir))
+    with contextlib.ExitStack() as stack:
+        for folder in folders:
+            stack.enter_context(holding(folder, command))
+        yield
 
 
 def _device(config: Config, device: str | None):
@@ -217,12 +243,13 @@ def prepare(
             raise NmtError("--download fetches a TSV for data.path, but this config trains on data.train's files.")
         cfg.data.path = str(download_anki(download, Path("data") / f"{download}-eng", url))
         typer.echo(f"Downloaded {cfg.data.path}", err=True)
-    changed = changed_model_settings(cfg)
-    if changed and not force:  # checked before anything is written
-        refuse_over_checkpoints(cfg, f"this config changes its model settings ({'; '.join(changed)})")
-    report = run_prepare(cfg, force=force, log=lambda msg: typer.echo(msg, err=True))
-    if force or not run_paths(cfg).trained_checkpoints():  # a trained run's config.yaml describes its checkpoints
-        save_config(cfg, run_paths(cfg).config)
+    with _writing(cfg, f"nmt prepare --config {config}"):
+        changed = changed_model_settings(cfg)
+        if changed and not force:  # checked before anything is written
+            refuse_over_checkpoints(cfg, f"this config changes its model settings ({'; '.join(changed)})")
+        report = run_prepare(cfg, force=force, log=lambda msg: typer.echo(msg, err=True))
+        if force or not run_paths(cfg).trained_checkpoints():  # a trained run's config.yaml describes its checkpoints
+            save_config(cfg, run_paths(cfg).config)
     if report.reused:
         typer.echo(f"Prepared data in {cfg.prepared_dir} is up to date (reused; --force to redo).")
     typer.echo(report.summary())
@@ -278,7 +305,7 @@ def train(
     stalls, stops early after train.patience validations without a gain or at the time budget
     (--minutes), and keeps checkpoints 'last' and 'best'. Logs to <run_dir>/train.log and metrics.jsonl.
     """
-    from nmt.config.paths import RunPaths, run_paths
+    from nmt.config.paths import RunPaths
     from nmt.train import distributed
     from nmt.train.launch import refuse_new_run_over_old
     from nmt.train.launch import train as train_models
@@ -290,25 +317,26 @@ def train(
         cfg.train.max_minutes = minutes
     requested = _device(cfg, device)
     ddp = distributed.setup(requested, cfg.train.ddp_timeout_minutes)  # under torchrun: join the process group
-    run = run_paths(cfg)
     try:
-        if ddp.is_main:
-            refuse_new_run_over_old(cfg, resume)  # before prepare can touch the run's files
-        _prepare_for_training(cfg, ddp)
-        try:
-            trained = train_models(cfg, requested, resume, ddp, log=lambda msg: typer.echo(msg, err=True))
-        except TrainingInterrupted as exc:
-            again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])
+        with contextlib.ExitStack() as held:
+            if ddp.is_main:  # the ranks of one torchrun share the run: rank 0 holds it for them
+                held.enter_context(_writing(cfg, f"nmt train --config {config}" + (" --resume" if resume else "")))
+                refuse_new_run_over_old(cfg, resume)  # before prepare can touch the run's files
+            _prepare_for_training(cfg, ddp)
+            try:
+                trained = train_models(cfg, requested, resume, ddp, log=lambda msg: typer.echo(msg, err=True))
+            except TrainingInterrupted as exc:
+                if ddp.is_main:
+                    _say_how_to_resume(exc, cfg, config, set_)
+                raise typer.Exit(130) from None
             if ddp.is_main:
-                saved = run.checkpoint("last") if cfg.train.members == 1 else run.root / "member-*/checkpoints/last.pt"
-                typer.echo(f"{exc} Checkpoint saved: {saved}.\nResume with: {again}", err=True)
-            raise typer.Exit(130) from None
+                for model in trained:
+                    _learning_curves(model.run_dir)
     finally:
         distributed.teardown(ddp)
     if not ddp.is_main:
         return
     for model in trained:
-        _learning_curves(model.run_dir)
         name = f"{model.run_dir.name}: best" if len(trained) > 1 else "Best"
         typer.echo(
             f"{name} dev BLEU {model.best_bleu:.2f} (epoch {model.best_epoch}); "
@@ -316,6 +344,15 @@ def train(
         )
     if len(trained) > 1:
         typer.echo(f"Translation and evaluation of {cfg.run_dir} ensemble the members' best checkpoints.")
+
+
+def _say_how_to_resume(stopped: Exception, cfg: Config, config: Path, set_: list[str] | None) -> None:
+    from nmt.config.paths import run_paths
+
+    run = run_paths(cfg)
+    again = " ".join(["nmt train --config", str(config), *[f"--set {item}" for item in set_ or []], "--resume"])
+    saved = run.checkpoint("last") if cfg.train.members == 1 else run.root / "member-*/checkpoints/last.pt"
+    typer.echo(f"{stopped} Checkpoint saved: {saved}.\nResume with: {again}", err=True)
 
 
 def _prepare_for_training(cfg: Config, ddp) -> None:
@@ -600,6 +637,14 @@ def serve(
         int | None,
         typer.Option("--max-queued", min=1, help="Texts waiting per model before 503 + Retry-After (512)."),
     ] = None,
+    max_request_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--max-request-seconds",
+            min=1,
+            help="One translation request's time, waiting included; beyond, its work is dropped and it gets 503 (60).",
+        ),
+    ] = None,
     engine: EngineOption = "torch",
     tgt_lang: TgtLangOption = None,
 ) -> None:
@@ -608,30 +653,41 @@ def serve(
     Open http://HOST:PORT/ in a browser; the API is under /api (docs/reference/api.md). Several --model
     folders are shown side by side; --config (with --checkpoint) serves a training run. Ctrl-C stops.
     """
-    from nmt.pipelines.translate import Translator
-    from nmt.runtime.loading import load_packages
     from nmt.serve.app import LOCAL_HOSTS, build_app, run_server
     from nmt.serve.requests import Limits
 
-    if model and (config is not None or set_ or checkpoint):
-        raise NmtError("--model carries its own config and weights: give --model alone, or --config.")
-    if model:
-        chosen = _device_named(device or "auto")
-        translators: dict[str, Translator] = {}
-        for path in model:  # named after their folders; a repeated name gets a number
-            name = path.resolve().name
-            name = name if name not in translators else f"{name}-{len(translators) + 1}"
-            translators[name] = Translator(load_packages([path], chosen, engine), tgt_lang)
-    else:
-        translator = _translator(config, set_, checkpoint, None, device, engine, tgt_lang)
-        translators = {Path(translator.loaded.config.run_dir).name: translator}
+    translators = _served(config, set_, checkpoint, model, device, engine, tgt_lang)
     token = _serve_token(token, no_token)
     address = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     typer.echo(f"Serving {', '.join(translators)} on {address} (Ctrl-C stops)", err=True)
     _warn_if_reachable(host, token)
-    limits = Limits(max_work=max_work or Limits.max_work, max_queued=max_queued or Limits.max_queued)
+    limits = Limits(
+        max_work=max_work or Limits.max_work,
+        max_queued=max_queued or Limits.max_queued,
+        max_seconds=max_request_seconds or Limits.max_seconds,
+    )
     hosts = (*LOCAL_HOSTS, *([host] if host not in ("0.0.0.0", "::") else []), *(allow_host or []))
     run_server(build_app(translators, limits, token, hosts), host, port)
+
+
+def _served(config, set_, checkpoint, models, device, engine, tgt_lang) -> dict:
+    """The models to serve by name: each --model package (named after its folder; a repeated
+    name gets a number), side by side, or the run of --config."""
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_packages
+
+    if models and (config is not None or set_ or checkpoint):
+        raise NmtError("--model carries its own config and weights: give --model alone, or --config.")
+    if not models:
+        translator = _translator(config, set_, checkpoint, None, device, engine, tgt_lang)
+        return {Path(translator.loaded.config.run_dir).name: translator}
+    chosen = _device_named(device or "auto")
+    translators: dict[str, Translator] = {}
+    for path in models:
+        name = path.resolve().name
+        name = name if name not in translators else f"{name}-{len(translators) + 1}"
+        translators[name] = Translator(load_packages([path], chosen, engine), tgt_lang)
+    return translators
 
 
 def _warn_if_reachable(host: str, token: str) -> None:
@@ -672,10 +728,13 @@ def export(
     --onnx, the graphs are checked against PyTorch before they are kept (needs `pip install 'nmt[onnx]'`).
     With --web, a folder any static file host serves: the page translates as you type and draws
     attention, offline (onnxruntime-web and SentencePiece in the page; `npm ci --prefix web` once)."""
+    from nmt.core.locking import holding
+
     if web:
         from nmt.export.web_page import export_web, folder_size
 
-        path = export_web(run_dir, out_dir, checkpoint, runtime)
+        with holding(run_dir, f"nmt export {run_dir} {out_dir} --web", create=False):
+            path = export_web(run_dir, out_dir, checkpoint, runtime)
         typer.echo(
             f"Wrote the page for {run_dir} ({checkpoint}) to {path} ({folder_size(path) / 1e6:.1f} MB); "
             f"serve it with: python3 -m http.server --directory {path}"
@@ -683,7 +742,8 @@ def export(
         return
     from nmt.export.package import export_model
 
-    path = export_model(run_dir, out_dir, checkpoint, onnx)
+    with holding(run_dir, f"nmt export {run_dir} {out_dir}", create=False):
+        path = export_model(run_dir, out_dir, checkpoint, onnx)
     typer.echo(f"Exported {run_dir} ({checkpoint}) to {path}; see {path / 'MODEL_CARD.md'}")
 
 
@@ -782,7 +842,8 @@ def tune(
         if not isinstance(raw_space, dict):
             raise NmtError(f"{space}: a search space is a mapping of config keys to ranges or choices.")
     try:
-        run_study(cfg, _device(cfg, device), raw_space, storage, log=lambda msg: typer.echo(msg, err=True))
+        with _writing(cfg, f"nmt tune --config {config}"):
+            run_study(cfg, _device(cfg, device), raw_space, storage, log=lambda msg: typer.echo(msg, err=True))
     except TrainingInterrupted as exc:
         typer.echo(f"{exc} The study is kept in {cfg.run_dir}/tune: run the same command again to go on.", err=True)
         raise typer.Exit(130) from None
@@ -805,11 +866,13 @@ def average(
     Use the result with `nmt translate/evaluate --checkpoint RUN_DIR/checkpoints/averaged.pt`.
     """
     from nmt.config.paths import RunPaths
+    from nmt.core.locking import holding
     from nmt.runtime.checkpoint import average_newest
 
     run = RunPaths(run_dir)
     path = output or run.averaged
-    chosen = average_newest(run, last, path)
+    with holding(run_dir, f"nmt average {run_dir}", create=False):
+        chosen = average_newest(run, last, path)
     typer.echo(f"Averaged {', '.join(p.name for p in chosen)} into {path}")
 
 

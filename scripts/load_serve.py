@@ -10,15 +10,17 @@ Each request is POST /api/translate with one sentence of the eng-mar sample (n-b
 attention included, as the page asks for it). Run it alone on the machine: it times the CPU.
 
 The classroom scenario, in one run against one server: one client alone, then 30 at once
-(throughput, p50/p95), then a short request sent while two heavy ones (64 texts of 1,000
-characters at beam 16, admitted with --max-work) are being decoded: its latency, and whether
-the heavy ones' work is cancelled when their clients hang up.
+(throughput, p50/p95), then a short request sent while two requests within the default
+limits (64 texts of 204 characters at beam 3) are being decoded, then while two heavy ones
+(64 texts of 1,000 characters at beam 16, admitted with --max-work) are: its latency, and
+whether the heavy ones' work is cancelled when their clients hang up.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import socket
 import subprocess
 import sys
@@ -29,6 +31,8 @@ import urllib.request
 from pathlib import Path
 
 SENTENCES = Path("data/eng-mar/sample.en")
+TOKEN = secrets.token_urlsafe(12)  # the server's token (it has one by default): every request carries it
+HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
 
 
 def free_port() -> int:
@@ -39,7 +43,7 @@ def free_port() -> int:
 
 def start_server(args, port: int, *extra: str) -> subprocess.Popen:
     source = ["--model", args.model] if args.model else ["--config", args.config]
-    command = [sys.executable, "-m", "nmt", "serve", *source, "--port", str(port), "--device", "cpu"]
+    command = [sys.executable, "-m", "nmt", "serve", *source, "--port", str(port), "--device", "cpu", "--token", TOKEN]
     command += extra
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -58,7 +62,7 @@ def start_server(args, port: int, *extra: str) -> subprocess.Popen:
 
 def client(url: str, bodies: list[bytes], latencies: list[float], errors: list[str]) -> None:
     for body in bodies:
-        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+        request = urllib.request.Request(url, body, HEADERS)
         start = time.perf_counter()
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
@@ -102,7 +106,7 @@ def raw_post(port: int, body: bytes) -> socket.socket:
     """A request on a socket of its own, so that the client can hang up before the answer."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=600)
     head = "POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-    head += f"Content-Length: {len(body)}"
+    head += f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}"
     sock.sendall(head.encode() + b"\r\n\r\n" + body)
     return sock
 
@@ -127,9 +131,18 @@ def classroom(args, sentences: list[str]) -> int:
         run_clients(url, page_bodies(sentences, 4, 5, args.beam_size))  # warm up
         alone = run_clients(url, page_bodies(sentences, 1, 60, args.beam_size))
         crowd = run_clients(url, page_bodies(sentences, 30, args.requests, args.beam_size))
+        short = json.dumps({"text": "Hello.", "attention": True}).encode()
+        flood = [raw_post(port, json.dumps({"texts": [t[:204] for t in heavy_texts], "beam_size": 3}).encode())]
+        flood += [raw_post(port, json.dumps({"texts": [t[:204] for t in heavy_texts], "beam_size": 3}).encode())]
+        time.sleep(1.0)  # within the default limits: 64 texts of 204 characters at beam 3, twice
+        start = time.perf_counter()
+        client(url, [short], [], [])
+        flood_seconds = time.perf_counter() - start
+        for sock in flood:
+            sock.close()
+        cancelled_before = sum(q["cancelled"] for q in health(port)["queues"].values())
         heavies = [raw_post(port, heavy) for _ in range(2)]
         time.sleep(1.0)  # both are being decoded
-        short = json.dumps({"text": "Hello.", "attention": True}).encode()
         start = time.perf_counter()
         client(url, [short], [], [])
         short_seconds = time.perf_counter() - start
@@ -137,7 +150,10 @@ def classroom(args, sentences: list[str]) -> int:
         for sock in heavies:  # the clients give up
             sock.close()
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sum(q["cancelled"] for q in health(port)["queues"].values()) < 2:
+        while (
+            time.monotonic() < deadline
+            and sum(q["cancelled"] for q in health(port)["queues"].values()) < cancelled_before + 2
+        ):
             time.sleep(0.1)
         after = health(port)["queues"]
     finally:
@@ -153,6 +169,7 @@ def classroom(args, sentences: list[str]) -> int:
         )
     print(f"30 clients / 1 client throughput: {rates['30 clients'] / rates['1 client']:.1f}x")
     model = next(iter(after))
+    print(f"a short request behind two of 64 x 204 characters at beam 3: {flood_seconds * 1000:.0f} ms")
     print(
         f"a short request behind two heavy ones (64 x 1,000 characters, beam 16): {short_seconds * 1000:.0f} ms "
         f"(queued texts then: {waiting[model]['queued_texts']}); heavy clients hung up: "

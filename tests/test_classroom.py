@@ -70,12 +70,44 @@ def test_a_big_request_takes_turns_so_a_short_one_waits_for_one_slice_only():
     scheduler = Scheduler(model, slice_work=10, batch_work=10)
     model.gate.clear()
     big = scheduler.submit([f"big{i}" for i in range(6)], "s", [10] * 6)  # six slices of one text
-    wait_until(lambda: len(big.slices) == 5)  # the first slice is running
+    wait_until(lambda: big.queued == 5)  # the first slice is running
     short = scheduler.submit(["short"], "s", [1])
     model.gate.set()
     assert short.future.result(5) == ["short|s"]
     assert big.future.result(5) == [f"big{i}|s" for i in range(6)]
     assert model.searches[:2] == [["big0"], ["short"]]  # right after the slice that was running
+
+
+class TimedModel:
+    """A decode function that takes ``per_text`` seconds a text, like a model whose every text
+    is as long to decode."""
+
+    def __init__(self, per_text: float):
+        self.per_text = per_text
+        self.searches: list[list[str]] = []
+
+    def __call__(self, texts, settings):
+        time.sleep(self.per_text * len(texts))
+        self.searches.append(list(texts))
+        return list(texts)
+
+
+def test_batches_are_sized_in_seconds_so_a_short_request_never_waits_behind_a_big_one():
+    """The first batch is one text, which measures the model; after it every batch is about
+    ``batch_seconds`` of decoding, so a short request that comes while a big one is decoded
+    waits for one short batch, never for the big request's work (issue 63's flood: 31 s)."""
+    model = TimedModel(per_text=0.02)
+    scheduler = Scheduler(model, batch_seconds=0.1)  # 0.1 s a batch: 5 texts of this model
+    big = scheduler.submit([f"big{i}" for i in range(100)], "s", [100] * 100)  # 2 s of decoding in all
+    wait_until(lambda: scheduler.counts["batches"] >= 2)
+    started = time.monotonic()
+    short = scheduler.submit(["short"], "s", [100])
+    assert short.future.result(10) == ["short"]
+    waited = time.monotonic() - started
+    assert big.future.result(30) == [f"big{i}" for i in range(100)]
+    sizes = [len(search) for search in model.searches]
+    assert sizes[0] == 1 and max(sizes) <= 6, sizes  # whatever the request's size
+    assert waited < 1.0, waited  # one batch of 0.1 s and its own; before: the 2 s of the big request
 
 
 def test_a_full_queue_refuses_with_a_retry_estimate():
@@ -143,6 +175,7 @@ def held_batch(app_client, model, bodies):
     """Send ``bodies`` concurrently while the model is busy, so they all wait and are decoded
     together in the next search; returns their answers and the model's scheduler counts."""
     scheduler = model.scheduler
+    scheduler.batch_seconds = 60.0  # batched by settings only, however fast this machine measures the model
     before = scheduler.counts["batches"]
     with ThreadPoolExecutor(max_workers=len(bodies) + 1) as pool:
         with model.lock:  # the worker blocks on its first search
@@ -291,3 +324,20 @@ def test_listening_beyond_loopback_warns_who_can_reach_the_page(capsys):
     _warn_if_reachable("0.0.0.0", "secret")
     warned = capsys.readouterr().err
     assert "with the token" in warned and "secret" not in warned
+
+
+def test_a_request_past_its_time_is_dropped_with_503_naming_the_limit(translator):
+    """--max-request-seconds bounds a request's time, its wait included: past it, its work leaves
+    the queue and the client hears why (before, the work limit bounded tokens, not time)."""
+    app = build_app({"m": translator}, Limits(max_seconds=0.5))
+    served = served_model(app)
+    with local_client(app) as client, served.lock:  # the model is busy for longer than the limit
+        started = time.monotonic()
+        answer = client.post("/api/translate", json={"texts": TEXTS})
+        waited = time.monotonic() - started
+    assert answer.status_code == 503 and answer.json()["field"] == "texts"
+    assert "longer than 0.5 s" in answer.json()["error"] and "--max-request-seconds" in answer.json()["error"]
+    assert 0.5 <= waited < 3.0
+    wait_until(lambda: served.scheduler.status()["cancelled"] == 1 and served.scheduler.queued() == 0)
+    with local_client(app) as client:
+        assert client.post("/api/translate", json={"text": "hello."}).status_code == 200  # and it goes on

@@ -149,3 +149,70 @@ def test_any_file_of_a_package_as_a_link_is_refused(originals, tmp_path, name):
     (package / name).symlink_to(tmp_path / name)
     with pytest.raises(NmtError, match="symbolic link"):
         load_trained(package, torch.device("cpu"))
+
+
+# A run folder someone hands you, crafted to run code: its config.yaml names a module it ships
+# as a plugin. Before, `python -m nmt export RUN PKG` imported it (python -m puts the working
+# folder on the path; so do PYTHONPATH=. and running from inside the folder). No command may.
+PAYLOAD = "from pathlib import Path\nPath({marker!r}).write_text('ran', encoding='utf-8')\n"
+
+
+def crafted_run(originals, root: Path) -> tuple[Path, Path]:
+    """A copy of the trained run as ``root/evil_run`` with ``payload.py`` (as a module and as a
+    package's) named by its config.yaml; returns it and the file the payload would write."""
+    run = root / "evil_run"
+    shutil.copytree(originals["run"], run)
+    marker = root / "payload-ran.txt"
+    (run / "payload.py").write_text(PAYLOAD.format(marker=str(marker)), encoding="utf-8")
+    (run / "__init__.py").write_text("", encoding="utf-8")
+    return run, marker
+
+
+def name_plugin(run: Path, name: str) -> None:
+    raw = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
+    raw["plugins"] = [name]
+    (run / "config.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["python -m nmt", "PYTHONPATH=. nmt", "python -m nmt from inside"],
+)
+@pytest.mark.parametrize(
+    "command",
+    ["export", "translate --config", "evaluate --config", "init --init-from"],
+)
+def test_a_crafted_run_folder_runs_no_code_however_nmt_is_called(originals, tmp_path, how, command):
+    import os
+    import subprocess
+    import sys
+
+    run, marker = crafted_run(originals, tmp_path)
+    inside = how.endswith("from inside")
+    name_plugin(run, "payload" if inside else "evil_run.payload")
+    cwd = run if inside else tmp_path
+    target = "." if inside else "evil_run"
+    write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
+    args = {
+        "export": ["export", target, str(tmp_path / "package")],
+        "translate --config": ["translate", "--config", f"{target}/config.yaml", "--text", "hello"],
+        "evaluate --config": ["evaluate", "--config", f"{target}/config.yaml"],
+        "init --init-from": [
+            "init",
+            str(tmp_path / "pairs.tsv"),
+            "--init-from",
+            target,
+            "--to",
+            str(tmp_path / "c.yaml"),
+        ],
+    }[command]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    if how.startswith("PYTHONPATH"):
+        env["PYTHONPATH"] = "."
+        call = [str(Path(sys.executable).with_name("nmt")), *args]
+    else:
+        call = [sys.executable, "-m", "nmt", *args]
+    done = subprocess.run(call, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert not marker.exists(), f"the run's code ran: {done.stderr}"
+    assert done.returncode == 1 and "which is code" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "--plugin" in done.stderr  # and it says how to run it, if the user trusts it

@@ -164,7 +164,7 @@ def test_each_extension_recipe_is_one_plugin_that_works_from_the_command_line(tm
     nmt(*plugins, "train", "--config", "c.yaml")
     run = Path(raw["run_dir"])
     assert len((run / "bleu.txt").read_text().splitlines()) == 1  # one validation
-    nmt("export", str(run), "pkg")
+    nmt(*plugins, "export", str(run), "pkg")  # the run names its plugins; the command vouches for them
     (tmp_path / "in.txt").write_text("hello\nthere\n", encoding="utf-8")
     torch_out = nmt(*plugins, "translate", "--model", "pkg", "--input", "in.txt").stdout
     engine_out = nmt(

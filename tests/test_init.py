@@ -3,6 +3,7 @@ is one `nmt prepare` and `nmt train` accept (here shrunk with --set to a seconds
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -121,7 +122,8 @@ def test_a_bad_file_is_named_with_its_line_and_nothing_is_overwritten(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("a sentence without a tab\nanother one\nok\tठीक\n", encoding="utf-8")
     with pytest.raises(
-        NmtError, match=r"bad\.txt does not look like sentence pairs: 2 malformed lines, e\.g\. .*bad\.txt:1"
+        NmtError,
+        match=r"(?s)bad\.txt does not look like an Anki/Tatoeba TSV file.*2 of 3 lines are malformed.*bad\.txt:1",
     ):
         init_config([bad], tmp_path / "bad.yaml")
     assert not (tmp_path / "bad.yaml").exists()
@@ -182,3 +184,34 @@ def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus
     path, text = init_config([larger], tmp_path / "larger.yaml", init_from=str(tmp_path / "parent"))
     config = load_config(path)  # over 2,500 pairs: one child, which gets the epochs four would share
     assert (config.train.members, config.decode.mbr) == (1, 0) and "four children side by side" not in unwrapped(text)
+
+
+@pytest.mark.parametrize(
+    "lines, refused",
+    [
+        (["Hi.\tनमस्ते."], "holds 1 usable pair(s) of 1 distinct source sentence(s): too few to split"),
+        (["English\tMarathi"], "holds no sentence pairs"),  # a header and nothing else
+        (["Hi.\tनमस्ते.", "Hi.\tनमस्कार."], "of 1 distinct source sentence(s): too few to split"),
+        ([], "is empty"),
+    ],
+    ids=["one-pair", "header-only", "one-source", "empty"],
+)
+def test_init_refuses_what_prepare_would_refuse(tmp_path, lines, refused):
+    """Before, `nmt init` wrote a config for one pair (and for a header row read as a pair) that
+    `nmt prepare` then refused."""
+    path = tmp_path / "eng-mar.tsv"
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    with pytest.raises(NmtError, match=re.escape(refused)):
+        init_config([path], tmp_path / "c.yaml", src_lang="en", tgt_lang="mr")
+    assert not (tmp_path / "c.yaml").exists()
+
+
+@pytest.mark.parametrize("pairs", [3, 12, 60])
+def test_a_toy_corpus_gets_a_config_prepare_accepts(tmp_path, pairs):
+    """The smallest corpora init accepts hold back a dev and a test sentence or more, never the
+    20 each that would leave nothing to train on (before: 'Split sizes too large' at prepare)."""
+    path = write_anki(tmp_path / "eng-mar.tsv", synthetic_pairs()[:pairs])
+    target, _ = init_config([path], tmp_path / "c.yaml", src_lang="en", tgt_lang="mr")
+    config = load_config(target, [f"run_dir={tmp_path / 'run'}"])
+    report = prepare(config, log=lambda _: None, show_bar=False)
+    assert report.split_pairs["train"] > 0 and report.split_sources["dev"] >= 1 and report.split_sources["test"] >= 1

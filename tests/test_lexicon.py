@@ -75,7 +75,9 @@ def test_a_lexicon_that_is_not_word_pairs_is_named_with_its_line(tmp_path):
     bad = tmp_path / "glossary.txt"
     bad.write_text("apples सफरचंद\nwater पाणी\n", encoding="utf-8")  # no tabs
     config = config_from_dict(lexicon_config(tmp_path, "run", bad))
-    with pytest.raises(NmtError, match=rf"(?s)data.lexicon: 2 line\(s\) of {bad}.*{bad}:1: one column"):
+    with pytest.raises(
+        NmtError, match=rf"(?s)data.lexicon: {bad} does not look like a word list.*2 of 2 lines.*{bad}:1: one column"
+    ):
         prepare(config, log=quiet, show_bar=False)
     missing = config_from_dict(lexicon_config(tmp_path, "other", tmp_path / "nowhere.tsv"))
     with pytest.raises(NmtError, match=r"nowhere.tsv \(config key 'data.lexicon'\)"):

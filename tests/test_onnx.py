@@ -180,3 +180,27 @@ def test_without_onnxruntime_export_and_the_engine_say_how_to_install_it(tmp_pat
     assert not list(tmp_path.iterdir())  # refused before anything is written
     with pytest.raises(NmtError, match=r"pip install 'nmt\[onnx\]'"):
         OnnxModel(tmp_path, _Settings(small_model().config))
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["raised", "wrapped-by-the-exporter"])
+def test_a_full_disk_during_export_is_named_as_the_disk_not_the_model(package, tmp_path, monkeypatch, wrapped):
+    """Before: "The model variant ... cannot be exported to ONNX: [Errno 28] No space left on device"."""
+    import errno
+
+    import nmt.export.onnx_graphs as onnx_graphs
+
+    def full_disk(*args, **kwargs):
+        error = OSError(errno.ENOSPC, "No space left on device")
+        if not wrapped:
+            raise error
+        try:
+            raise error
+        except OSError as cause:
+            raise RuntimeError("the exporter failed") from cause
+
+    monkeypatch.setattr(onnx_graphs.torch.onnx, "export", full_disk)
+    run_dir = package.parent / "run"
+    result = runner.invoke(app, ["export", str(run_dir), str(tmp_path / "out"), "--onnx"])
+    assert result.exit_code == 1 and "the disk is full (No space left on device)" in result.output, result.output
+    assert "cannot be exported" not in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()

@@ -1,7 +1,7 @@
 """A user's plugin from the command line (nmt/core/plugins.py): one module with an attention and
-a callback, imported with --plugin, kept in the run's config.yaml, found again by `nmt translate`
-and by an installed package's entry point; a shared package that needs it is refused until
---plugin names it. Every command runs as a process of its own, as a user runs it."""
+a callback, imported with --plugin and kept in the run's config.yaml; or by an installed
+package's entry point. A config, a run or a package that names it is refused until --plugin
+names it (a file never runs code). Every command runs as a process of its own, as a user runs it."""
 
 from __future__ import annotations
 
@@ -81,16 +81,19 @@ def test_a_plugins_attention_and_callback_train_from_the_command_line(trained):
     without = nmt("train", "--config", str(config), "--resume", path=plugins, cwd=root)  # the file names no plugin
     assert without.returncode == 1 and "'model.attention': got 'demo-scaled-dot'" in without.stderr
     (root / "in.txt").write_text("hello\n", encoding="utf-8")
-    done = nmt(
-        "translate", "--config", str(run / "config.yaml"), "--input", str(root / "in.txt"), path=plugins, cwd=root
-    )
-    assert done.returncode == 0 and done.stdout.count("\n") == 1, done.stderr  # config.yaml imports it again
+    translate = ["translate", "--config", str(run / "config.yaml"), "--input", str(root / "in.txt")]
+    refused = nmt(*translate, path=plugins, cwd=root)  # the run's config.yaml names it: not enough to run it
+    assert refused.returncode == 1 and "--plugin nmt_demo_plugin" in refused.stderr and not refused.stdout
+    done = nmt("--plugin", "nmt_demo_plugin", *translate, path=plugins, cwd=root)
+    assert done.returncode == 0 and done.stdout.count("\n") == 1, done.stderr
 
 
 def test_a_shared_package_runs_a_plugin_only_when_the_user_names_it(trained):
     root, plugins, _, run = trained
     package = root / "package"
-    assert nmt("export", str(run), str(package), path=plugins, cwd=root).returncode == 0
+    refused = nmt("export", str(run), str(package), path=plugins, cwd=root)  # a run is read as a package is
+    assert refused.returncode == 1 and "--plugin nmt_demo_plugin" in refused.stderr and not package.exists()
+    assert nmt("--plugin", "nmt_demo_plugin", "export", str(run), str(package), path=plugins, cwd=root).returncode == 0
     (root / "in.txt").write_text("hello\n", encoding="utf-8")
     refused = nmt("translate", "--model", str(package), "--input", str(root / "in.txt"), path=plugins, cwd=root)
     assert refused.returncode == 1

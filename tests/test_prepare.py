@@ -13,7 +13,7 @@ from nmt.core.fileio import read_lines
 from nmt.data.tsv import read_tsv
 from nmt.pipelines.prepare import prepare
 
-from .helpers import tiny_config, write_anki
+from .helpers import synthetic_pairs, tiny_config, write_anki
 
 
 def test_prepare_writes_splits_references_attribution_and_reuses(tmp_path, anki_file):
@@ -103,7 +103,7 @@ def test_reading_random_bytes_never_crashes(tmp_path, data):
     path = tmp_path / "fuzz.txt"
     path.write_bytes(data)
     result = read_tsv(path)
-    body = data.removeprefix(b"\xef\xbb\xbf")
+    body = data.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # universal newlines
     assert result.lines_read == len(body.split(b"\n")) - (body.endswith(b"\n") or not body)
     assert result.lines_read == len(result.pairs) + len(result.problems) + result.blank_lines
     assert all(p.src and p.tgt and "\t" not in p.src + p.tgt for p in result.pairs)
@@ -126,3 +126,63 @@ def test_prepare_on_random_bytes_or_text_succeeds_or_says_why(tmp_path_factory, 
     except NmtError as exc:
         assert str(exc)
         assert not (root / "run" / "data" / "manifest.json").exists()
+
+
+BAD_FILES = {
+    "latin-1": ("Je suis là.\tमी तिथे आहे.\nÇa va?\tकसं चाललंय?\n".encode("latin-1", errors="replace"), "not UTF-8"),
+    "binary": (bytes(range(256)) * 20, "does not look like"),
+    "empty": (b"", "is empty"),
+}
+
+
+@pytest.mark.parametrize("content", BAD_FILES, ids=list(BAD_FILES))
+@pytest.mark.parametrize("key", ["related", "lexicon", "synthetic_from"])
+def test_every_file_a_config_names_is_read_as_the_corpus_is(tmp_path, key, content):
+    """A related corpus, a word list or self-training's sentences in another encoding, binary or
+    empty is refused naming the key, the file and its first bad line. Before, a related or
+    self-training file passed as "0 pairs" or as sentences of replacement characters."""
+    from nmt.config.paths import prepared_paths
+    from nmt.pipelines.distill import synthetic_sources
+
+    data, expected = BAD_FILES[content]
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(data)
+    raw = tiny_config(tmp_path, write_anki(tmp_path / "pairs.txt", synthetic_pairs()))
+    config = config_from_dict(raw)
+    prepare(config, log=lambda _: None, show_bar=False)
+    raw["data"] |= {"related": {"hi": str(bad)}} if key == "related" else {key: str(bad)}
+    if key == "synthetic_from":  # what the teacher would translate: read before any teacher is loaded
+        raw["data"] |= {"distill_from": str(tmp_path / "teacher"), "distill": "keep"}
+        with pytest.raises(NmtError, match=rf"(?s)data.synthetic_from: {bad}.*{expected}"):
+            synthetic_sources(config_from_dict(raw), prepared_paths(config))
+        return
+    with pytest.raises(NmtError, match=rf"(?s)data.{key}: {bad}.*{expected}") as refused:
+        prepare(config_from_dict(raw), log=lambda _: None, show_bar=False, force=True)
+    if content == "latin-1":
+        assert f"{bad}:1: undecodable bytes" in str(refused.value)
+
+
+def test_the_report_says_how_many_lone_carriage_returns_it_read_as_line_breaks(tmp_path):
+    data = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
+    text = data.read_bytes().replace(b"\n", b"\r", 5)
+    data.write_bytes(text)
+    report = prepare(config_from_dict(tiny_config(tmp_path, data)), log=lambda _: None, show_bar=False)
+    assert report.lone_cr == 5 and "Read 5 carriage return(s) without a line feed" in report.summary()
+    assert report.pairs_read == len(synthetic_pairs())
+
+
+def test_what_a_killed_prepare_left_is_removed_by_the_next(tmp_path):
+    """A prepare killed in pass 1 or 2 leaves its scratch folder (``.prepare-*``) and the
+    temporary files of atomic writes (``.NAME.*.tmp``) in the prepared folder; before, they
+    stayed there for good, as large as the corpus."""
+    config = config_from_dict(tiny_config(tmp_path, write_anki(tmp_path / "pairs.txt", synthetic_pairs())))
+    root = tmp_path / "run" / "data"
+    (root / ".prepare-k1ll3d").mkdir(parents=True)
+    (root / ".prepare-k1ll3d" / "sources.0").write_bytes(b"x" * 1000)
+    (root / ".train.en.a1b2c3.tmp").write_text("half a file", encoding="utf-8")
+    (root / "keep.txt").write_text("the user's own", encoding="utf-8")
+    said: list[str] = []
+    prepare(config, log=said.append, show_bar=False)
+    assert not list(root.glob(".prepare-*")) and not list(root.glob(".*.tmp"))
+    assert (root / "keep.txt").is_file()
+    assert any("1 scratch folder(s), 1 file(s)" in line for line in said), said

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.config.schema import DecodeConfig, config_from_dict
 from nmt.core.errors import NmtError
+from nmt.core.locking import LOCK_NAME
 from nmt.data.tokenizer import EOS_ID
 from nmt.decoding.search import search_sentences
 from nmt.pipelines.translate import Translator
@@ -45,10 +46,11 @@ def nmt(*args: str) -> str:
 
 
 def tree_hashes(folder: Path) -> dict[str, str]:
+    """Every file's hash but the lock's, which names the last command that held the run."""
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.name != LOCK_NAME
     }
 
 

@@ -192,3 +192,42 @@ def test_the_server_stops_cleanly_on_ctrl_c(tmp_path):
     finally:
         server.kill()
     assert server.returncode == 0 and "Traceback" not in stderr, stderr
+
+
+ENDPOINTS = ["/api/translate", "/api/alternatives", "/api/lab/tree", "/api/lab/playback", "/api/lab/edit"]
+ENDPOINTS += ["/api/lab/saliency"]
+
+
+def raw_json(client, path: str, body: str):
+    return client.post(path, content=body.encode("ascii"), headers={"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_text_that_is_not_unicode_or_nothing_at_all_is_a_422_on_every_endpoint(client, path):
+    """A lone surrogate (JSON's "\\ud800") was a 500 on /api/translate, /api/alternatives and the
+    lab; a byte-order mark alone was 200 with an empty translation on one endpoint and 422 on
+    another. The same rule now: 422 naming the field."""
+    extra = ', "weights": [1.0]' if path.endswith("edit") else ""
+    lone = raw_json(client, path, '{"text": "I see \\ud800 apples."' + extra + "}")
+    assert lone.status_code == 422 and lone.json()["field"] == "text", lone.text
+    assert "surrogate" in lone.json()["error"]
+    for blank in ("\\ufeff", " \\u200b ", "\\ufeff\\u2060"):
+        empty = raw_json(client, path, '{"text": "' + blank + '"' + extra + "}")
+        assert empty.status_code == 422 and empty.json()["field"] == "text", (blank, empty.text)
+        assert "is empty" in empty.json()["error"]
+    assert post(client, "/api/translate", {"text": "I see apples."}).status_code == 200
+
+
+def test_a_lone_surrogate_anywhere_in_a_body_is_named(client):
+    batch = raw_json(client, "/api/translate", '{"texts": ["fine", "also \\udfff"]}')
+    assert batch.status_code == 422 and batch.json()["field"] == "texts[1]"
+    tokens = raw_json(client, "/api/lab/playback", '{"text": "hi", "tokens": ["\\ud83d"]}')
+    assert tokens.status_code == 422 and tokens.json()["field"] == "tokens[0]"
+
+
+def test_a_body_nested_deeper_than_the_json_parser_goes_is_a_400(tmp_path):
+    """json.loads raises RecursionError (not ValueError) past the interpreter's recursion limit,
+    which was a 500; 200,000 levels is past any limit a library in the process may have set."""
+    with local_client(build_app({"m": random_translator(tmp_path)})) as client:
+        deep = raw_json(client, "/api/translate", '{"texts": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    assert deep.status_code == 400 and deep.json()["field"] == "body"

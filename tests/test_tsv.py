@@ -54,3 +54,18 @@ def test_exact_duplicates_dropped_but_alternative_translations_kept(tmp_path):
     result = read_bytes_file(tmp_path, "Run!\tपळ!\nRun!\tधाव!\nRun!\tपळ!\n".encode())
     kept, dropped = drop_duplicates(result.pairs)
     assert dropped == 1 and [p.tgt for p in kept] == ["पळ!", "धाव!"]
+
+
+def test_a_lone_carriage_return_ends_a_line_and_is_counted(tmp_path):
+    """LF, CRLF and a lone CR mixed in one file: three line breaks, as Python's universal
+    newlines read them. Before, ``S2<TAB>T2<CR>S3<TAB>T3`` became the pair S2, "T2 S3"."""
+    path = tmp_path / "mixed.tsv"
+    path.write_bytes(b"S1\tT1\nS2\tT2\rS3\tT3\r\nS4\tT4\r")
+    result = read_tsv(path)
+    assert [(p.src, p.tgt, p.line_no) for p in result.pairs] == [
+        ("S1", "T1", 1),
+        ("S2", "T2", 2),
+        ("S3", "T3", 3),
+        ("S4", "T4", 4),
+    ]
+    assert result.lone_cr == 2 and not result.problems

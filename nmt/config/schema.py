@@ -20,7 +20,7 @@ import yaml
 
 from nmt.core.device import DEVICE_NAMES, PRECISION_NAMES
 from nmt.core.errors import NmtError
-from nmt.core.plugins import load_plugins, requested_plugins
+from nmt.core.plugins import load_config_plugins, requested_plugins
 from nmt.core.registry import ATTENTIONS, CALLBACKS, CELLS, STRATEGIES
 
 # Allowed values come from the registries, read when a config is validated: a new attention
@@ -539,9 +539,10 @@ def check_model_combination(model: ModelConfig) -> None:
 
 def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
     """Validate a raw mapping into a ``Config``. Required keys must be present. The plugins it
-    names are imported first: the names they register are then valid values."""
+    names are imported first, if this command trusts them (nmt/core/plugins.py): the names they
+    register are then valid values."""
     if isinstance(raw, dict) and "plugins" in raw:
-        load_plugins(_coerce("plugins", raw["plugins"], list[str]), "Config key 'plugins'")
+        load_config_plugins(_coerce("plugins", raw["plugins"], list[str]), "Config key 'plugins'")
     config = _build(Config, raw, "")
     for key in REQUIRED_KEYS:
         if key == "run_dir" and default_run_dir:

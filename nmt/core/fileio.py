@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -43,6 +45,21 @@ def atomic_text_writer(path: str | Path) -> Iterator[IO[str]]:
         yield handle
 
 
+TEMPORARY_GLOB = ".*.tmp"  # atomic_path's temporaries: ".NAME.XXXXXXXX.tmp"
+
+
+def remove_temporaries(folder: str | Path) -> int:
+    """Remove what atomic writes that were killed left in ``folder`` (not its subfolders); the
+    caller holds the folder (nmt/core/locking.py), so no write of another command is in flight.
+    Returns how many files were removed."""
+    removed = 0
+    for path in Path(folder).glob(TEMPORARY_GLOB):
+        if path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     with atomic_text_writer(path) as handle:
         handle.write(text)
@@ -58,6 +75,19 @@ def save_atomic(path: str | Path, writer: Callable[[Path], object]) -> None:
     """Call ``writer(tmp_path)`` and move the result to ``path`` atomically."""
     with atomic_path(path) as tmp:
         writer(tmp)
+
+
+def disk_full(error: BaseException | None) -> OSError | None:
+    """The "no space left" (or over quota) error ``error`` is or was raised from, if any: a
+    library that wraps it (an exporter, a serializer) would otherwise have it read as its own
+    failure."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def refuse_link(path: str | Path) -> None:
@@ -102,15 +132,36 @@ def count_lines(path: str | Path) -> int:
     return count + (last != b"\n")
 
 
-def binary_lines(handle: BinaryIO) -> Iterator[bytes]:
-    """A binary file's lines without their endings (LF or CRLF), a leading byte-order mark
-    dropped, read as they come (never the whole file at once)."""
+@dataclass
+class LineEnds:
+    """What ``binary_lines`` saw of a file's line endings."""
+
+    lone_cr: int = 0  # line breaks that were a carriage return alone (classic Mac, or a mixed file)
+
+
+def binary_lines(handle: BinaryIO, ends: LineEnds | None = None) -> Iterator[bytes]:
+    """A binary file's lines without their endings, a leading byte-order mark dropped, read as
+    they come (never the whole file at once). LF, CRLF and a lone CR each end a line, as in
+    Python's universal newlines: a CR inside a line would otherwise glue two pairs into one
+    (``S2<TAB>T2<CR>S3<TAB>T3`` read as the pair S2, "T2 S3"). ``ends`` counts the lone CRs."""
     for index, line in enumerate(handle):
         if index == 0:
             line = line.removeprefix(BOM)
             if not line:  # the file is a byte-order mark and nothing else
                 return
-        yield line.removesuffix(b"\n").removesuffix(b"\r")
+        ended = line.endswith(b"\n")
+        line = line.removesuffix(b"\n")
+        if line.endswith(b"\r"):
+            line = line[:-1]
+            if not ended and ends is not None:  # the file's last line, ended by a lone CR
+                ends.lone_cr += 1
+        if b"\r" not in line:
+            yield line
+            continue
+        parts = line.split(b"\r")
+        if ends is not None:
+            ends.lone_cr += len(parts) - 1
+        yield from parts
 
 
 def iter_lines(path: str | Path) -> Iterator[str]:

@@ -19,13 +19,12 @@ from pathlib import Path
 
 from nmt.config.paths import PreparedPaths
 from nmt.config.schema import DataConfig
-from nmt.core.errors import NmtError
 from nmt.core.fileio import atomic_text_writer
-from nmt.data.pairs import ReadResult
+from nmt.data.pairs import MAX_PROBLEMS_SHOWN, ReadResult, check_read
 from nmt.data.related import dev_and_test_sources
 from nmt.data.tsv import tsv_pairs
 
-MAX_PROBLEMS_SHOWN = 3
+LEXICON = "a word list (a TSV of source<TAB>target word pairs, one a line)"
 
 
 @dataclass
@@ -35,18 +34,13 @@ class LexiconMix:
     malformed: int = 0  # lines of the file that are not source<TAB>target
 
 
-def add_lexicon(data: DataConfig, paths: PreparedPaths) -> LexiconMix:
+def add_lexicon(data: DataConfig, paths: PreparedPaths, log=print) -> LexiconMix:
     """Append data.lexicon's pairs to the prepared training text (sources, targets,
     attribution); refuses a file that is not a lexicon, naming its first bad lines."""
     path = Path(data.lexicon)
     result = ReadResult(keep_problems=MAX_PROBLEMS_SHOWN)
     pairs = list(tsv_pairs(path, result, data.max_chars, None, data.src_lang, header=False))
-    if result.problem_count and (data.on_malformed == "error" or not pairs):
-        shown = "\n".join(f"  {problem}" for problem in result.problems)
-        raise NmtError(
-            f"data.lexicon: {result.problem_count} line(s) of {path} are not source<TAB>target, e.g.\n{shown}"
-            + ("" if pairs else "\nA lexicon is a TSV of word pairs, one a line.")
-        )
+    check_read(result, path, LEXICON, data.on_malformed, log, key="data.lexicon")
     held = set().union(*dev_and_test_sources(paths))
     distinct = list(dict.fromkeys((p.src, p.tgt) for p in pairs))
     kept = [(src, tgt) for src, tgt in distinct if src not in held]

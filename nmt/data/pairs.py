@@ -1,7 +1,10 @@
 """What every data source reads into: sentence pairs, and the problems of lines that are not.
 
 Text is NFC normalised and whitespace collapsed; no script is ever removed. A malformed line
-becomes a ``Problem`` naming its file and 1-based line number.
+becomes a ``Problem`` naming its file and 1-based line number, and every file a config names
+(the corpus, given sets, related corpora, a word list, self-training's sentences) and ``nmt
+init`` reads is judged by one rule (``check_read``): an empty file, or one mostly malformed
+(another encoding, binary content, the wrong columns) is refused naming its first bad lines.
 """
 
 from __future__ import annotations
@@ -9,6 +12,9 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from nmt.core.errors import NmtError
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class ReadResult:
     lines_read: int = 0
     clipped: int = 0  # pairs with a side longer than max_chars, clipped
     header: str = ""  # a TSV's first line when it named the columns (not a pair)
+    lone_cr: int = 0  # line breaks that were a lone carriage return (read as line breaks)
     pairs_read: int = 0
     problem_count: int = 0
     problems_by_kind: dict[str, int] = field(default_factory=dict)
@@ -75,6 +82,12 @@ def normalize_text(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).split())
 
 
+def is_blank(text: str) -> bool:
+    """Nothing to translate: only whitespace and invisible format characters (a byte-order mark,
+    zero-width spaces and joiners, Unicode category Cf), which normalising leaves in place."""
+    return all(unicodedata.category(char) == "Cf" for char in normalize_text(text))
+
+
 def clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars].rstrip()
 
@@ -100,3 +113,48 @@ def drop_duplicates(pairs: list[Pair]) -> tuple[list[Pair], int]:
             seen.add(key)
             kept.append(pair)
     return kept, len(pairs) - len(kept)
+
+
+MAX_PROBLEMS_SHOWN = 10
+# what a file that is mostly malformed was expected to hold, by kind
+TSV = "an Anki/Tatoeba TSV file (source<TAB>target per line)"
+LINES = "line-aligned text files (one sentence per line, line i of each file the same pair)"
+SENTENCES = "source sentences, one a line (or a TSV whose first column is the source)"
+
+
+def check_read(
+    result: ReadResult,
+    path: str | Path,
+    expected: str,
+    on_malformed: str = "skip",
+    log=print,
+    key: str = "",
+    listed_in: str = "",
+) -> None:
+    """Refuse a file that is empty or not ``expected`` (over half its lines malformed: another
+    encoding, binary content), or any malformed line with ``on_malformed="error"``; otherwise
+    show the first few skipped lines through ``log``. ``key``: the config key that named the file;
+    ``listed_in``: where every skipped line is written, if anywhere."""
+    named = f"{key}: " if key else ""
+    content_lines = result.lines_read - result.blank_lines
+    if content_lines == 0:
+        raise NmtError(f"{named}{path} is empty: nothing to read.")
+    if result.problem_count > content_lines / 2:
+        shown = "\n".join(f"  {p}" for p in result.problems[:3])
+        raise NmtError(
+            f"{named}{path} does not look like {expected}: "
+            f"{result.problem_count} of {content_lines} lines are malformed, e.g.\n{shown}"
+        )
+    if result.problem_count and on_malformed == "error":
+        shown = "\n".join(f"  {p}" for p in result.problems[:MAX_PROBLEMS_SHOWN])
+        more = result.problem_count - MAX_PROBLEMS_SHOWN
+        raise NmtError(
+            f"{named}{result.problem_count} malformed line(s) in {path} (data.on_malformed=error):\n{shown}"
+            + (f"\n  ... and {more} more" if more > 0 else "")
+            + "\nFix them, or set data.on_malformed=skip to skip them with a count."
+        )
+    for problem in result.problems[:MAX_PROBLEMS_SHOWN]:
+        log(f"skipped {problem}")
+    if result.problem_count > MAX_PROBLEMS_SHOWN:
+        where = f" (see {listed_in})" if listed_in else ""
+        log(f"... and {result.problem_count - MAX_PROBLEMS_SHOWN} more malformed lines{where}")

@@ -23,7 +23,7 @@ from nmt.config.schema import DataConfig
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines, write_lines_atomic
 from nmt.data.download import tsv_file
-from nmt.data.pairs import Pair, ReadResult
+from nmt.data.pairs import MAX_PROBLEMS_SHOWN, TSV, Pair, ReadResult, check_read
 from nmt.data.tokenizer import tagged, target_tag
 from nmt.data.tsv import tsv_pairs
 
@@ -54,15 +54,18 @@ def dev_and_test_sources(paths: PreparedPaths) -> tuple[set[str], set[str]]:
     return set(read_lines(paths.text("dev", "src"))), set(read_lines(paths.text("test", "src")))
 
 
-def related_pairs(path: Path, data: DataConfig, unpack_dir: Path) -> list[Pair]:
-    """A related corpus's pairs (source first, as Anki exports are), malformed lines skipped."""
+def related_pairs(path: Path, data: DataConfig, unpack_dir: Path, log=print) -> list[Pair]:
+    """A related corpus's pairs (source first, as Anki exports are), read and judged as the
+    corpus is (``check_read``): malformed lines skipped and shown, or the file refused."""
     if not path.is_file():
         raise NmtError(f"Data file not found: {path} (config key 'data.related').")
-    result = ReadResult(keep_problems=0)
-    return list(tsv_pairs(tsv_file(path, unpack_dir), result, data.max_chars, None, data.src_lang))
+    result = ReadResult(keep_problems=MAX_PROBLEMS_SHOWN)
+    pairs = list(tsv_pairs(tsv_file(path, unpack_dir), result, data.max_chars, None, data.src_lang))
+    check_read(result, path, TSV, data.on_malformed, log, key="data.related")
+    return pairs
 
 
-def mix_related(data: DataConfig, paths: PreparedPaths, sample_size: int, unpack_dir: Path) -> RelatedMix:
+def mix_related(data: DataConfig, paths: PreparedPaths, sample_size: int, unpack_dir: Path, log=print) -> RelatedMix:
     """Rewrite the prepared training text as the pair's pairs (oversampled) and the related
     corpora's, every source tagged; the balanced sample the tokenizers add (``sample_size``
     related pairs per corpus at most, seeded)."""
@@ -77,7 +80,7 @@ def mix_related(data: DataConfig, paths: PreparedPaths, sample_size: int, unpack
     seen_in_related: set[str] = set()
     rng = random.Random(data.split_seed)
     for lang, file in data.related.items():
-        pairs = list({(p.src, p.tgt): p for p in related_pairs(Path(file), data, unpack_dir / lang)}.values())
+        pairs = list({(p.src, p.tgt): p for p in related_pairs(Path(file), data, unpack_dir / lang, log)}.values())
         kept = [pair for pair in pairs if pair.src not in held]
         mix.held_out[lang] = len(pairs) - len(kept)
         if 0 < data.related_pairs < len(kept):  # a seeded sample, in file order: the budget's share

@@ -33,6 +33,15 @@ def _count(size: float, total: int, cap: int = 0) -> int:
     return min(count, cap) if cap else count
 
 
+def check_enough_sources(n_sources: int, pairs: int, carved: list[str], what: str) -> None:
+    """Refuse data too small to carve ``carved`` (dev, test) out of and train on the rest."""
+    if carved and n_sources < 1 + len(carved):
+        raise NmtError(
+            f"{what} holds {pairs} usable pair(s) of {n_sources} distinct source sentence(s): too few to split "
+            f"into train, {' and '.join(carved)} (each source sentence stays in one split)."
+        )
+
+
 def carved_ranks(n_sources: int, dev_size: float, test_size: float, seed: int, cap: int = 0) -> dict[int, str]:
     """The split rule: shuffle the ranks of ``n_sources`` distinct source sentences (in sorted
     order) with ``seed``; the first go to test, then dev. Returns {rank: "test" | "dev"}.

@@ -2,7 +2,8 @@
 
 Accepted: ``a<TAB>b`` or ``a<TAB>b<TAB>attribution``, where ``data.columns`` says which of a
 and b is the source language (default: the source first); UTF-8 with or without a byte-order
-mark; LF or CRLF line endings; blank lines (ignored). A first line that names the columns
+mark; LF, CRLF or lone CR line endings (a lone CR counted: ``ReadResult.lone_cr``); blank lines
+(ignored). A first line that names the columns
 ("Eng<TAB>Mar<TAB>Oth") is a header, not a pair: detected, or declared with ``data.header``.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from nmt.config.schema import HeaderMode as Header
 from nmt.core.errors import NmtError
-from nmt.core.fileio import binary_lines
+from nmt.core.fileio import LineEnds, binary_lines
 from nmt.data.languages import looks_like_header
 from nmt.data.pairs import Pair, Problem, ReadResult, decode_line, normalize_text
 
@@ -56,20 +57,24 @@ def tsv_pairs(
     if not path.is_file():
         raise NmtError(f"Data file not found: {path}")
     source_first = not columns or columns[0] == src_lang
+    ends = LineEnds()
     with open(path, "rb") as handle:
-        for index, line in enumerate(binary_lines(handle)):
-            if index == 0 and _is_header(line, header, columns or []):
-                result.header = line.decode("utf-8", errors="replace")
-                result.lines_read = 1
-                continue
-            result.lines_read += 1
-            parsed = parse_line(line, index + 1, str(path), source_first)
-            if parsed is None:
-                result.blank_lines += 1
-            elif isinstance(parsed, Problem):
-                result.add_problem(parsed)
-            else:
-                yield result.add_pair(parsed.src, parsed.tgt, parsed.attribution, index + 1, max_chars)
+        try:
+            for index, line in enumerate(binary_lines(handle, ends)):
+                if index == 0 and _is_header(line, header, columns or []):
+                    result.header = line.decode("utf-8", errors="replace")
+                    result.lines_read = 1
+                    continue
+                result.lines_read += 1
+                parsed = parse_line(line, index + 1, str(path), source_first)
+                if parsed is None:
+                    result.blank_lines += 1
+                elif isinstance(parsed, Problem):
+                    result.add_problem(parsed)
+                else:
+                    yield result.add_pair(parsed.src, parsed.tgt, parsed.attribution, index + 1, max_chars)
+        finally:
+            result.lone_cr += ends.lone_cr
 
 
 def read_tsv(
@@ -83,6 +88,28 @@ def read_tsv(
     result = ReadResult()
     result.pairs = list(tsv_pairs(path, result, max_chars, columns, src_lang, header))
     return result
+
+
+def source_sentences(path: str | Path, result: ReadResult) -> Iterator[str]:
+    """The sentences of a file of source sentences, one a line (a TSV: its first column),
+    normalised; undecodable lines and NUL bytes are problems counted into ``result``, as the
+    corpus's are, and blank lines are counted and skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise NmtError(f"Data file not found: {path}")
+    with open(path, "rb") as handle:
+        for index, line in enumerate(binary_lines(handle)):
+            result.lines_read += 1
+            text = decode_line(line, index + 1, str(path))
+            if isinstance(text, Problem):
+                result.add_problem(text)
+                continue
+            sentence = normalize_text(text.split("\t", 1)[0])
+            if not sentence:
+                result.blank_lines += 1
+                continue
+            result.pairs_read += 1
+            yield sentence
 
 
 def _is_header(first_line: bytes, header: Header, declared: list[str]) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from nmt.core.errors import NmtError
+from nmt.core.fileio import disk_full
 from nmt.data.tokenizer import PAD_ID
 from nmt.model.graphs import DecoderStepGraph, EncoderGraph, memory_names, state_names
 from nmt.model.seq2seq import Seq2Seq
@@ -101,6 +102,9 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> dict:
             _dynamic_axes([*step_names, *step_outputs], [*step_inputs, *stepped], source_length),
         )
     except Exception as error:  # the exporter's own message names the operator it could not write
+        full = disk_full(error)
+        if full is not None:  # the disk, not the model: said as such (nmt/cli.py)
+            raise full from None
         raise NmtError(f"{_variant(config)} cannot be exported to ONNX: {error}") from None
     probes = {"encoder": (dict(src=src), encoded), "decoder_step": (dict(zip(step_names, step_inputs)), stepped)}
     check_parity(out_dir, probes, _variant(config))

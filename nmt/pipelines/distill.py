@@ -38,8 +38,9 @@ from nmt.core.device import select_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines, sha256_file, write_lines_atomic
 from nmt.data.noise import noisy_words
-from nmt.data.pairs import normalize_text
+from nmt.data.pairs import MAX_PROBLEMS_SHOWN, SENTENCES, ReadResult, check_read
 from nmt.data.related import dev_and_test_sources
+from nmt.data.tsv import source_sentences
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_trained, trained_weights_files
 
@@ -78,7 +79,7 @@ def distill_training_targets(config: Config, paths: PreparedPaths, log=print, sh
     sources = read_lines(paths.text("train", "src"))
     human = read_lines(paths.text("train", "tgt"))
     attribution = read_lines(paths.attribution("train"))
-    synthetic = synthetic_sources(config, paths)
+    synthetic = synthetic_sources(config, paths, log)
     distinct = list(dict.fromkeys(([] if data.distill == "keep" else sources) + synthetic))
     what = [] if data.distill == "keep" else [f"{len(set(sources)):,} distinct training sources"]
     what += [f"{len(synthetic):,} sentences of {data.synthetic_from} (self-training)"] if synthetic else []
@@ -149,11 +150,14 @@ def most_confident(pairs: list[tuple[str, str]], teacher: Translator, keep: floa
     return [pairs[i] for i in chosen]
 
 
-def synthetic_sources(config: Config, paths: PreparedPaths) -> list[str]:
+def synthetic_sources(config: Config, paths: PreparedPaths, log=print) -> list[str]:
     """data.synthetic_from's distinct sentences (a TSV's first column), normalised as prepared
     text is, without the dev and test sources."""
     if not config.data.synthetic_from:
         return []
     held = set().union(*dev_and_test_sources(paths))
-    lines = (line.split("\t", 1)[0] for line in read_lines(config.data.synthetic_from, errors="replace"))
-    return [text for text in dict.fromkeys(normalize_text(line) for line in lines) if text and text not in held]
+    data = config.data
+    result = ReadResult(keep_problems=MAX_PROBLEMS_SHOWN)
+    sentences = list(dict.fromkeys(source_sentences(data.synthetic_from, result)))
+    check_read(result, data.synthetic_from, SENTENCES, data.on_malformed, log, key="data.synthetic_from")
+    return [text for text in sentences if text not in held]

@@ -30,7 +30,8 @@ from nmt.core.fonts import script_of
 from nmt.data.aligned import aligned_pairs
 from nmt.data.download import tsv_file
 from nmt.data.languages import LANGUAGES
-from nmt.data.pairs import Pair, ReadResult
+from nmt.data.pairs import LINES, TSV, Pair, ReadResult, check_read
+from nmt.data.split import carved_ranks, check_enough_sources
 from nmt.data.tsv import tsv_pairs
 from nmt.pipelines.prepare import length_stats
 
@@ -138,7 +139,7 @@ def language_of(name: str) -> str:
 def survey(files: list[Path], unpack_dir: Path) -> Survey:
     """Read the corpus once: a TSV or Anki zip (one file) or line-aligned files (source, target)."""
     found = Survey(files)
-    result = ReadResult(keep_problems=1)
+    result = ReadResult(keep_problems=3)
     sources = set()
     for pair in _pairs(files, unpack_dir, result):
         found.pairs += 1
@@ -149,13 +150,11 @@ def survey(files: list[Path], unpack_dir: Path) -> Survey:
             found.src_scripts.update(_scripts(pair.src))
             found.tgt_scripts.update(_scripts(pair.tgt))
     found.sources, found.problems, found.header = len(sources), result.problem_count, result.header
+    check_read(result, files[0], TSV if len(files) == 1 else LINES, log=lambda _: None)  # prepare's rule
     if not found.pairs:
         where = f": {result.problems[0]}" if result.problems else ""
         raise NmtError(f"{files[0]} holds no sentence pairs{where}.")
-    if found.problems > (found.pairs + found.problems) / 2:
-        raise NmtError(
-            f"{files[0]} does not look like sentence pairs: {found.problems} malformed lines, e.g. {result.problems[0]}"
-        )
+    check_enough_sources(found.sources, found.pairs, ["dev", "test"], str(files[0]))
     return found
 
 
@@ -187,10 +186,18 @@ SMALL_DEV = 50
 
 def split_sizes(sources: int) -> tuple[int, int]:
     """(dev, test) distinct sources: for a small corpus, about 8 % (at most ``SMALL_DEV``) and
-    15 %; 5 % each of a large one; never fewer than 20 nor more than 2,000."""
+    15 %; 5 % each of a large one; never fewer than 20 nor more than 2,000 — but a toy corpus,
+    where 20 of each would hold back half of it, keeps 8 % and 15 %, at least one each. The
+    split is checked by prepare's own rule, so a corpus too small to split is refused here,
+    as ``nmt prepare`` would refuse it."""
     if sources < 10_000:
-        return max(20, min(SMALL_DEV, round(0.08 * sources))), max(20, round(0.15 * sources))
-    return min(2000, round(0.05 * sources)), min(2000, round(0.05 * sources))
+        dev, test = max(20, min(SMALL_DEV, round(0.08 * sources))), max(20, round(0.15 * sources))
+        if dev + test > sources // 2:
+            dev, test = max(1, round(0.08 * sources)), max(1, round(0.15 * sources))
+    else:
+        dev, test = min(2000, round(0.05 * sources)), min(2000, round(0.05 * sources))
+    carved_ranks(sources, dev, test, seed=0)  # NmtError where it leaves nothing to train on
+    return dev, test
 
 
 # With a parent (configs/eng-hin.yaml against configs/eng-hin-mixed.yaml; docs/small-data.md, third,

@@ -21,15 +21,24 @@ import yaml
 from nmt.config.paths import SPLITS, PreparedPaths, prepared_paths, run_paths
 from nmt.config.schema import SYNTHETIC_SETTINGS, Config, changed_synthetic_settings
 from nmt.core.errors import NmtError
-from nmt.core.fileio import atomic_text_writer, count_lines, sha256_file, write_lines_atomic, write_text_atomic
+from nmt.core.fileio import (
+    atomic_text_writer,
+    count_lines,
+    remove_temporaries,
+    sha256_file,
+    write_lines_atomic,
+    write_text_atomic,
+)
 from nmt.core.fonts import missing_font_warning, missing_scripts
+from nmt.core.locking import holding
 from nmt.core.progress import progress_bar
 from nmt.data.lexicon import add_lexicon
-from nmt.data.pairs import Pair, ReadResult
+from nmt.data.pairs import LINES, MAX_PROBLEMS_SHOWN, TSV, Pair, ReadResult, check_read
 from nmt.data.references import write_references
 from nmt.data.related import RelatedMix, mix_related, source_tag, symbols
 from nmt.data.shards import write_shard
 from nmt.data.sources import Corpus, describe, input_files, read_corpus
+from nmt.data.split import check_enough_sources
 from nmt.data.streaming import Distribution, Survey, carve, carved_references, distribute, survey
 from nmt.data.tokenizer import Tokenizer, encoded_lines, train_sentencepiece
 from nmt.pipelines.distill import distill_training_targets, teacher_sha256
@@ -37,10 +46,6 @@ from nmt.runtime.checkpoint import model_differences
 from nmt.runtime.parent import Parent, child_tokenizers, load_parent, related_child_tokenizers
 
 FORMAT_VERSION = 4  # 3: token-id shards; 4: shards written as they are encoded
-MAX_PROBLEMS_SHOWN = 10
-# what a file that is mostly malformed was expected to hold, by kind
-TSV = "an Anki/Tatoeba TSV file (source<TAB>target per line)"
-LINES = "line-aligned text files (one sentence per line, line i of each file the same pair)"
 
 
 @dataclass
@@ -66,6 +71,7 @@ class PrepareReport:
     scripts_without_font: dict[str, str] = field(default_factory=dict)  # script -> example character
     tokenizer_pairs: int = 0  # training pairs SentencePiece learned from (a seeded sample of a large corpus)
     added_pairs: int = 0  # training pairs a teacher or a word list added, never in the tokenizers' sample
+    lone_cr: int = 0  # line breaks that were a lone carriage return, read as line breaks
     related: dict = field(default_factory=dict)  # data.related: what was mixed in (nmt.data.related.RelatedMix)
     reused: bool = False
 
@@ -76,6 +82,11 @@ class PrepareReport:
         ]
         if self.header:
             lines.append(f"Skipped the header row {self.header!r} (data.header).")
+        if self.lone_cr:
+            lines.append(
+                f"Read {self.lone_cr} carriage return(s) without a line feed (CR) as line breaks; "
+                "line numbers count them."
+            )
         for reason, count in sorted(self.malformed_by_reason.items()):
             lines.append(f"  {count} x {reason}")
         if self.clipped:
@@ -190,6 +201,30 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
     """Read, clean, split and tokenize the config's data into the prepared directory.
     ``show_bar``: progress bars (lines per second) on a terminal."""
     paths = prepared_paths(config)
+    with holding(paths.root, "nmt prepare", create=False):
+        _remove_leftovers(paths, log)
+        return _prepare(config, paths, force, log, show_bar)
+
+
+SCRATCH_PREFIX = ".prepare-"  # the scratch folder of passes 1 and 2, inside the prepared folder
+
+
+def _remove_leftovers(paths: PreparedPaths, log) -> None:
+    """What a prepare that was killed left behind: its scratch folders and half-written files."""
+    if not paths.root.is_dir():
+        return
+    scratch = [path for path in paths.root.glob(f"{SCRATCH_PREFIX}*") if path.is_dir() and not path.is_symlink()]
+    for folder in scratch:
+        shutil.rmtree(folder, ignore_errors=True)
+    files = remove_temporaries(paths.root)
+    if scratch or files:
+        log(
+            f"Removed what an interrupted prepare left in {paths.root}: "
+            f"{len(scratch)} scratch folder(s), {files} file(s)."
+        )
+
+
+def _prepare(config: Config, paths: PreparedPaths, force: bool, log, show_bar: bool) -> PrepareReport:
     parent = load_parent(config.init_from) if config.init_from else None  # refused before anything is written
     input_sha256 = _sha256_of(input_files(config.data))
     fingerprint = _fingerprint(config, input_sha256, parent)
@@ -202,7 +237,7 @@ def prepare(config: Config, force: bool = False, log=print, show_bar: bool = Tru
     created = not paths.root.exists()
     paths.root.mkdir(parents=True, exist_ok=True)
     try:
-        with tempfile.TemporaryDirectory(dir=paths.root, prefix=".prepare-") as scratch:
+        with tempfile.TemporaryDirectory(dir=paths.root, prefix=SCRATCH_PREFIX) as scratch:
             found, distribution = _split_corpus(config, corpus, paths, Path(scratch), log, show_bar)
     except BaseException:
         if created and not any(paths.root.iterdir()):
@@ -252,15 +287,12 @@ def _split_corpus(
     ):
         result = ReadResult(keep_problems=MAX_PROBLEMS_SHOWN, on_problem=lambda problem: spill.write(f"{problem}\n"))
         found = survey(corpus, scratch, result, bar)
-    _check_problems(result, corpus.train_path, data.on_malformed, log, TSV if data.path else LINES)
+    expected = TSV if data.path else LINES
+    check_read(result, corpus.train_path, expected, data.on_malformed, log, listed_in=paths.problems.name)
     for given in corpus.given.values():
-        _check_problems(given.read, given.files[0], data.on_malformed, log, LINES)
+        check_read(given.read, given.files[0], LINES, data.on_malformed, log)
     carved = [split for split in ("dev", "test") if split not in corpus.given]
-    if carved and found.n_sources < 1 + len(carved):
-        raise NmtError(
-            f"{describe(data)} holds {found.distinct_pairs} usable pair(s): "
-            f"too few to split into train, {' and '.join(carved)}."
-        )
+    check_enough_sources(found.n_sources, found.distinct_pairs, carved, describe(data))
     if not found.distinct_pairs:
         raise NmtError(f"{describe(data)} holds no usable sentence pair to train on.")
     for split, given in corpus.given.items():
@@ -291,7 +323,7 @@ def _training_text(
     if config.data.distill_from:
         distribution.split_pairs["train"] = distill_training_targets(config, paths, log, show_bar)
     if config.data.lexicon:
-        lexicon = add_lexicon(config.data, paths)
+        lexicon = add_lexicon(config.data, paths, log)
         distribution.split_pairs["train"] += lexicon.pairs
         skipped = f", {lexicon.malformed:,} malformed line(s) skipped" if lexicon.malformed else ""
         log(
@@ -300,7 +332,7 @@ def _training_text(
         )
     if not config.data.related:
         return None
-    mix = mix_related(config.data, paths, len(distribution.sample), paths.root / "source")
+    mix = mix_related(config.data, paths, len(distribution.sample), paths.root / "source", log)
     distribution.split_pairs["train"] = mix.train_pairs
     log(_related_summary(config, mix))
     return mix
@@ -367,32 +399,6 @@ def _reusable_report(config: Config, paths: PreparedPaths, fingerprint: str, for
     return report
 
 
-def _check_problems(result: ReadResult, data_path: Path, on_malformed: str, log, expected: str) -> None:
-    """Refuse a file that is not sentence pairs, or any malformed line with on_malformed=error;
-    otherwise show the first few skipped lines."""
-    content_lines = result.lines_read - result.blank_lines
-    if content_lines == 0:
-        raise NmtError(f"{data_path} is empty: no sentence pairs to prepare.")
-    if result.problem_count > content_lines / 2:
-        shown = "\n".join(f"  {p}" for p in result.problems[:3])
-        raise NmtError(
-            f"{data_path} does not look like {expected}: "
-            f"{result.problem_count} of {content_lines} lines are malformed, e.g.\n{shown}"
-        )
-    if result.problem_count and on_malformed == "error":
-        shown = "\n".join(f"  {p}" for p in result.problems[:MAX_PROBLEMS_SHOWN])
-        more = result.problem_count - MAX_PROBLEMS_SHOWN
-        raise NmtError(
-            f"{result.problem_count} malformed line(s) in {data_path} (data.on_malformed=error):\n{shown}"
-            + (f"\n  ... and {more} more" if more > 0 else "")
-            + "\nFix them, or set data.on_malformed=skip to skip them with a count."
-        )
-    for problem in result.problems[:MAX_PROBLEMS_SHOWN]:
-        log(f"skipped {problem}")
-    if result.problem_count > MAX_PROBLEMS_SHOWN:
-        log(f"... and {result.problem_count - MAX_PROBLEMS_SHOWN} more malformed lines (see problems.txt)")
-
-
 def _train_tokenizers(
     config: Config, paths: PreparedPaths, sample: list[Pair], mix: RelatedMix | None = None
 ) -> tuple[Tokenizer, Tokenizer]:
@@ -441,6 +447,7 @@ def _report(
         input_sha256=input_sha256,
         lines_read=result.lines_read,
         blank_lines=result.blank_lines,
+        lone_cr=result.lone_cr,
         pairs_read=result.pairs_read,
         malformed=result.problem_count + len(given_problems),
         malformed_by_reason=by_reason,

@@ -87,8 +87,9 @@ class Translator:
         limit = self.decode.max_input_len
         too_long = sum(len(ids) > limit for ids in src_ids)
         if too_long:
-            tqdm.write(
-                f"warning: {too_long} input line(s) longer than {limit} subwords clipped (decode.max_input_len)."
+            tqdm.write(  # stderr: stdout holds the translations, one line per line in
+                f"warning: {too_long} input line(s) longer than {limit} subwords clipped (decode.max_input_len).",
+                file=sys.stderr,
             )
             src_ids = [ids[:limit] for ids in src_ids]
         return src_ids

@@ -17,6 +17,7 @@ import hmac
 import logging
 import re
 import threading
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ class ServedModel:
         clamp_decoding(translator)
         self.lab = Lab(translator)
         self.lock = threading.Lock()
-        self.scheduler = Scheduler(self.decode, max_queued=limits.max_queued)
+        self.scheduler = Scheduler(self.decode, max_queued=limits.max_queued, lock=self.lock)
         # scripts in the vocabularies that no served font draws (the browser may have one)
         tokenizers = (translator.loaded.src_tok, translator.loaded.tgt_tok)
         pieces = [tok.processor.id_to_piece(i) for tok in tokenizers for i in range(tok.vocab_size)]
@@ -107,11 +108,11 @@ class ServedModel:
             raise RequestError(422, "prefix_tokens", str(error)) from None
 
     def decode(self, texts: list[str], settings: tuple) -> list[Explanation]:
-        """One search for a batch of requests' texts with the same settings (the scheduler's call)."""
+        """One search for a batch of requests' texts with the same settings (the scheduler's call,
+        under the model's lock)."""
         beam_size, n_best, prefix, attention = settings
         prefix = prefix if isinstance(prefix, str) else list(prefix)
-        with self.lock:
-            return self.translator.explain(texts, beam_size, n_best, prefix, with_attention=attention)
+        return self.translator.explain(texts, beam_size, n_best, prefix, with_attention=attention)
 
     def alternatives(self, request: AlternativesRequest) -> list[tuple[str, float]]:
         self.check_prefix(request.prefix)
@@ -160,9 +161,13 @@ class ClientGone(Exception):
     """The client closed its connection before its answer was ready."""
 
 
-async def answer_of(request: Request, scheduler: Scheduler, ticket: Ticket, poll: float = 0.05) -> list:
-    """The ticket's answers; if the client disconnects first, its work is cancelled."""
+async def answer_of(
+    request: Request, scheduler: Scheduler, ticket: Ticket, max_seconds: float, poll: float = 0.05
+) -> list:
+    """The ticket's answers; if the client disconnects first, or ``max_seconds`` pass (the queue
+    included), its work is cancelled (503 naming the limit)."""
     waiting = asyncio.wrap_future(ticket.future)
+    deadline = time.monotonic() + max_seconds
     while True:
         done, _ = await asyncio.wait({waiting}, timeout=poll)
         if done:
@@ -170,6 +175,14 @@ async def answer_of(request: Request, scheduler: Scheduler, ticket: Ticket, poll
         if await request.is_disconnected():
             scheduler.cancel(ticket)
             raise ClientGone
+        if time.monotonic() > deadline:
+            scheduler.cancel(ticket)
+            raise RequestError(
+                503,
+                "texts",
+                f"this request took longer than {max_seconds:g} s (nmt serve --max-request-seconds) and was dropped: "
+                "send fewer or shorter texts, or a smaller beam_size, or try again when the server is less busy",
+            )
 
 
 async def page(request: Request) -> FileResponse:
@@ -227,7 +240,7 @@ class Api:
         parsed = TranslateRequest.parse(data, self.limits, model.translator.decode.beam_size)
         model.check_prefix(parsed.prefix)
         ticket = model.scheduler.submit(parsed.texts, parsed.settings, parsed.work)
-        explained = await answer_of(request, model.scheduler, ticket)
+        explained = await answer_of(request, model.scheduler, ticket, self.limits.max_seconds)
         results = [explanation_json(e, parsed.attention) for e in explained]
         body = {"results": results} if parsed.batch else results[0]
         return JSONResponse({**body, "model": model.name})

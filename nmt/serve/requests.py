@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from nmt.data.pairs import is_blank
+
 
 class RequestError(Exception):
     def __init__(self, status: int, field: str, message: str):
@@ -26,6 +28,7 @@ class Limits:
     # biggest the defaults allow (64 texts of 1,000 characters at beam 16) is 1,034,240
     max_work: int = 256_000
     max_queued: int = 512  # texts waiting per model; beyond, 503 with Retry-After
+    max_seconds: float = 60.0  # one translation request's time, queue included; beyond, 503 and its work dropped
 
 
 JSON_TYPES = ("application/json",)
@@ -60,11 +63,44 @@ async def read_json(request: Request, limits: Limits) -> dict:
     body = await read_body(request, limits.max_body_bytes)
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise RequestError(400, "body", "the request body is not valid JSON") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise RequestError(400, "body", "the request body is not valid JSON (or nested too deeply)") from None
     if not isinstance(data, dict):
         raise RequestError(400, "body", 'the request body must be a JSON object, e.g. {"text": "Hello."}')
+    field = unencodable(data)
+    if field is not None:
+        raise RequestError(
+            422, field, f"{field} holds a lone surrogate (\\ud800-\\udfff), which is not Unicode text: send UTF-8 text"
+        )
     return data
+
+
+def unencodable(data: dict) -> str | None:
+    """The field of the first string (or key) in ``data`` that UTF-8 cannot encode (JSON's
+    ``"\\ud800"`` escapes decode to lone surrogates), as ``texts[2]``; None if there is none.
+    Every endpoint answers such text with the same 422, before any tokenizer or JSON answer
+    meets it."""
+    stack: list[tuple[str, object]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str) and not _encodes(value):
+            return path or "body"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not _encodes(key):
+                    return path or "body"
+                stack.append((f"{path}.{key}" if path else key, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def model_name(data: dict) -> str | None:
@@ -89,7 +125,7 @@ def integer(data: dict, field: str, default: int, low: int, high: int) -> int:
 def text(value, field: str, limits: Limits, allow_empty: bool = False) -> str:
     if not isinstance(value, str):
         raise RequestError(422, field, f"{field} must be a string")
-    if not allow_empty and not value.strip():
+    if not allow_empty and is_blank(value):
         raise RequestError(422, field, f"{field} is empty: give a sentence to translate")
     if len(value) > limits.max_chars:
         raise RequestError(413, field, f"{field} is {len(value):,} characters; the limit is {limits.max_chars:,}")

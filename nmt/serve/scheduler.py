@@ -1,15 +1,19 @@
 """One model's translation queue: concurrent requests batched into one search, in fair turns.
 
-A request is cut into slices of bounded work (``slice_work``: characters × beam, at least one
-text a slice). One worker thread per model takes, in turn, the next slice of every waiting
-request whose search settings match the request at the head of the turn, up to ``batch_work``;
-one search decodes them all, sorted by length as every search is, and each request's answers
-are put back together. A request whose slice has run goes back to the end of the turn, behind
-every request that came meanwhile, so a short request waits for at most the one batch running
-when it came, never for a long request's remaining slices. The queue holds at most
-``max_queued`` texts (beyond: ``QueueFull`` with a retry estimate), and ``cancel`` drops a
-request whose client went away: its waiting slices leave the queue and the batches after the
-running one no longer work for it.
+One worker thread per model takes, in turn, the next slice of every waiting request whose
+search settings match the request at the head of the turn, up to a batch's work; one search
+decodes them all, sorted by length as every search is, and each request's answers are put
+back together. Work is counted in units (characters × beam, ``work_of``) and sized in
+seconds: the scheduler keeps a running estimate of this model's seconds per unit and cuts
+each batch to about ``batch_seconds`` of decoding (never beyond ``batch_work`` units), shared
+among the waiting requests (at most ``slice_work`` units each, at least one text).
+
+A request whose slice has run goes back to the end of the turn, behind every request that
+came meanwhile, so a short request waits for at most the one batch running when it came (a
+second or two, however big the requests around it), never for a long request's remaining
+slices. The queue holds at most ``max_queued`` texts (beyond: ``QueueFull`` with a retry
+estimate), and ``cancel`` drops a request whose client went away or whose time ran out: its
+waiting texts leave the queue and the batches after the running one no longer work for it.
 """
 
 from __future__ import annotations
@@ -32,12 +36,12 @@ class QueueFull(Exception):
 
 @dataclass(eq=False)  # a ticket is itself: compared by identity
 class Ticket:
-    """One request in the queue: its texts, its slices still to run, the answers so far."""
+    """One request in the queue: its texts, those still to decode, the answers so far."""
 
     texts: list[str]
     settings: Hashable  # what one search must share: beam size, n-best, prefix, attention
     work: list[int]  # units (characters x beam) per text
-    slices: deque[list[int]]  # indices into texts
+    pending: deque[int]  # indices into texts not yet taken into a batch, in order
     answers: list = field(default_factory=list)
     future: Future = field(default_factory=Future)
     left: int = 0  # texts not answered yet
@@ -45,28 +49,32 @@ class Ticket:
 
     @property
     def queued(self) -> int:
-        return sum(len(piece) for piece in self.slices)
+        return len(self.pending)
+
+    def take(self, units: float) -> list[int]:
+        """The next texts whose work adds up to at most ``units`` (one text at least)."""
+        piece = [self.pending.popleft()]
+        total = self.work[piece[0]]
+        while self.pending and total + self.work[self.pending[0]] <= units:
+            total += self.work[self.pending[0]]
+            piece.append(self.pending.popleft())
+        return piece
 
 
-def slices_of(work: list[int], slice_work: int) -> deque[list[int]]:
-    """Consecutive runs of texts whose work adds up to at most ``slice_work`` (one text at least)."""
+def slices_of(work: list[int], slice_work: float) -> deque[list[int]]:
+    """Consecutive runs of texts whose work adds up to at most ``slice_work`` (one text at least):
+    the slices a request of this work is decoded in while the estimate holds."""
+    ticket = Ticket([""] * len(work), None, work, deque(range(len(work))))
     slices: deque[list[int]] = deque()
-    current: list[int] = []
-    total = 0
-    for index, units in enumerate(work):
-        if current and total + units > slice_work:
-            slices.append(current)
-            current, total = [], 0
-        current.append(index)
-        total += units
-    if current:
-        slices.append(current)
+    while ticket.pending:
+        slices.append(ticket.take(slice_work))
     return slices
 
 
 class Scheduler:
     """Batches and orders one model's translation work (``decode(texts, settings) -> answers``,
-    one answer per text, run on this scheduler's worker thread)."""
+    one answer per text, run on this scheduler's worker thread under ``lock``, which the model's
+    other work takes too)."""
 
     def __init__(
         self,
@@ -74,14 +82,18 @@ class Scheduler:
         max_queued: int = 512,
         slice_work: int = 16_000,
         batch_work: int = 48_000,
+        batch_seconds: float = 1.0,
+        lock: threading.Lock | None = None,
     ):
         self.decode, self.max_queued = decode, max_queued
-        self.slice_work, self.batch_work = slice_work, batch_work
+        self.lock = lock or threading.Lock()  # the model's: a batch is timed once it holds it
+        self.slice_work, self.batch_work, self.batch_seconds = slice_work, batch_work, batch_seconds
         self.turn: list[Ticket] = []  # waiting requests, in the order they are served
         self.running: list[Ticket] = []  # the requests of the batch being decoded
         self.changed = threading.Condition()
         self.counts = {"batches": 0, "texts": 0, "cancelled": 0, "refused": 0}
-        self.seconds_per_text = 0.05  # a running estimate, for Retry-After
+        self.seconds_per_text = 0.05  # running estimates, for Retry-After and for sizing batches
+        self.seconds_per_unit = 0.0  # 0: not measured yet
         self.worker = threading.Thread(target=self._run, name="nmt-scheduler", daemon=True)
         self.worker.start()
 
@@ -94,19 +106,18 @@ class Scheduler:
             if self.turn and queued + len(texts) > self.max_queued:
                 self.counts["refused"] += 1
                 raise QueueFull(queued, max(1, math.ceil(queued * self.seconds_per_text)))
-            slices = slices_of(work, self.slice_work)
-            ticket = Ticket(texts, settings, work, slices, [None] * len(texts), left=len(texts))
+            ticket = Ticket(texts, settings, work, deque(range(len(texts))), [None] * len(texts), left=len(texts))
             self.turn.append(ticket)
             self.changed.notify()
             return ticket
 
     def cancel(self, ticket: Ticket) -> None:
-        """The client went away: drop what is left of its request."""
+        """The client went away, or its time ran out: drop what is left of its request."""
         with self.changed:
             if ticket.future.done() or ticket.cancelled:
                 return
             ticket.cancelled = True
-            ticket.slices.clear()
+            ticket.pending.clear()
             if ticket in self.turn:
                 self.turn.remove(ticket)
             self.counts["cancelled"] += 1
@@ -119,6 +130,13 @@ class Scheduler:
     def status(self) -> dict:
         with self.changed:
             return {"queued_texts": self.queued(), "waiting_requests": len(self.turn), **self.counts}
+
+    def batch_units(self) -> float:
+        """A batch's work: about ``batch_seconds`` of decoding by the estimate, within ``batch_work``
+        (0 before the first batch: one text, whatever it costs)."""
+        if not self.seconds_per_unit:  # the first batch is one text: it measures the model
+            return 0
+        return min(self.batch_work, self.batch_seconds / self.seconds_per_unit)
 
     # ---- the worker thread ----
 
@@ -134,39 +152,45 @@ class Scheduler:
 
     def _next_batch(self) -> tuple[Hashable, list[tuple[Ticket, list[int]]]]:
         """The next slice of each waiting request with the head's settings, in turn order, up to
-        ``batch_work``; those requests leave the turn while their slices run."""
+        a batch's work; those requests leave the turn while their slices run."""
         if not self.turn:
             return None, []
         settings = self.turn[0].settings
+        matching = [ticket for ticket in self.turn if ticket.settings == settings]
+        batch_units = self.batch_units()
+        share = min(self.slice_work, batch_units / len(matching))  # a lone request may fill the batch
         batch: list = []
         total = 0
-        for ticket in self.turn:
-            if ticket.settings != settings:
-                continue
-            piece = ticket.slices[0]
-            units = sum(ticket.work[i] for i in piece)
-            if batch and total + units > self.batch_work:
+        for ticket in matching:
+            if batch and total + ticket.work[ticket.pending[0]] > batch_units:
                 break
-            batch.append((ticket, ticket.slices.popleft()))
-            total += units
+            piece = ticket.take(share)
+            batch.append((ticket, piece))
+            total += sum(ticket.work[i] for i in piece)
         self.running = [ticket for ticket, _ in batch]
         self.turn = [t for t in self.turn if t not in self.running]
         return settings, batch
 
     def _decode(self, settings: Hashable, batch: list[tuple[Ticket, list[int]]]) -> None:
         texts = [ticket.texts[i] for ticket, piece in batch for i in piece]
-        start = time.perf_counter()
-        try:
-            answers = self.decode(texts, settings)
-        except Exception as error:  # the request fails, the server goes on
-            with self.changed:
-                for ticket, _ in batch:
-                    self._finish(ticket, error)
-                self.running = []
-            return
-        seconds = time.perf_counter() - start
+        units = sum(ticket.work[i] for ticket, piece in batch for i in piece)
+        with self.lock:
+            start = time.perf_counter()
+            try:
+                answers = self.decode(texts, settings)
+            except Exception as error:  # the request fails, the server goes on
+                with self.changed:
+                    for ticket, _ in batch:
+                        self._finish(ticket, error)
+                    self.running = []
+                return
+            seconds = time.perf_counter() - start
         with self.changed:
             self.seconds_per_text = 0.8 * self.seconds_per_text + 0.2 * seconds / len(texts)
+            measured = seconds / max(1, units)
+            self.seconds_per_unit = (
+                measured if not self.seconds_per_unit else 0.7 * self.seconds_per_unit + 0.3 * measured
+            )
             self.counts["batches"] += 1
             self.counts["texts"] += len(texts)
             position = 0
@@ -177,7 +201,7 @@ class Scheduler:
                 ticket.left -= len(piece)
                 if not ticket.left:
                     self._finish(ticket)
-                elif ticket.slices and not ticket.cancelled:  # behind every request that came meanwhile
+                elif ticket.pending and not ticket.cancelled:  # behind every request that came meanwhile
                     self.turn.append(ticket)
             self.running = []
 

@@ -14,6 +14,7 @@ Each rank draws its own random numbers (dropout, word dropout, Gumbel noise), se
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -135,5 +136,12 @@ def setup(requested: torch.device, timeout_minutes: float = 60.0) -> Distributed
 
 
 def teardown(context: Distributed) -> None:
+    """Leave the process group while the interpreter is whole. What still holds the group (a
+    DDP wrapper in a reference cycle with its Trainer and callbacks) is collected first and
+    after: left to the interpreter's exit, gloo's worker threads were seen to outlive the
+    objects they work on and abort the process ("terminate called without an active
+    exception", after a run that had finished)."""
     if context.enabled and dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
+        gc.collect()

@@ -5,6 +5,7 @@ Trainer itself (its callbacks, its metrics)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ import torch
 from nmt.config.paths import run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
+from nmt.core.locking import holding
 from nmt.train.callbacks import Callback
 from nmt.train.distributed import Distributed
 
@@ -57,11 +59,13 @@ def train(
 
     run = run_paths(config)
     ddp = ddp or Distributed()
-    if config.train.members > 1:
-        if ddp.world > 1:
-            raise NmtError("train.members trains several models in processes of its own: run it without torchrun.")
-        results = train_members(config, device, resume, log=log, callbacks=callbacks)
-        return [TrainedModel(run.member(r.member).root, r.best_bleu, r.best_epoch) for r in results]
-    progress = build_trainer(config, ddp.device(device), ddp, show_bar, callbacks).run(resume)
+    # one writer per run (nmt/core/locking.py; the command that called this may hold it already)
+    with holding(run.root, "train (Python)") if ddp.is_main else contextlib.nullcontext():
+        if config.train.members > 1:
+            if ddp.world > 1:
+                raise NmtError("train.members trains several models in processes of its own: run it without torchrun.")
+            results = train_members(config, device, resume, log=log, callbacks=callbacks)
+            return [TrainedModel(run.member(r.member).root, r.best_bleu, r.best_epoch) for r in results]
+        progress = build_trainer(config, ddp.device(device), ddp, show_bar, callbacks).run(resume)
     ddp.barrier()  # leave together: a rank tearing down while another still runs can abort it (gloo)
     return [TrainedModel(run.root, progress.best_bleu, progress.best_epoch)]

@@ -60,11 +60,15 @@ def _train_member(
     config: Config, device: torch.device, resume: bool, member: int, results, callbacks: Sequence[Callback]
 ) -> None:
     """One member, in its own process (its own copy of ``callbacks``): its outcome goes to ``results``."""
+    from nmt.core.locking import holding
     from nmt.train.trainer import build_trainer
 
     try:
-        trainer = build_trainer(config, device, show_bar=False, callbacks=callbacks, log_prefix=f"[member-{member}] ")
-        progress = trainer.run(resume)
+        with holding(config.run_dir, f"nmt train, member-{member} (process of its own)"):
+            trainer = build_trainer(
+                config, device, show_bar=False, callbacks=callbacks, log_prefix=f"[member-{member}] "
+            )
+            progress = trainer.run(resume)
         results.put(MemberResult(member, "done", progress.best_bleu, progress.best_epoch))
     except TrainingInterrupted as error:
         results.put(MemberResult(member, "interrupted", message=str(error)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,4 +144,4 @@ class RunLog:
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(f"{stamp} {message}\n")
         if self.echo:
-            tqdm.write(self.prefix + message)
+            tqdm.write(self.prefix + message, file=sys.stderr)  # a log line: stdout holds the command's results

@@ -28,8 +28,9 @@ from nmt.config.paths import run_paths
 from nmt.config.schema import Config, TrainConfig, save_config
 from nmt.core.device import ProcessSettings, make_deterministic, select_precision
 from nmt.core.errors import NmtError
+from nmt.core.fileio import remove_temporaries
 from nmt.core.hardware import hardware_description
-from nmt.core.plugins import load_plugins
+from nmt.core.plugins import load_config_plugins
 from nmt.core.progress import progress_bar
 from nmt.data.batching import Batch, padding_fraction
 from nmt.data.tokenizer import Tokenizer
@@ -177,7 +178,7 @@ def build_trainer(
     the run after its own (nmt/train/callbacks.py); ``echo`` False keeps the log off the console,
     ``log_prefix`` marks its console lines (a member's)."""
     ddp = ddp or Distributed()
-    load_plugins(config.plugins, "Config key 'plugins'")  # a member or a trial is a process of its own
+    load_config_plugins(config.plugins, "Config key 'plugins'")  # a member or a trial is a process of its own
     before = ProcessSettings.current()
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
@@ -324,6 +325,7 @@ class Trainer:
             if not resuming:
                 self.metrics.reset()
                 self.timeline.reset()
+            remove_temporaries(self.run_dir.checkpoints)  # a checkpoint whose writing was killed
             save_config(self.config, self.run_dir.config)
         self.ddp.barrier()  # every process has read the checkpoint before rank 0 writes new ones
         self.log_setup()
