@@ -260,24 +260,45 @@ def prepare(
 @user_errors
 def init(
     data: Annotated[
-        list[Path],
-        typer.Argument(help="A TSV file or an Anki zip, or two line-aligned files (source, then target)."),
-    ],
+        list[Path] | None,
+        typer.Argument(help="A TSV file or an Anki zip, or two line-aligned files (source, target)."),
+    ] = None,
     to: Annotated[
         Path | None, typer.Option("--to", help="Where to write the config (default: configs/SRC-TGT.yaml).")
     ] = None,
     minutes: Annotated[float, typer.Option("--minutes", min=0.1, help="The training budget it is written for.")] = 5.0,
     src_lang: Annotated[
-        str, typer.Option("--src-lang", help="The source's language code (default: from the file names).")
+        str, typer.Option("--src-lang", help="The source's language code (default: from the file names and scripts).")
     ] = "",
     tgt_lang: Annotated[
-        str, typer.Option("--tgt-lang", help="The target's language code (default: from the file names).")
+        str, typer.Option("--tgt-lang", help="The target's language code (default: from the file names and scripts).")
     ] = "",
     init_from: InitFromOption = None,
+    example: Annotated[
+        str | None,
+        typer.Option(
+            "--example",
+            help="Copy an example that ships with nmt (eng-mar: 33,725 English-Marathi pairs and their configs) "
+            "into this folder instead.",
+        ),
+    ] = None,
 ) -> None:
-    """Write a first config for your corpus: it counts pairs, sources and lengths, finds the scripts, and picks
-    the recipe measured for a corpus of that size on this machine (with --init-from: the recipe that continues
-    that model, beside its own corpus where its target shares your target's script)."""
+    """Write a first config for your corpus: it counts pairs, sources and lengths, finds the scripts and the
+    languages, and picks the recipe measured for a corpus of that size on this machine (with --init-from: the
+    recipe that continues that model, beside its own corpus where its target shares your target's script).
+    With --example NAME, copy an example corpus and its configs here instead."""
+    if example is not None:
+        from nmt.config.recipes import copy_example
+
+        if data:
+            raise NmtError("Give a corpus of your own, or --example NAME, not both.")
+        written = copy_example(example, Path.cwd())
+        typer.echo("\n".join(f"Wrote {path.relative_to(Path.cwd())}" for path in written))
+        config = next(p for p in written if p.parent.name == "configs").relative_to(Path.cwd())
+        typer.echo(f"Next: nmt train --config {config}   (prepares the data first)")
+        return
+    if not data:
+        raise NmtError("Give the corpus to write a config for (nmt init FILE), or --example NAME.")
     from nmt.pipelines.init import init_config
 
     path, text = init_config(data, to, minutes, src_lang, tgt_lang, init_from or "")
@@ -404,12 +425,12 @@ def translate(
 
     if text is not None and input_ is not None:
         raise NmtError("Give either --text or --input, not both.")
-    translator = _translator(config, set_, checkpoint, model, device, engine, tgt_lang)
+    translator = _translator(config, set_, checkpoint, model, device, engine, tgt_lang, beam_size)
     lines = [text] if text is not None else read_input_lines(str(input_) if input_ else None)
     if n_best is None:
-        written = translator.translate(lines, beam_size=beam_size, progress=input_ is not None)
+        written = translator.translate(lines, progress=input_ is not None)
     else:
-        found = translator.search(lines, beam_size, n_best=n_best, progress=input_ is not None)
+        found = translator.search(lines, n_best=n_best, progress=input_ is not None)
         written = [
             f"{number}\t{hypothesis.score:.4f}\t{translator.detokenize(hypothesis)}"
             for number, hypotheses in enumerate(found, 1)
@@ -417,7 +438,7 @@ def translate(
         ]
     _write_lines(written, output)
     if plot_attention is not None:
-        _plot_attention(translator, lines, plot_attention, plot_count, beam_size, plot_format)
+        _plot_attention(translator, lines, plot_attention, plot_count, plot_format)
 
 
 def _write_lines(lines: list[str], output: Path | None) -> None:
@@ -470,9 +491,7 @@ PLOT_SUFFIXES_BY_NAME = ("png", "svg", "pdf")
 PLOT_SUFFIXES = tuple(f".{name}" for name in PLOT_SUFFIXES_BY_NAME)
 
 
-def _plot_attention(
-    translator, lines: list[str], target: Path, count: int, beam_size: int | None, image_format: str = "png"
-) -> None:
+def _plot_attention(translator, lines: list[str], target: Path, count: int, image_format: str = "png") -> None:
     """Heatmaps of the first ``count`` non-empty lines: into a folder, or one file for one sentence."""
     from nmt.core.plotting import plot_attention
 
@@ -491,7 +510,7 @@ def _plot_attention(
             f"--plot-attention {target} names one file; use it with --text, or give a folder for a file of lines."
         )
     numbered = [(number, line) for number, line in enumerate(lines, 1) if line.strip()][:count]
-    heatmaps = translator.heatmaps([line for _, line in numbered], beam_size)
+    heatmaps = translator.heatmaps([line for _, line in numbered])
     for (number, _), heatmap in zip(numbered, heatmaps):
         path = target if single_file else target / f"attention_{number:04d}.{image_format}"
         plot_attention(
@@ -536,10 +555,10 @@ def evaluate(
 
     if model and src is None:
         raise NmtError("With --model, give the sentences to score: --src FILE --ref FILE [--ref FILE ...].")
-    translator = _translator(config, set_, checkpoint, model, device, engine)
+    translator = _translator(config, set_, checkpoint, model, device, engine, beam_size=beam_size)
     cfg = translator.loaded.config
     test_set, name = evaluation_set(cfg, src, ref or [])
-    report = run_evaluate(translator, test_set, name, beam_size or cfg.decode.beam_size, checkpoint or ["best"])
+    report = run_evaluate(translator, test_set, name, checkpoint or ["best"])
     if as_json:
         typer.echo(json.dumps(report, ensure_ascii=False))
         return
@@ -562,26 +581,31 @@ def _translator(
     device: str | None,
     engine: str = "torch",
     tgt_lang: str | None = None,
+    beam_size: int | None = None,
 ):
-    """A Translator from --config (+ --checkpoint ...) or from --model package(s), into ``tgt_lang``."""
+    """A Translator from --config (+ --checkpoint ...) or from --model package(s), into ``tgt_lang``,
+    with the command's decoding settings made in one place: the config's (a package's own, or
+    --config's with every --set), then --set decode.* for a package, then --beam-size."""
+    from nmt.config.schema import decoding_settings
     from nmt.pipelines.translate import Translator
     from nmt.runtime.loading import check_engine, load_checkpoints, load_packages
 
     check_engine(engine)
     if models:
-        if config is not None or set_ or checkpoints:
+        if config is not None or checkpoints:
             raise NmtError(
-                "--model carries its own config and weights: "
-                "give --model alone, not with --config, --set or --checkpoint."
+                "--model carries its own config and weights: give --model alone (with --set decode.KEY=VALUE to "
+                "change how it decodes), not with --config or --checkpoint."
             )
-        chosen = _device_named(device or "auto")
-        return Translator(load_packages(models, chosen, engine), tgt_lang)
+        loaded = load_packages(models, _device_named(device or "auto"), engine)
+        return Translator(loaded, tgt_lang, decoding_settings(loaded.config.decode, set_, beam_size))
     if engine != "torch":
         raise NmtError(f"--engine {engine} runs model packages: give --model PKG (nmt export RUN PKG).")
     if config is None:
         raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
     cfg = _load(config, set_)
-    return Translator(load_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device)), tgt_lang)
+    loaded = load_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device))
+    return Translator(loaded, tgt_lang, decoding_settings(cfg.decode, beam_size=beam_size))
 
 
 TokenOption = Annotated[
@@ -673,20 +697,14 @@ def serve(
 def _served(config, set_, checkpoint, models, device, engine, tgt_lang) -> dict:
     """The models to serve by name: each --model package (named after its folder; a repeated
     name gets a number), side by side, or the run of --config."""
-    from nmt.pipelines.translate import Translator
-    from nmt.runtime.loading import load_packages
-
-    if models and (config is not None or set_ or checkpoint):
-        raise NmtError("--model carries its own config and weights: give --model alone, or --config.")
     if not models:
         translator = _translator(config, set_, checkpoint, None, device, engine, tgt_lang)
         return {Path(translator.loaded.config.run_dir).name: translator}
-    chosen = _device_named(device or "auto")
-    translators: dict[str, Translator] = {}
+    translators: dict = {}
     for path in models:
         name = path.resolve().name
         name = name if name not in translators else f"{name}-{len(translators) + 1}"
-        translators[name] = Translator(load_packages([path], chosen, engine), tgt_lang)
+        translators[name] = _translator(config, set_, checkpoint, [path], device, engine, tgt_lang)
     return translators
 
 

@@ -3,10 +3,8 @@ small models and source batches, and the scripts of scripts/ as modules."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import random
-import sys
 from pathlib import Path
 
 import torch
@@ -200,17 +198,3 @@ def local_client(app, **options):
     from starlette.testclient import TestClient
 
     return TestClient(app, base_url="http://127.0.0.1:8000", **options)
-
-
-def script_module(name: str):
-    """scripts/NAME.py as a module (a script may import its siblings, e.g. quality and transfer)."""
-    scripts = Path(__file__).resolve().parents[1] / "scripts"
-    sys.path.insert(0, str(scripts))
-    try:
-        spec = importlib.util.spec_from_file_location(name, scripts / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # its dataclasses look their module up
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(scripts))
-    return module

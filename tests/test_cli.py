@@ -275,3 +275,35 @@ def test_tensorboard_logs_scalars_and_attention_heatmaps(tmp_path, anki_file):
         for line in (tmp_path / "run" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
     ]
     assert "attention/dev_1" in tags["images"] and len(events.Images("attention/dev_1")) == 2
+
+
+def test_a_packages_decoding_settings_can_be_set_and_nothing_else(tmp_path, anki_file):
+    """`nmt translate --model PKG --set decode.KEY=VALUE` decodes as asked (before: every --set was
+    refused with --model, so a package's user could not change its beam); model, tokenizer and
+    training keys stay refused."""
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_packages
+
+    config = write_config(tmp_path, anki_file, "exp.yaml", train={"epochs": 1})
+    assert run("train", "--config", config).exit_code == 0
+    package = tmp_path / "package"
+    assert run("export", tmp_path / "run", package).exit_code == 0
+    sentences = [f"{s} {v} {o}." for s in ("I", "we", "they") for v in ("see", "like") for o in ("tea", "rice", "milk")]
+    src = tmp_path / "s.en"
+    src.write_text("".join(f"{line}\n" for line in sentences), encoding="utf-8")
+    loaded = load_packages([package], torch.device("cpu"))
+    outputs = {}
+    for beam in (1, 5):
+        result = run("translate", "--model", package, "--input", src, "--set", f"decode.beam_size={beam}")
+        assert result.exit_code == 0, result.output
+        outputs[beam] = result.stdout.splitlines()
+        assert outputs[beam] == Translator(loaded).translate(sentences, beam_size=beam)  # as that beam decodes
+    assert outputs[1] != outputs[5]  # this 1-epoch model's greedy and beam outputs differ somewhere
+    capped = run("translate", "--model", package, "--input", src, "--set", "decode.max_len_offset=0", "--set",
+                 "decode.max_len_ratio=0.1")  # fmt: skip
+    assert capped.exit_code == 0 and all(len(line.split()) <= 2 for line in capped.stdout.splitlines())
+    for key, message in (("model.embed_dim=64", "only its decoding settings"), ("decode.beam=3", "Did you mean")):
+        refused = run("translate", "--model", package, "--text", "hi", "--set", key)
+        assert refused.exit_code == 1 and message in refused.stderr, refused.stderr
+    out_of_range = run("translate", "--model", package, "--text", "hi", "--set", "decode.beam_size=100")
+    assert out_of_range.exit_code == 1 and "decode.beam_size" in out_of_range.stderr

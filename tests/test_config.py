@@ -141,3 +141,32 @@ def test_valid_attention_combinations_load(tmp_path):
         ],
     )
     assert config.model.input_feeding and config.model.window_width == 10
+
+
+REMOVED = {
+    "train.curriculum_epochs": (1.0, "lost 0.9 test BLEU on eng-mar"),
+    "train.concat_pairs": (0.25, "gained nothing on eng-mar"),
+    "data.lexicon": ("glossary.tsv", "lost 3.3 test BLEU on eng-hin"),
+    "data.synthetic_keep": (0.5, "lost 1.8 test BLEU"),
+    "data.synthetic_noise": (0.1, "lost 1.8 test BLEU"),
+}
+
+
+@pytest.mark.parametrize("key", REMOVED)
+def test_a_removed_key_is_refused_with_what_it_measured_unless_at_its_old_default(tmp_path, key):
+    """Keys a study measured as losses are gone; a config that sets one is told why, and every
+    run's config.yaml (which wrote each at its default) still loads."""
+    from nmt.config.measured import removed_keys
+    from nmt.runtime.loading import load_run_config
+
+    value, measured = REMOVED[key]
+    section, name = key.split(".")
+    raw = {**MINIMAL, section: {**MINIMAL.get(section, {}), name: value}}
+    with pytest.raises(NmtError, match=rf"Config key '{key}' was removed: .*{measured}"):
+        config_from_dict(raw)
+    raw[section][name] = removed_keys()[key].default  # as a saved config.yaml wrote it
+    assert config_from_dict(raw).run_dir
+    raw[section][name] = value  # a run trained with it still translates
+    (tmp_path / "run").mkdir(exist_ok=True)
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    assert not hasattr(load_run_config(tmp_path / "run").data, "lexicon")

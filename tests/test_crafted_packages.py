@@ -192,14 +192,14 @@ def test_a_crafted_run_folder_runs_no_code_however_nmt_is_called(originals, tmp_
     name_plugin(run, "payload" if inside else "evil_run.payload")
     cwd = run if inside else tmp_path
     target = "." if inside else "evil_run"
-    write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
+    write_anki(tmp_path / "eng-mar.tsv", synthetic_pairs())
     args = {
         "export": ["export", target, str(tmp_path / "package")],
         "translate --config": ["translate", "--config", f"{target}/config.yaml", "--text", "hello"],
         "evaluate --config": ["evaluate", "--config", f"{target}/config.yaml"],
         "init --init-from": [
             "init",
-            str(tmp_path / "pairs.tsv"),
+            str(tmp_path / "eng-mar.tsv"),
             "--init-from",
             target,
             "--to",

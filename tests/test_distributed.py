@@ -150,9 +150,9 @@ from nmt.train.distributed import setup, teardown
 context = setup(torch.device("cpu"))
 class Trainer: pass
 trainer = Trainer()
-trainer.trained = context.wrap(torch.nn.Linear(2, 2), torch.device("cpu"))
+trainer.step_model = context.wrap(torch.nn.Linear(2, 2), torch.device("cpu"))
 trainer.callbacks = [trainer]  # a cycle, as a Trainer and its callbacks make
-trainer.trained(torch.ones(1, 2)).sum().backward()
+trainer.step_model(torch.ones(1, 2)).sum().backward()
 del trainer
 teardown(context)
 print("alive", sum(isinstance(o, DistributedDataParallel) for o in gc.get_objects()), flush=True)

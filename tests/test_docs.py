@@ -46,11 +46,25 @@ def test_every_config_key_is_in_the_generated_reference_with_type_default_and_ra
     assert "a number > 0" in rows["train.learning_rate"] and "`0.001`" in rows["train.learning_rate"]
 
 
+def test_the_committed_reference_pages_are_current():
+    """docs/reference/config.md and cli.md are what the code declares today (before, they were made
+    at build time only, and the README's link to the config reference was dead on a repository host)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reference_pages", DOCS / "reference_pages.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    for name, make in hooks.GENERATED.items():
+        committed = (DOCS / name).read_text(encoding="utf-8")
+        assert committed == make(), f"docs/{name} is not current: run python docs/reference_pages.py"
+
+
 def test_no_hand_written_copy_of_the_config_keys_remains():
     """No page tabulates config keys with their defaults, as the generated reference does (the
     README's tables once spelled each key a third time)."""
     copies = []
-    for path in [ROOT / "README.md", *DOCS.rglob("*.md")]:
+    generated = {DOCS / "reference" / "config.md", DOCS / "reference" / "cli.md"}
+    for path in [ROOT / "README.md", *(p for p in DOCS.rglob("*.md") if p not in generated)]:
         header = ""
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.startswith("|"):
@@ -81,17 +95,7 @@ def test_every_docs_link_to_a_file_resolves():
         f"{page.relative_to(ROOT)} -> {link}"
         for page in DOCS.rglob("*.md")
         for link in relative_links(page)
-        if link.split("#")[0]
-        and not (page.parent / link.split("#")[0]).exists()
-        and link.split("#")[0]
-        not in (
-            "reference/config.md",
-            "reference/cli.md",
-            "config.md",
-            "cli.md",
-            "../reference/config.md",
-            "../reference/cli.md",
-        )  # generated at build
+        if link.split("#")[0] and not (page.parent / link.split("#")[0]).exists()
     ]
     assert not missing, missing
 

@@ -14,9 +14,10 @@ import pytest
 import torch
 import yaml
 
+from nmt.config.recipes import recipes
 from nmt.config.schema import load_config
 from nmt.core.errors import NmtError
-from nmt.pipelines.init import init_config, language_of, recipe_for, split_sizes
+from nmt.pipelines.init import guess_languages, init_config, split_sizes
 from nmt.pipelines.prepare import prepare
 from nmt.train.trainer import build_trainer
 
@@ -134,9 +135,61 @@ def test_a_bad_file_is_named_with_its_line_and_nothing_is_overwritten(tmp_path):
     assert (tmp_path / "taken.yaml").read_text(encoding="utf-8") == "mine\n"
 
 
-def test_languages_from_file_names_and_recipes_by_size():
-    assert [language_of(n) for n in ("hin.txt", "hin-eng.zip", "train.mr", "notes.txt")] == ["hi", "hi", "mr", ""]
-    assert [recipe_for(n).name for n in (2_549, 33_725, 500_000)] == ["small-corpus", "CPU", "large-corpus"]
+def test_recipes_by_size():
+    assert [recipes().for_pairs(n).name for n in (2_549, 33_725, 500_000)] == ["small-corpus", "CPU", "large-corpus"]
+
+
+LATIN, DEVANAGARI, TAMIL = "LATIN", "DEVANAGARI", "TAMIL"
+LANGUAGE_TABLE = [  # file name(s), the sides' scripts, what init may write (None: it must ask)
+    (["hin.txt"], LATIN, DEVANAGARI, ("en", "hi")),  # an Anki export: named after the other language
+    (["hin-eng.zip"], LATIN, DEVANAGARI, ("en", "hi")),
+    (["mar.txt"], LATIN, DEVANAGARI, ("en", "mr")),
+    (["eng-hin.tsv"], LATIN, DEVANAGARI, ("en", "hi")),  # before: en -> en, which prepare refused
+    (["hin-eng.tsv"], DEVANAGARI, LATIN, ("hi", "en")),  # its columns say Hindi first
+    (["eng-hin.tsv"], DEVANAGARI, LATIN, ("hi", "en")),  # named in the other order than its columns
+    (["en-es.tsv"], LATIN, LATIN, ("en", "es")),
+    (["spa-eng.tsv"], LATIN, LATIN, ("en", "es")),  # Anki's LANG-eng: English first
+    (["english_german.tsv"], LATIN, LATIN, ("en", "de")),
+    (["train.en", "train.es"], LATIN, LATIN, ("en", "es")),
+    (["corpus.mr", "corpus.en"], DEVANAGARI, LATIN, ("mr", "en")),
+    (["pairs.tsv"], LATIN, TAMIL, None),  # English is a guess: it asks (before: tgt_lang: tgt)
+    (["mypairs.tsv"], LATIN, LATIN, None),  # before: tgt_lang: tgt, the card read "English -> tgt"
+    (["eng-hin.tsv"], LATIN, LATIN, None),  # the names and the scripts disagree: it asks
+    (["notes.txt"], DEVANAGARI, DEVANAGARI, None),
+    (["eng.txt"], LATIN, DEVANAGARI, None),  # English named alone: the other side unknown
+]
+
+
+@pytest.mark.parametrize("names, src_script, tgt_script, expected", LANGUAGE_TABLE)
+def test_languages_from_file_names_checked_against_the_scripts(names, src_script, tgt_script, expected):
+    assert guess_languages([Path(n) for n in names], src_script, tgt_script) == expected
+
+
+@pytest.mark.parametrize("names, src_script, tgt_script, expected", LANGUAGE_TABLE)
+def test_init_writes_only_configs_prepare_accepts_or_asks_for_the_languages(
+    tmp_path, names, src_script, tgt_script, expected
+):
+    """Over the table, on real text in those scripts: the config init writes is one prepare
+    accepts, or init refuses saying which options to give."""
+    text = {LATIN: "we see the {} house", DEVANAGARI: "हम {} घर देखते हैं", TAMIL: "நாங்கள் {} வீட்டைப் பார்க்கிறோம்"}
+    rows = [(text[src_script].format(i), text[tgt_script].format(i)) for i in range(60)]
+    files = [tmp_path / name for name in names]
+    if len(files) == 1 and files[0].suffix == ".zip":
+        with zipfile.ZipFile(files[0], "w") as packed:
+            packed.writestr("hin.txt", "".join(f"{s}\t{t}\n" for s, t in rows))
+    elif len(files) == 1:
+        write_anki(files[0], rows)
+    else:
+        files[0].write_text("".join(f"{s}\n" for s, _ in rows), encoding="utf-8")
+        files[1].write_text("".join(f"{t}\n" for _, t in rows), encoding="utf-8")
+    if expected is None:
+        with pytest.raises(NmtError, match=r"--src-lang .* --tgt-lang"):
+            init_config(files, tmp_path / "c.yaml")
+        return
+    path, _ = init_config(files, tmp_path / "c.yaml")
+    config = load_config(path, [f"run_dir={tmp_path / 'run'}"])
+    assert (config.data.src_lang, config.data.tgt_lang) == expected
+    prepare(config, log=lambda _: None, show_bar=False)
 
 
 def unwrapped(text: str) -> str:
@@ -182,7 +235,7 @@ def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus
         tmp_path / "hin-3000.txt", [(f"{s} ({k})", t) for k in range(3_000 // len(pairs) + 1) for s, t in pairs]
     )
     path, text = init_config([larger], tmp_path / "larger.yaml", init_from=str(tmp_path / "parent"))
-    config = load_config(path)  # over 2,500 pairs: one child, which gets the epochs four would share
+    config = load_config(path)  # over 3,000 pairs: one child, which gets the epochs four would share
     assert (config.train.members, config.decode.mbr) == (1, 0) and "four children side by side" not in unwrapped(text)
 
 

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -136,11 +137,11 @@ BAD_FILES = {
 
 
 @pytest.mark.parametrize("content", BAD_FILES, ids=list(BAD_FILES))
-@pytest.mark.parametrize("key", ["related", "lexicon", "synthetic_from"])
+@pytest.mark.parametrize("key", ["related", "synthetic_from"])
 def test_every_file_a_config_names_is_read_as_the_corpus_is(tmp_path, key, content):
-    """A related corpus, a word list or self-training's sentences in another encoding, binary or
-    empty is refused naming the key, the file and its first bad line. Before, a related or
-    self-training file passed as "0 pairs" or as sentences of replacement characters."""
+    """A related corpus or self-training's sentences in another encoding, binary or empty is
+    refused naming the key, the file and its first bad line. Before, a related or self-training
+    file passed as "0 pairs" or as sentences of replacement characters."""
     from nmt.config.paths import prepared_paths
     from nmt.pipelines.distill import synthetic_sources
 
@@ -186,3 +187,24 @@ def test_what_a_killed_prepare_left_is_removed_by_the_next(tmp_path):
     assert not list(root.glob(".prepare-*")) and not list(root.glob(".*.tmp"))
     assert (root / "keep.txt").is_file()
     assert any("1 scratch folder(s), 1 file(s)" in line for line in said), said
+
+
+def test_data_an_earlier_format_prepared_is_kept_where_a_trained_model_depends_on_it(tmp_path):
+    """The fingerprint of format 5 holds every data key (no per-feature carve-outs), so it cannot
+    be compared with format 4's: a trained run's data is reused as it is (its tokenizers are its
+    checkpoints'), an untrained one's prepared again."""
+    import json
+
+    from nmt.train.launch import train
+
+    config = config_from_dict(tiny_config(tmp_path, write_anki(tmp_path / "pairs.txt", synthetic_pairs())))
+    manifest = tmp_path / "run" / "data" / "manifest.json"
+    prepare(config, log=lambda _: None, show_bar=False)
+    manifest.write_text(json.dumps({"fingerprint": "of format 4"}), encoding="utf-8")
+    assert not prepare(config, log=lambda _: None, show_bar=False).reused  # nothing depends on it
+    config.train.epochs = 1
+    train(config, torch.device("cpu"), show_bar=False, log=lambda _: None)
+    manifest.write_text(json.dumps({"fingerprint": "of format 4"}), encoding="utf-8")
+    said: list[str] = []
+    assert prepare(config, log=said.append, show_bar=False).reused
+    assert any("prepared by an earlier version of nmt (format 4)" in line for line in said), said

@@ -1,119 +1,111 @@
-"""The shipped configs: every one loads, and the eng-mar ones are the recipe docs/quality.md measured."""
+"""The shipped configs: every one loads, and each measured recipe is what the recipes file
+(nmt/recipes.yaml, which `nmt init` writes from) says was measured, so a config and the figure
+quoted for it cannot drift apart. Pinned against data, not against the studies that measured it."""
 
 import dataclasses
 from pathlib import Path
 
 import pytest
 
-from nmt.config.schema import load_config
+from nmt.config.recipes import recipes
+from nmt.config.schema import Config, config_from_dict, load_config
 from nmt.runtime.parent import architecture_differences
 
-from .helpers import script_module
-
 ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+MACHINE = ("max_minutes", "epochs", "threads", "seed")  # the budget and the machine: init writes its own
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "configs").rglob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_shipped_config_loads(path):
     assert load_config(path).model.embed_dim > 0
 
 
-@pytest.mark.parametrize("config", sorted(script_module("quality").RECIPES))
-def test_eng_mar_configs_are_the_measured_recipe(config):
-    """What scripts/quality.py trained (its base file plus the recipe's overrides) is what the
-    config file says, except the settings the driver sets itself for every run."""
-    quality = script_module("quality")
-    base, variant = quality.RECIPES[config]
-    train_overrides, decode_overrides = quality.VARIANTS[variant]
-    measured = dataclasses.asdict(load_config(ROOT / base, [*train_overrides, *decode_overrides]))
-    shipped = dataclasses.asdict(load_config(ROOT / config))
-    for values in (measured, shipped):
-        values.pop("run_dir")
-        for key in ("epochs", "max_minutes", "seed"):  # the driver's: a budget per run, seeds 1 and 2
-            values["train"].pop(key)
-    assert shipped == measured
+def merged(*parts: dict) -> dict:
+    out: dict = {}
+    for part in parts:
+        for section, values in part.items():
+            out[section] = {**out.get(section, {}), **values}
+    return out
 
 
-@pytest.mark.parametrize(
-    "path",
-    [p for p in sorted((ROOT / "configs").rglob("*.yaml")) if load_config(p).init_from],
-    ids=lambda p: p.name,
-)
+def recipe_config(shipped: Config, *settings: dict) -> Config:
+    """``shipped``'s run and data with the recipe ``settings`` (over the defaults) and its budget."""
+    raw = merged({"run_dir": {}}, *settings)
+    raw.pop("run_dir")
+    raw = {"run_dir": shipped.run_dir, "init_from": shipped.init_from, "data": dataclasses.asdict(shipped.data), **raw}
+    raw["train"] = {**raw.get("train", {}), **{key: getattr(shipped.train, key) for key in MACHINE}}
+    return config_from_dict(raw)
+
+
+def same_recipe(shipped: Config, measured: Config) -> None:
+    for section in ("tokenizer", "model", "train", "decode"):
+        assert getattr(shipped, section) == getattr(measured, section), section
+
+
+def test_the_cpu_config_is_nmt_inits_recipe_for_its_corpus():
+    """configs/eng-mar-cpu.yaml (33,725 pairs) is the CPU recipe, key for key."""
+    book = recipes()
+    shipped = load_config(ROOT / "configs/eng-mar-cpu.yaml")
+    recipe = book.for_pairs(33_725)
+    assert recipe.name == "CPU" and "configs/eng-mar-cpu.yaml" in recipe.measured
+    same_recipe(shipped, recipe_config(shipped, book.common, recipe.settings))
+
+
+def test_the_eng_hin_config_is_nmt_inits_transfer_recipe():
+    """configs/eng-hin.yaml: the parent's model with what the small-corpus recipe adds to a child,
+    its training settings, and children side by side (2,549 pairs: within children_up_to_pairs)."""
+    book = recipes()
+    shipped = load_config(ROOT / "configs/eng-hin.yaml")
+    parent = load_config(ROOT / "configs/eng-mar-cpu.yaml")
+    recipe = book.for_pairs(2_549)
+    assert recipe.name == "small-corpus" and book.children_up_to_pairs >= 2_549
+    assert shipped.init_from == parent.run_dir
+    child_model = {"model": {**dataclasses.asdict(parent.model), **recipe.child_adds["model"]}}
+    training = {section: values for section, values in recipe.settings.items() if section != "model"}
+    measured = recipe_config(shipped, book.common, training, book.children.settings, child_model)
+    same_recipe(shipped, measured)
+
+
+def test_the_25_minute_eng_hin_config_is_plain_children_for_longer():
+    """configs/eng-hin-25min.yaml: the 5-minute recipe's children without the lexical model, 25
+    minutes (docs/small-data.md)."""
+    five, twenty_five = load_config(ROOT / "configs/eng-hin.yaml"), load_config(ROOT / "configs/eng-hin-25min.yaml")
+    assert twenty_five.train.max_minutes == 25 and not twenty_five.model.lexical
+    assert dataclasses.replace(five.model, lexical=False) == twenty_five.model
+    assert dataclasses.replace(five.train, max_minutes=25) == twenty_five.train
+    assert five.decode == twenty_five.decode
+
+
+def test_the_related_keys_nmt_init_offers_are_the_mixed_configs():
+    """configs/eng-hin-mixed.yaml trains the parent's corpus beside the pairs with the settings
+    nmt init offers for it (related_to_parent)."""
+    shipped = load_config(ROOT / "configs/eng-hin-mixed.yaml")
+    offered = recipes().related_to_parent.settings
+    assert shipped.data.related == {"mr": "data/eng-mar/mar.txt"}
+    assert {key: getattr(shipped.data, key) for key in offered["data"]} == offered["data"]
+    assert {key: getattr(shipped.train, key) for key in offered["train"]} == offered["train"]
+
+
+@pytest.mark.parametrize("path", [p for p in CONFIGS if load_config(p).init_from], ids=lambda p: p.name)
 def test_a_config_with_a_parent_has_its_parents_architecture(path):
     """A child's init_from names the run of another shipped config (what `bash scripts/main.sh`
     trains): the child's model section must be that config's, or the transfer is refused after
     the parent's minutes are spent."""
     child = load_config(path)
-    parents = [p for p in sorted((ROOT / "configs").rglob("*.yaml")) if load_config(p).run_dir == child.init_from]
+    parents = [p for p in CONFIGS if load_config(p).run_dir == child.init_from]
     assert parents, f"{path.name}: init_from {child.init_from} is no shipped config's run_dir"
     assert architecture_differences(load_config(parents[0]), child) == [], parents[0].name
 
 
-@pytest.mark.parametrize("config", sorted(script_module("small_data").RECIPES))
-def test_eng_hin_configs_are_the_measured_variant(config):
-    """What scripts/small_data.py trained (configs/eng-hin.yaml plus the variant's overrides, from
-    runs/eng-mar-cpu) is what the config file says, except the driver's run settings."""
-    study = script_module("small_data")
-    variant = study.VARIANTS[study.RECIPES[config]]
-    overrides = [*variant.config_overrides, "init_from=runs/eng-mar-cpu"]
-    measured = dataclasses.asdict(load_config(ROOT / study.CONFIG, overrides))
-    shipped = dataclasses.asdict(load_config(ROOT / config))
-    assert shipped["train"]["max_minutes"] == variant.minutes
-    for values in (measured, shipped):
-        values.pop("run_dir")
-        for key in ("epochs", "max_minutes", "seed"):
-            values["train"].pop(key)
-    assert shipped == measured
+def test_no_measured_figure_lives_in_nmt_inits_code():
+    """The figures init quotes come from nmt/recipes.yaml: no string literal of its module names
+    BLEU or chrF (before: TRANSFER_MEASURED and four more, edited by every measurement)."""
+    import ast
 
-
-def test_the_related_keys_nmt_init_offers_are_the_learning_curves_recipe():
-    """Without a parent, nmt init offers a shipped corpus of the target's script as a related one
-    with the settings whose figures it quotes: the related-language line of the learning curve."""
-    from nmt.pipelines.init import RELATED_TRAIN, SCRATCH_RELATED_DATA
-
-    curve = script_module("learning_curve")
-    base, overrides = curve.RECIPES[curve.RELATED_RECIPE]
-    measured = load_config(ROOT / base, [*overrides, *curve.HINDI, curve.RELATED["eng-hin"]])
-    offered = load_config(
-        ROOT / base,
-        [*curve.HINDI, "data.related={mr: data/eng-mar/mar.txt}"]
-        + [f"data.{key}={value}" for key, value in SCRATCH_RELATED_DATA.items()]
-        + [f"train.{key}={value}" for key, value in RELATED_TRAIN.items()],
-    )
-    assert measured.data == offered.data and measured.train == offered.train
-
-
-def test_the_small_data_study_refuses_a_variant_whose_own_parent_is_missing(tmp_path, monkeypatch, capsys):
-    """A variant may name its own parent (the seventh measurement's stronger parents): the study
-    starts it from that parent, not --parent's, and without it says which parent is missing
-    before training anything."""
-    study = script_module("small_data")
-    name = next(name for name, variant in study.VARIANTS.items() if variant.parent)
-    monkeypatch.chdir(tmp_path)  # no runs/ here: neither parent exists
-    args = ["--variants", name, "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
-    assert study.main([*args, "--parent", "runs/eng-mar-cpu"]) == 1
-    missing = capsys.readouterr().err.split(":")[0]  # the parents listed as missing, not the advice after
-    assert missing == f"No parent at {study.VARIANTS[name].parent}"
-    assert not (tmp_path / "runs").exists()
-
-
-def test_a_variant_scored_on_another_split_reuses_the_runs_of_its_recipe(tmp_path):
-    """The ninth measurement scores the eighth's runs on its own 200 test sources: such a variant
-    trains nothing of its own (its runs are those of the variant that trains the same way), and
-    the split it is scored on is another variant's, with another test size."""
-    study = script_module("small_data")
-    args = type("Args", (), {"runs": str(tmp_path / "runs"), "parent": "runs/eng-mar-cpu"})
-    rescored = [name for name, variant in study.VARIANTS.items() if variant.scored_on]
-    assert rescored
-    for name in rescored:
-        variant = study.VARIANTS[name]
-        runs, overrides = study.training_of(name, args)
-        trainers = [
-            other
-            for other, trained in study.VARIANTS.items()
-            if not trained.scored_on and study.training_of(other, args) == (runs, overrides)
-        ]
-        assert len(trainers) == 1, name  # one recipe's runs, in the folder of the variant that trains them
-        assert runs == tmp_path / "runs" / str(list(study.VARIANTS).index(trainers[0]))
-        assert study.VARIANTS[variant.scored_on].test_size < variant.test_size
-        assert study.training_of(variant.scored_on, args)[0] != runs
+    source = (ROOT / "nmt" / "pipelines" / "init.py").read_text(encoding="utf-8")
+    strings = [node.value for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Constant)]
+    quoted = [text for text in strings if isinstance(text, str) and ("BLEU" in text or "chrF" in text)]
+    assert quoted == []
+    every = recipes()
+    assert all(recipe.measured and recipe.page.startswith("docs/") for recipe in every.by_size)

@@ -1,9 +1,6 @@
 """Training levers do what they say and nothing else: word dropout, dropout on the encoder's outputs,
-subword sampling, joined pairs, the curriculum, the weights' exponential average, label smoothing."""
+subword sampling, the weights' exponential average, label smoothing."""
 
-import bisect
-
-import numpy as np
 import pytest
 import torch
 
@@ -96,33 +93,6 @@ def test_each_epoch_samples_afresh_and_a_resumed_epoch_gets_the_same_pairs(tmp_p
     assert [tokenizer.decode([ex.src_ids])[0] for ex in second] == lines
 
 
-def test_joined_pairs_are_two_training_pairs_end_to_end_drawn_afresh_each_epoch_within_max_len():
-    from nmt.config.schema import TrainConfig
-    from nmt.train.data import JoinedPairs, TrainData, batch_lengths, epoch_examples
-
-    gen = torch.Generator().manual_seed(0)
-
-    def ids(length: int) -> list[int]:
-        return torch.randint(4, 50, (length,), generator=gen).tolist()
-
-    train = [Example(ids(n), ids(n + 2)) for n in [1, 3, 5, 8, 13, 21, 30] * 10]
-    data = TrainData(train, [], [], [], 0)
-    assert epoch_examples(data, None, None, TrainConfig(), 1) is train  # off: the pairs as they are
-    cfg = TrainConfig(concat_pairs=0.5, max_len=30)
-    first, again, second = (epoch_examples(data, None, None, cfg, epoch) for epoch in (1, 1, 2))
-    assert isinstance(first, JoinedPairs) and len(first) == len(train) + 35
-    assert [first[i] for i in range(len(train))] == train  # the pairs themselves first, unchanged
-    joined = [first[i] for i in range(len(train), len(first))]
-    for example, (i, j) in zip(joined, first.joined):
-        assert i != j
-        assert example == Example(train[i].src_ids + train[j].src_ids, train[i].tgt_ids + train[j].tgt_ids)
-        assert len(example.src_ids) <= 30 and len(example.tgt_ids) <= 30
-    assert (first.joined == again.joined).all() and not (first.joined == second.joined).all()  # seeded by epoch
-    assert batch_lengths(first) == [
-        max(len(e.src_ids), len(e.tgt_ids)) + 1 for e in (first[i] for i in range(len(first)))
-    ]
-
-
 def test_weight_average_follows_its_formula_and_swaps_back():
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
@@ -181,59 +151,3 @@ def test_label_smoothing_mixes_the_gold_token_with_a_uniform_target_over_real_to
     for eps in (0.0, 0.1, 0.3):
         expected = ((1 - eps) * gold + eps * uniform).sum()
         assert torch.allclose(token_loss(logits, targets, eps), expected, atol=1e-5)
-
-
-def test_curriculum_visits_every_pair_once_short_ones_first_and_only_for_its_span():
-    from nmt.data.curriculum import admissible_from, curriculum_order, difficulty
-
-    lengths = [1 + (i * 7919) % 40 for i in range(2000)]  # 1..40, scattered
-    assert difficulty(np.array([3, 1, 2, 2])).tolist() == [1.0, 0.25, 0.75, 0.75]
-    first = curriculum_order(lengths, span=1.0, epoch=1, seed=5)
-    assert sorted(first) == list(range(len(lengths)))  # an epoch is still every pair once
-    assert first == curriculum_order(lengths, span=1.0, epoch=1, seed=5)  # seeded
-    assert first != curriculum_order(lengths, span=1.0, epoch=1, seed=6)
-    # no pair comes before it is admissible: c(p) = sqrt(p) here, so a pair at place p of the
-    # epoch has a difficulty of at most about sqrt(p)
-    released = admissible_from(np.array(lengths), 1.0)
-    unvisited = sorted(released.tolist())
-    for place, index in enumerate(first):  # admissible there, or the pair admissible soonest
-        assert released[index] <= max(place / len(first), unvisited[0]) + 1e-12
-        unvisited.pop(bisect.bisect_left(unvisited, released[index]))
-    quarters = [np.mean([lengths[i] for i in first[q * 500 : (q + 1) * 500]]) for q in range(4)]
-    assert quarters == sorted(quarters) and quarters[0] < 0.6 * quarters[3]
-    # over two epochs: the second still leans short-first, the third is shuffled as usual
-    second = curriculum_order(lengths, span=2.0, epoch=2, seed=5)
-    assert np.mean([lengths[i] for i in second[:500]]) < np.mean([lengths[i] for i in second[-500:]])
-    assert curriculum_order(lengths, span=2.0, epoch=3, seed=5) is None
-    assert curriculum_order(lengths, span=0.0, epoch=1, seed=5) is None
-
-
-def test_curriculum_batches_keep_every_pair_once_and_the_epochs_after_it_as_without_one():
-    from nmt.config.schema import TrainConfig
-    from nmt.train.data import batch_lengths, epoch_batches
-
-    gen = torch.Generator().manual_seed(1)
-    examples = [
-        Example(*(torch.randint(4, 50, (n,), generator=gen).tolist() for _ in range(2)))
-        for n in torch.randint(1, 40, (3000,), generator=gen).tolist()
-    ]
-    lengths = batch_lengths(examples)
-    plain, curriculum = TrainConfig(batch_size=16), TrainConfig(batch_size=16, curriculum_epochs=1.0)
-    batches = epoch_batches(examples, curriculum, 1)
-    assert sorted(i for batch in batches for i in batch) == list(range(len(examples)))
-    assert all(len(batch) <= 16 for batch in batches)
-    longest = [max(lengths[i] for i in batch) for batch in batches]
-    tenth = len(batches) // 10
-    assert np.mean(longest[:tenth]) < 0.5 * np.mean(longest[-tenth:])  # short pairs first
-    shuffled = [max(lengths[i] for i in batch) for batch in epoch_batches(examples, plain, 1)]
-    assert abs(np.mean(shuffled[:tenth]) - np.mean(shuffled[-tenth:])) < 0.25 * np.mean(shuffled)
-    assert epoch_batches(examples, curriculum, 2) == epoch_batches(examples, plain, 2)
-    assert epoch_batches(examples, curriculum, 1) == batches  # the same on a resume
-
-
-def test_curriculum_config_is_checked():
-    from nmt.config.schema import config_from_dict
-    from nmt.core.errors import NmtError
-
-    with pytest.raises(NmtError, match=r"'train.curriculum_epochs': got -1.0, expected a number >= 0"):
-        config_from_dict({"train": {"curriculum_epochs": -1}})

@@ -3,8 +3,9 @@ its type, default, allowed range and description, in one place, so a key is writ
 
 A key's description is the comment beside its field, or the comment lines right above it, in
 ``nmt/config/schema.py``; its allowed values come from the field's type (a ``Literal``, a registry) and
-``_RANGES``; required keys from ``REQUIRED_KEYS``. The documentation site renders ``markdown()``
-(docs/hooks.py); ``tests/test_docs.py`` checks that every key is there.
+``_RANGES``; required keys from ``REQUIRED_KEYS``; what it measured from ``nmt/measured.yaml``. The
+page is committed as docs/reference/config.md (so it reads on a repository host too), written by
+``python docs/reference_pages.py``; ``tests/test_docs.py`` checks that it is current and names every key.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import typing
 from dataclasses import dataclass
 
 from nmt.config import schema as config_module
+from nmt.config.measured import key_effects
 from nmt.config.schema import _RANGES, REQUIRED_KEYS, Config, _describe_type
 
 SECTION_INTROS = {
@@ -37,6 +39,7 @@ class KeyDoc:
     allowed: str  # the range check's description, or "" when the type says it all
     required: bool
     description: str
+    measured: str = ""  # its effect where measured here, with a link to the page (nmt/measured.yaml)
 
 
 def _field_comments(cls: type) -> dict[str, str]:
@@ -70,6 +73,7 @@ def _yaml_value(value: object) -> str:
 def key_docs() -> list[KeyDoc]:
     """Every config key, section by section, in the dataclasses' order."""
     docs = []
+    effects = key_effects()
     hints = typing.get_type_hints(Config, include_extras=True)
     sections = [("", Config, Config())]
     nested = [f for f in dataclasses.fields(Config) if dataclasses.is_dataclass(hints[f.name])]
@@ -84,9 +88,10 @@ def key_docs() -> list[KeyDoc]:
             allowed = _RANGES[key][1] if key in _RANGES else ""
             required = key in REQUIRED_KEYS and key != "run_dir"  # run_dir defaults to runs/<file name>
             value = _yaml_value(getattr(instance, field.name))
-            docs.append(
-                KeyDoc(key, _describe_type(types[field.name]), value, allowed, required, comments.get(field.name, ""))
-            )
+            effect = effects.get(key)
+            measured = f"{effect.text} ([measured](../{effect.page}))" if effect else ""
+            description = comments.get(field.name, "")
+            docs.append(KeyDoc(key, _describe_type(types[field.name]), value, allowed, required, description, measured))
     return docs
 
 
@@ -102,7 +107,9 @@ def markdown() -> str:
         "comments): this page is the only list of keys. A config is YAML with the sections below; keys marked "
         "*required* must be in the file, every other key has the default shown. Unknown keys are refused with the "
         "nearest valid name; a wrong type or value names the key, the value and what is allowed. "
-        "`--set KEY=VALUE` overrides any key on the command line.\n",
+        "`--set KEY=VALUE` overrides any key on the command line. *Measured here* gives a key's effect where it "
+        "was measured on this project's corpora, with the page that measured it (`nmt/measured.yaml`); keys removed "
+        "after they measured as losses are refused with what they measured.\n",
     ]
     docs = key_docs()
     for section, intro in SECTION_INTROS.items():
@@ -111,10 +118,11 @@ def markdown() -> str:
             continue
         parts.append(f"## `{section}`\n" if section else "## Top level\n")
         parts.append(intro + "\n")
-        parts.append("| key | type | default | allowed | what it does |\n|---|---|---|---|---|")
+        parts.append("| key | type | default | allowed | what it does | measured here |\n|---|---|---|---|---|---|")
         for d in rows:
             default = "*required*" if d.required else f"`{_cell(d.default)}`"
-            parts.append(f"| `{d.key}` | {_cell(d.type)} | {default} | {_cell(d.allowed)} | {_cell(d.description)} |")
+            cells = [f"`{d.key}`", _cell(d.type), default, _cell(d.allowed), _cell(d.description), _cell(d.measured)]
+            parts.append("| " + " | ".join(cells) + " |")
         parts.append("")
     return "\n".join(parts) + "\n"
 

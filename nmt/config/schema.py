@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 
+from nmt.config.measured import removed_keys
 from nmt.core.device import DEVICE_NAMES, PRECISION_NAMES
 from nmt.core.errors import NmtError
 from nmt.core.plugins import load_config_plugins, requested_plugins
@@ -72,21 +73,12 @@ class DataConfig:
     # self-training: a file of source sentences (one a line; a TSV's first column) the teacher translates,
     # the pairs trained beside the human ones (He et al., 2020); sources of dev or test are left out
     synthetic_from: str = ""
-    # of those pairs, the share the teacher is most confident of: the highest mean log-probability a token of
-    # its translation (1 = all of them)
-    synthetic_keep: float = 1.0
-    # noise on those pairs' sources: each word dropped with this probability, the rest shuffled within 3
-    # places (0 = none; nmt/data/noise.py)
-    synthetic_noise: float = 0.0
     # related corpora trained beside this pair, {target language: TSV or Anki zip from src_lang}, e.g.
     # {mr: data/eng-mar/mar.txt} for Hindi: one model for every target, each source led by its target's
     # tag (<2hi>); dev, test and the best checkpoint stay this pair's (docs/small-data.md)
     related: dict[str, str] = field(default_factory=dict)
     oversample: int = 1  # with related corpora: this pair's training pairs, this many times an epoch
     related_pairs: int = 0  # at most this many pairs of each related corpus, a seeded sample (0 = all of them)
-    # a bilingual word list (TSV: source<TAB>target, a word or phrase each side) trained beside the pairs,
-    # e.g. a glossary; never in dev or test (nmt/data/lexicon.py)
-    lexicon: str = ""
 
     @property
     def tsv_columns(self) -> list[str]:
@@ -145,6 +137,10 @@ class ModelConfig:
     rnn_input: RnnInput = "auto"
 
 
+# The model's widths, which recipes set together (nmt init's `width`, nmt tune's model.width).
+MODEL_WIDTHS = ("embed_dim", "encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")
+
+
 @dataclass
 class TrainConfig:
     epochs: int = 20  # the most epochs (train.max_minutes often ends a run first)
@@ -157,14 +153,6 @@ class TrainConfig:
     word_dropout: float = 0.0  # probability of replacing a source / target input token by <unk> in training
     ema_decay: float = 0.0  # > 0: also keep an exponential moving average of the weights; best of both kept
     subword_sampling: float = 0.0  # > 0: a fresh SentencePiece segmentation each epoch with this alpha (0 = off)
-    # > 0: each epoch also trains on this share of the training set's size in pairs made of two
-    # random training pairs joined, source to source and target to target (Kondo et al., 2021;
-    # drawn afresh each epoch, within train.max_len)
-    concat_pairs: float = 0.0
-    # > 0: a competence curriculum over this many epochs (Platanios et al., 2019): short pairs
-    # first, longer ones admitted as training goes on; every epoch still trains every pair once
-    # (nmt/data/curriculum.py)
-    curriculum_epochs: float = 0.0
     max_len: int = 50  # training pairs longer than this (in subwords, either side) are skipped
     # with related corpora (data.related): each epoch draws this many of their pairs afresh beside
     # all of this pair's (0 = all of them every epoch): more of the related corpus seen in a budget
@@ -307,8 +295,6 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "data.max_carved": _NON_NEGATIVE,
     "data.oversample": _between(1, 100),
     "data.related_pairs": _NON_NEGATIVE,
-    "data.synthetic_keep": (lambda v: 0.0 < v <= 1.0, "a number in (0, 1] (1 = every synthetic pair)"),
-    "data.synthetic_noise": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = no noise)"),
     "tokenizer.src_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
     "tokenizer.tgt_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
     "tokenizer.sample_pairs": (lambda v: v >= 1000, "an integer >= 1000"),
@@ -335,8 +321,6 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.lr_hold": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.ema_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = off)"),
     "train.subword_sampling": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
-    "train.concat_pairs": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
-    "train.curriculum_epochs": (lambda v: v >= 0.0, "a number >= 0 (0 = off)"),
     "train.max_len": _POSITIVE,
     "train.related_per_epoch": _NON_NEGATIVE,
     "train.related_until": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (1 = related corpora to the end)"),
@@ -443,6 +427,24 @@ def _unknown_key_message(key: str, valid: list[str], prefix: str) -> str:
     return f"Unknown config key '{prefix}{key}'.{hint} Valid keys in {where}: {', '.join(valid)}."
 
 
+def drop_removed_keys(raw: dict, trained: bool = False) -> None:
+    """Take the keys removed after they measured as losses (``nmt/measured.yaml``) out of ``raw``,
+    in place: those at their old default silently (every run's saved config.yaml wrote them), or
+    any value for a ``trained`` run's own config (they shaped its training only); one set to
+    anything else is refused, with what it measured, instead of "unknown key"."""
+    for dotted, removed in removed_keys().items():
+        section, name = dotted.split(".")
+        values = raw.get(section)
+        if not isinstance(values, dict) or name not in values:
+            continue
+        if values[name] != removed.default and not trained:
+            raise NmtError(
+                f"Config key '{dotted}' was removed: {removed.why} (docs/{removed.page}). Delete it from the config "
+                "(a run trained with it still translates: its own config.yaml is read without it)."
+            )
+        del values[name]
+
+
 def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
         what = f"section '{prefix[:-1]}'" if prefix else "the config file"
@@ -537,10 +539,13 @@ def check_model_combination(model: ModelConfig) -> None:
         )
 
 
-def config_from_dict(raw: dict, default_run_dir: str = "") -> Config:
+def config_from_dict(raw: dict, default_run_dir: str = "", trained: bool = False) -> Config:
     """Validate a raw mapping into a ``Config``. Required keys must be present. The plugins it
     names are imported first, if this command trusts them (nmt/core/plugins.py): the names they
-    register are then valid values."""
+    register are then valid values. ``trained``: a trained run's own config (removed keys are
+    dropped whatever they say: ``drop_removed_keys``)."""
+    if isinstance(raw, dict):
+        drop_removed_keys(raw, trained)
     if isinstance(raw, dict) and "plugins" in raw:
         load_config_plugins(_coerce("plugins", raw["plugins"], list[str]), "Config key 'plugins'")
     config = _build(Config, raw, "")
@@ -589,25 +594,6 @@ def check_related_schedule(config: Config) -> None:
         )
 
 
-SYNTHETIC_SETTINGS = ("synthetic_keep", "synthetic_noise")  # of data.synthetic_from's pairs
-
-
-def changed_synthetic_settings(data: DataConfig) -> list[str]:
-    """The keys of SYNTHETIC_SETTINGS that ``data`` sets to something other than their defaults."""
-    return [key for key in SYNTHETIC_SETTINGS if getattr(data, key) != getattr(DataConfig, key)]
-
-
-def check_synthetic_settings(data: DataConfig) -> None:
-    """Self-training's settings only where there is self-training."""
-    changed = changed_synthetic_settings(data)
-    if changed and not data.synthetic_from:
-        key = changed[0]
-        raise NmtError(
-            f"Config key 'data.{key}' is {getattr(data, key)}, but it applies to self-training's pairs and "
-            "'data.synthetic_from' names none: set it (and 'data.distill_from'), or leave the key out."
-        )
-
-
 def check_data_sources(data: DataConfig) -> None:
     """One kind of training data; languages that name the direction; given sets that name both."""
     src, tgt = data.src_lang, data.tgt_lang
@@ -621,7 +607,6 @@ def check_data_sources(data: DataConfig) -> None:
             "Config key 'data.synthetic_from' names sentences for a teacher to translate: set 'data.distill_from' "
             "to the teacher (a run directory or a package), and 'data.distill: keep' to keep the human targets."
         )
-    check_synthetic_settings(data)
     for lang, path in data.related.items():
         if lang in (src, tgt) or not LANGUAGE_CODE.fullmatch(lang) or not isinstance(path, str):
             raise NmtError(
@@ -688,6 +673,30 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         listed = raw["plugins"] if isinstance(raw.get("plugins"), list) else []
         raw["plugins"] = listed + [name for name in requested_plugins() if name not in listed]
     return config_from_dict(raw, default_run_dir=str(Path("runs") / path.stem))
+
+
+def decoding_settings(
+    decode: DecodeConfig, overrides: list[str] | None = None, beam_size: int | None = None, what: str = "--model"
+) -> DecodeConfig:
+    """``decode`` with ``--set decode.KEY=VALUE`` overrides and ``--beam-size``, each checked as
+    the config would check it: the one place a command's decoding settings are made, for a model
+    whose config is fixed (a package: its model, tokenizers and training cannot change, so any
+    other key is refused, naming ``what`` carries them)."""
+    changes: dict[str, Any] = {}
+    for text in overrides or []:
+        key, value = parse_override(text)
+        section, _, name = key.partition(".")
+        if section != "decode" or not name:
+            raise NmtError(
+                f"--set {key}: {what} carries its own model, tokenizers and training; only its decoding settings "
+                f"(decode.*: {', '.join(f.name for f in dataclasses.fields(DecodeConfig))}) may be set."
+            )
+        if name not in {f.name for f in dataclasses.fields(DecodeConfig)}:
+            raise NmtError(_unknown_key_message(name, [f.name for f in dataclasses.fields(DecodeConfig)], "decode."))
+        changes[name] = check_value(key, value)
+    if beam_size is not None:
+        changes["beam_size"] = check_value("decode.beam_size", beam_size)
+    return dataclasses.replace(decode, **changes)
 
 
 def save_config(config: Config, path: str | Path) -> None:

@@ -3,8 +3,7 @@
 Training batches come from length buckets: indices are shuffled, cut into pools of
 ``pool_batches`` batches, sorted by length inside each pool and cut into batches (by a
 sentence count and, optionally, a budget of padded tokens), and the batches are shuffled.
-Sentences of similar length share a batch, so little is padding. Under a curriculum
-(nmt/data/curriculum.py) the pools follow its order instead of a shuffle.
+Sentences of similar length share a batch, so little is padding.
 """
 
 from __future__ import annotations
@@ -93,30 +92,21 @@ def bucketed_batches(
     shuffle: bool = True,
     pool_batches: int = 50,
     batch_tokens: int = 0,
-    order: list[int] | None = None,
 ) -> list[list[int]]:
     """Index batches of sentences of similar length: at most ``batch_size`` sentences and,
-    with ``batch_tokens`` > 0, at most that many padded tokens each.
-
-    ``order``: the order to visit the indices in (a curriculum's); the pools follow it, and
-    batches are shuffled only within their pool, so the order holds from pool to pool.
-    Every index appears in exactly one batch. Deterministic for a given ``seed``.
+    with ``batch_tokens`` > 0, at most that many padded tokens each. Every index appears in
+    exactly one batch. Deterministic for a given ``seed``.
     """
     rng = random.Random(seed)
-    ordered = order is not None
-    if order is None:
-        order = list(range(len(lengths)))
-        if shuffle:
-            rng.shuffle(order)
+    order = list(range(len(lengths)))
+    if shuffle:
+        rng.shuffle(order)
     pool = batch_size * pool_batches
     batches: list[list[int]] = []
     for start in range(0, len(order), pool):
         chunk = sorted(order[start : start + pool], key=lambda i: lengths[i])
-        pool_cut = _cut(chunk, lengths, batch_size, batch_tokens)
-        if ordered and shuffle:
-            rng.shuffle(pool_cut)
-        batches.extend(pool_cut)
-    if shuffle and not ordered:
+        batches.extend(_cut(chunk, lengths, batch_size, batch_tokens))
+    if shuffle:
         rng.shuffle(batches)
     return batches
 

@@ -65,7 +65,6 @@ def input_files(data: DataConfig) -> list[Path]:
             named += [(f"data.{key}.{data.src_lang}", src), *((f"data.{key}.{data.tgt_lang}", t) for t in tgts)]
     named += [(f"data.related.{lang}", Path(path)) for lang, path in data.related.items()]
     named += [("data.synthetic_from", Path(data.synthetic_from))] if data.synthetic_from else []
-    named += [("data.lexicon", Path(data.lexicon))] if data.lexicon else []
     for key, path in named:
         if not path.is_file():
             raise NmtError(f"Data file not found: {path} (config key '{key}').")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
@@ -80,6 +80,11 @@ class Ranking:
     length_penalty: float = 1.0  # α
     length_form: str = "power"
     coverage_penalty: float = 0.0  # β
+
+    @classmethod
+    def of(cls, decode: DecodeConfig) -> Ranking:
+        """The ranking a config's decoding settings ask for (the one way to make one from them)."""
+        return cls(decode.length_penalty, decode.length_form, decode.coverage_penalty)
 
     def length_norm(self, length: int) -> float:
         if self.length_form == "gnmt":
@@ -289,8 +294,8 @@ class _Beams:
         return count >= beam_size or (best_ended and count >= n_best)
 
     def keep_open(
-        self, scores: torch.Tensor, kept: list[torch.Tensor], best_ended: list[bool], beam_size: int, n_best: int
-    ) -> tuple[torch.Tensor, list[torch.Tensor], bool] | None:
+        self, scores: torch.Tensor, kept: Kept, best_ended: list[bool], beam_size: int, n_best: int
+    ) -> tuple[torch.Tensor, Kept, bool] | None:
         """Drop the sentences that are done from the (A, K) candidate tensors: (scores, kept,
         whether any was dropped), or None when every sentence is done."""
         still = [r for r in range(len(self.active)) if not self.done(r, best_ended[r], beam_size, n_best)]
@@ -301,7 +306,7 @@ class _Beams:
             return scores, kept, False
         keep = torch.tensor(still, device=scores.device)  # from the host's list: no read back
         self.active = [self.active[r] for r in still]
-        return scores[keep], [t[keep] for t in kept], True
+        return scores[keep], kept.rows(keep), True
 
     def set_aside(
         self, which: torch.Tensor, best_is_eos: torch.Tensor, scores, origins, token_logprobs, weights, step: int
@@ -425,12 +430,27 @@ def _candidates(logits: torch.Tensor, log_z: torch.Tensor, scores: torch.Tensor,
     return top_scores, top_tokens, origins, logits[origins, top_tokens] - log_z[origins]
 
 
-def _best_unended(top_scores: torch.Tensor, is_eos: torch.Tensor, k: int, columns) -> tuple[torch.Tensor, list]:
-    """The K best candidates of each sentence that do not end: their scores (A, K) and each
-    tensor of ``columns`` (A, C) gathered at them."""
+class Kept(NamedTuple):
+    """The candidates a beam step keeps, each (A, K): what the beams go on with, and (for the
+    lab's trace) which of the step's candidates they were."""
+
+    tokens: torch.Tensor
+    origins: torch.Tensor  # the beam row each continues
+    logprobs: torch.Tensor  # log p of its token
+    columns: torch.Tensor  # its place among the step's candidates (``kept_column_ids``)
+
+    def rows(self, keep: torch.Tensor) -> Kept:
+        return Kept(*(t[keep] for t in self))
+
+
+def _best_unended(
+    top_scores: torch.Tensor, is_eos: torch.Tensor, k: int, candidates: Kept
+) -> tuple[torch.Tensor, Kept]:
+    """The K best candidates of each sentence that do not end: their scores (A, K) and each of
+    ``candidates``' tensors (A, C) gathered at them."""
     alive_scores = top_scores.masked_fill(is_eos, float("-inf"))
     keep_scores, keep_cols = alive_scores.topk(min(k, alive_scores.size(1)), dim=-1)  # (A, K)
-    return keep_scores, [t.gather(1, keep_cols) for t in columns]
+    return keep_scores, Kept(*(t.gather(1, keep_cols) for t in candidates))
 
 
 @torch.inference_mode()
@@ -468,16 +488,16 @@ def beam_search(
         ending = is_eos[:, :k] & torch.isfinite(top_scores[:, :k])
         best_ended = beams.set_aside(ending, is_eos[:, 0], top_scores, origins, token_logprobs, weights, step)
         # Continue with the best K candidates that did not end, in the sentences that are not done.
-        columns = (top_tokens, origins, token_logprobs, kept_column_ids(top_scores))
-        keep_scores, kept = _best_unended(top_scores, is_eos, k, columns)
-        still_open = beams.keep_open(keep_scores, kept[:3], best_ended, k, n_best)
+        step_candidates = Kept(top_tokens, origins, token_logprobs, kept_column_ids(top_scores))
+        keep_scores, kept = _best_unended(top_scores, is_eos, k, step_candidates)
+        still_open = beams.keep_open(keep_scores, kept, best_ended, k, n_best)
         if trace is not None:
             candidates = (top_scores, top_tokens, origins, token_logprobs, ending, weights)
-            trace.expand(step, *candidates, kept[3] if still_open is not None else None, src_lengths)
+            trace.expand(step, *candidates, kept.columns if still_open is not None else None, src_lengths)
         if still_open is None:
             break
         keep_scores, kept, dropped = still_open
-        keep_tokens, keep_origins, keep_logprobs = (t.reshape(-1) for t in kept)
+        keep_tokens, keep_origins, keep_logprobs = (t.reshape(-1) for t in (kept.tokens, kept.origins, kept.logprobs))
         if dropped or beams.scores.size(1) != keep_scores.size(1):  # (beams.scores: the step's before advance)
             memory = memory.select(keep_origins)  # a sentence's rows share its memory: any of them will do
         state = state.select(keep_origins)
@@ -603,7 +623,7 @@ def search_batch(
     """One batch with ``decode``'s settings, searched by the strategy ``decode.strategy`` names
     (``STRATEGIES``: auto, greedy, beam, or a plugin's)."""
     max_len = max_output_lengths(src_lengths.tolist(), decode.max_len_ratio, decode.max_len_offset)
-    ranking = Ranking(decode.length_penalty, decode.length_form, decode.coverage_penalty)
+    ranking = Ranking.of(decode)
     settings = SearchSettings(beam_size, n_best, max_len, ranking, with_attention, decode.no_repeat_span, trace)
     try:
         return STRATEGIES[decode.strategy](model, src, src_lengths, settings)

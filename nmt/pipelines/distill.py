@@ -18,26 +18,20 @@ Self-training (He et al., 2020) is the same teacher on other sentences: ``data.s
 FILE`` (source sentences, one a line, or a TSV whose first column is the source) are translated
 too and trained beside the training pairs (``distill: keep`` leaves the human targets as they
 are). Sources of the dev and test sets are left out, and the teacher of a model of several
-targets (``data.related``) is asked for this pair's target. A teacher of a small corpus is wrong
-about most sentences, so two settings spend its pairs with care (He et al., 2020):
-``data.synthetic_keep`` keeps the share of them it is most confident of (the mean log-probability
-a token of its translation, scored by forced decoding), and ``data.synthetic_noise`` drops and
-shuffles the words of their sources (nmt/data/noise.py), so that the student cannot learn the
-teacher's output as a plain function of a clean input.
+targets (``data.related``) is asked for this pair's target. A sentence the teacher translates
+to nothing makes no pair.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 
 from nmt.config.paths import PreparedPaths
-from nmt.config.schema import Config, DataConfig
+from nmt.config.schema import Config
 from nmt.core.device import select_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines, sha256_file, write_lines_atomic
-from nmt.data.noise import noisy_words
 from nmt.data.pairs import MAX_PROBLEMS_SHOWN, SENTENCES, ReadResult, check_read
 from nmt.data.related import dev_and_test_sources
 from nmt.data.tsv import source_sentences
@@ -106,7 +100,7 @@ def distill_training_targets(config: Config, paths: PreparedPaths, log=print, sh
         else:
             out_src, out_tgt = sources + sources, human + distilled
             out_attribution = attribution + [by_teacher] * len(sources)
-    made = self_training_pairs(data, [(source, translated[source]) for source in synthetic], translator, log)
+    made = [(source, translated[source]) for source in synthetic if translated[source]]
     out_src += [source for source, _ in made]
     out_tgt += [target for _, target in made]
     out_attribution += [f"self-training: {by_teacher}"] * len(made)
@@ -114,40 +108,6 @@ def distill_training_targets(config: Config, paths: PreparedPaths, log=print, sh
     write_lines_atomic(paths.text("train", "tgt"), out_tgt)
     write_lines_atomic(paths.attribution("train"), out_attribution)
     return len(out_src)
-
-
-def self_training_pairs(
-    data: DataConfig, translated: list[tuple[str, str]], teacher: Translator, log=print
-) -> list[tuple[str, str]]:
-    """The synthetic pairs trained on: those the teacher translated to something, the share
-    ``data.synthetic_keep`` it is surest of, their sources made noisy (``data.synthetic_noise``)."""
-    made = most_confident(
-        [(source, target) for source, target in translated if target], teacher, data.synthetic_keep, log
-    )
-    if not data.synthetic_noise:
-        return made
-    log(f"Self-training: noise on the synthetic sources (data.synthetic_noise {data.synthetic_noise}).")
-    rng = random.Random(data.split_seed)  # the same config draws the same noise
-    return [(noisy_words(source, data.synthetic_noise, rng), target) for source, target in made]
-
-
-def most_confident(pairs: list[tuple[str, str]], teacher: Translator, keep: float, log=print) -> list[tuple[str, str]]:
-    """The share ``keep`` of the teacher's ``pairs`` whose translations it gives the highest
-    mean log-probability a token (forced decoding), in their order; all of them when keep is 1."""
-    if keep >= 1.0 or not pairs:
-        return pairs
-    started = time.monotonic()
-    scored = teacher.score([source for source, _ in pairs], [target for _, target in pairs])
-    confidence = [h.score / max(len(h.token_logprobs), 1) for h in scored]
-    count = max(1, round(keep * len(pairs)))
-    chosen = sorted(sorted(range(len(pairs)), key=lambda i: -confidence[i])[:count])
-    lowest = min(confidence[i] for i in chosen)
-    log(
-        f"Self-training: kept the {count:,} of {len(pairs):,} synthetic pairs the teacher is most confident of "
-        f"(data.synthetic_keep {keep}: a mean log-probability of {lowest:.2f} a token or more; scored in "
-        f"{time.monotonic() - started:.0f} s, part of the teacher's cost)."
-    )
-    return [pairs[i] for i in chosen]
 
 
 def synthetic_sources(config: Config, paths: PreparedPaths, log=print) -> list[str]:

@@ -42,9 +42,10 @@ def evaluation_set(config: Config, src: Path | None, refs: list[Path]) -> tuple[
     return ReferenceSet(sources, references), src.stem
 
 
-def evaluate(translator: Translator, test_set: ReferenceSet, name: str, beam_size: int, checkpoints: list[str]) -> dict:
+def evaluate(translator: Translator, test_set: ReferenceSet, name: str, checkpoints: list[str]) -> dict:
     """Translate and score ``test_set``; write the hypotheses and the report to <run_dir>/eval/."""
-    hypotheses = translator.translate(test_set.sources, beam_size=beam_size, progress=True)
+    beam_size = translator.decode.beam_size  # the command's decoding settings, whole
+    hypotheses = translator.translate(test_set.sources, progress=True)
     report = score(hypotheses, test_set.references)
     report["repeated_words"] = {  # % of sentences with a word repeated back to back
         "hypotheses": round(repeated_word_share(hypotheses), 2),

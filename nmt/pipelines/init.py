@@ -1,12 +1,13 @@
 """``nmt init DATA``: a first config for a corpus, written from what the corpus is.
 
 It reads the user's file(s) once — a TSV (Anki/Tatoeba export), an Anki zip, or two line-aligned
-files — counts pairs, distinct sources and sentence lengths, finds each side's script, and
-writes a commented config with the recipe measured for a corpus of that size on a CPU
-(``RECIPES``; docs/quality.md, docs/transfer.md, docs/small-data.md), this machine's threads and
-the time budget asked for. Where a corpus this checkout ships shares the target's script (the
-eng-mar file for a Devanagari target), the config says how a model trained on it can be the
-starting point. A malformed file is refused with its file and line, as ``nmt prepare`` would.
+files — counts pairs, distinct sources and sentence lengths, finds each side's script and each
+side's language (from the file names and the scripts), and writes a commented config with the
+recipe measured for a corpus of that size (``nmt/recipes.yaml``, read by
+``nmt.config.recipes``), this machine's threads and the time budget asked for. Where a corpus
+the package ships shares the target's script (the eng-mar file for a Devanagari target), the
+config says how a model trained on it can be the starting point. A file ``nmt prepare`` would
+refuse is refused here, with its file and line.
 """
 
 from __future__ import annotations
@@ -24,82 +25,22 @@ from typing import Any
 import numpy as np
 import yaml
 
+from nmt.config.recipes import Measured, Recipe, example_corpora, recipes
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.core.fonts import script_of
 from nmt.data.aligned import aligned_pairs
 from nmt.data.download import tsv_file
-from nmt.data.languages import LANGUAGES
+from nmt.data.languages import LANGUAGES, language_name
 from nmt.data.pairs import LINES, TSV, Pair, ReadResult, check_read
 from nmt.data.split import carved_ranks, check_enough_sources
 from nmt.data.tsv import tsv_pairs
 from nmt.pipelines.prepare import length_stats
 
-ROOT = Path(__file__).resolve().parents[2]  # a checkout: its shipped corpora
-SHIPPED = {  # corpora a checkout ships, by target language: (file, its target's script, the config that trains on it)
-    "mr": (ROOT / "data" / "eng-mar" / "mar.txt", "DEVANAGARI", "configs/eng-mar-cpu.yaml"),
-}
-
-
-WIDTHS = ("embed_dim", "encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Settings measured together for corpora of up to ``max_pairs`` pairs (on a 2-core CPU)."""
-
-    max_pairs: int
-    name: str
-    why: str  # the measurement it follows, for the config's comments
-    vocab: int
-    width: int
-    dropout: float
-    input_feeding: bool
-    batch_size: int
-    word_dropout: float = 0.0
-    lexical_child: bool = False  # a child of a parent adds the lexical model (model.lexical)
-
-
-RECIPES = (
-    Recipe(
-        5_000,
-        "small-corpus",
-        "configs/eng-hin-scratch.yaml: on 2,549 English-Hindi pairs input feeding won on both seeds "
-        "(7.01 against 6.32 test BLEU in 5 minutes, docs/transfer.md); on eng-mar subsets it tied at "
-        "1,000 and 2,500 pairs (two seeds) and won at 5,000 (two seeds): the learning curve of docs/small-data.md",
-        vocab=2000,
-        width=256,
-        dropout=0.2,
-        input_feeding=True,
-        batch_size=64,
-        lexical_child=True,
-    ),
-    Recipe(
-        100_000,
-        "CPU",
-        "configs/eng-mar-cpu.yaml: 38.7 test BLEU on 33,725 English-Marathi pairs in 5 minutes (docs/quality.md)",
-        vocab=2000,
-        width=256,
-        dropout=0.2,
-        input_feeding=False,
-        batch_size=64,
-    ),
-    Recipe(
-        10**12,
-        "large-corpus",
-        "configs/eng-mar.yaml's widths and vocabularies for corpora past 100,000 pairs",
-        vocab=8000,
-        width=512,
-        dropout=0.3,
-        input_feeding=False,
-        batch_size=128,
-    ),
-)
-
 
 @dataclass
-class Survey:
-    """What ``nmt init`` found in the data."""
+class CorpusProfile:
+    """What ``nmt init`` found in the data: counts, lengths and scripts."""
 
     files: list[Path]
     pairs: int = 0
@@ -123,22 +64,10 @@ class Survey:
         return f"{lang}: {self.script(side).lower()} script, {lengths}"
 
 
-def language_of(name: str) -> str:
-    """A language code from a file's name: ``hin.txt`` / ``hin-eng.zip`` -> hi (the first
-    language named: Anki names its exports after the other language), ``train.mr`` -> mr."""
-    suffix = Path(name).suffix.lower().lstrip(".")
-    if suffix in LANGUAGES:
-        return suffix
-    for word in (w.lower() for w in re.split(r"[^A-Za-z]+", Path(name).stem) if w):
-        for code, (full, others) in LANGUAGES.items():
-            if word in others or word == full.lower():
-                return code
-    return ""
-
-
-def survey(files: list[Path], unpack_dir: Path) -> Survey:
-    """Read the corpus once: a TSV or Anki zip (one file) or line-aligned files (source, target)."""
-    found = Survey(files)
+def profile_corpus(files: list[Path], unpack_dir: Path) -> CorpusProfile:
+    """Read the corpus once: a TSV or Anki zip (one file) or line-aligned files (source, target),
+    refused where ``nmt prepare`` would refuse it."""
+    found = CorpusProfile(files)
     result = ReadResult(keep_problems=3)
     sources = set()
     for pair in _pairs(files, unpack_dir, result):
@@ -173,71 +102,104 @@ def _scripts(text: str) -> Iterable[str]:
     return (script_of(char) for char in text if char.isalpha())
 
 
-def recipe_for(pairs: int) -> Recipe:
-    return next(recipe for recipe in RECIPES if pairs <= recipe.max_pairs)
+# ---- languages: from the file names, checked against the scripts ----
+
+# Scripts written by one language of the table only: a side in one of them names its language.
+SCRIPT_LANGUAGES = {
+    "BENGALI": "bn",
+    "GREEK": "el",
+    "GUJARATI": "gu",
+    "GURMUKHI": "pa",
+    "HANGUL": "ko",
+    "HEBREW": "he",
+    "HIRAGANA": "ja",
+    "KATAKANA": "ja",
+    "KANNADA": "kn",
+    "MALAYALAM": "ml",
+    "TAMIL": "ta",
+    "TELUGU": "te",
+    "THAI": "th",
+}
+# The script each language of the table is written in, where it is not Latin.
+LANGUAGE_SCRIPTS = {
+    **{code: script for script, code in SCRIPT_LANGUAGES.items()},
+    "ar": "ARABIC", "fa": "ARABIC", "ur": "ARABIC", "hi": "DEVANAGARI", "mr": "DEVANAGARI", "ne": "DEVANAGARI",
+    "ru": "CYRILLIC", "uk": "CYRILLIC", "zh": "CJK", "ja": "CJK",
+}  # fmt: skip
 
 
-# A small corpus's dev set: at most this many sources. Under the budget's schedule a run's last
-# checkpoint scores as its best (docs/small-data.md, seventh measurement), so dev only watches the
-# run, and each source it holds back is a training pair lost where pairs count most (the learning
-# curve): 50 dev sources instead of 200 gave eng-hin's children +0.9 test BLEU (eighth measurement).
-SMALL_DEV = 50
+def script_fits(code: str, script: str) -> bool:
+    """Whether a side in ``script`` may be language ``code`` (unknown codes fit any script)."""
+    if code not in LANGUAGES:
+        return True
+    expected = LANGUAGE_SCRIPTS.get(code, "LATIN")
+    return script == expected or (code == "ja" and script in ("HIRAGANA", "KATAKANA", "CJK"))
+
+
+def languages_named(name: str) -> list[str]:
+    """The language codes a file name names, in order: ``eng-hin.tsv`` -> [en, hi], ``hin.txt``
+    -> [hi], ``train.mr`` -> [mr], ``en-es.tsv`` -> [en, es] (two-letter codes only as a whole
+    suffix or beside another language: "no" and "hi" are also words)."""
+    path = Path(name)
+    stem, suffix = path.stem, path.suffix.lower().lstrip(".")
+    if suffix in LANGUAGES:
+        return [suffix]
+    words = [word.lower() for word in re.split(r"[^A-Za-z]+", stem) if word]
+    three = {other: code for code, (full, others) in LANGUAGES.items() for other in (*others, full.lower())}
+    found = [three[word] for word in words if word in three]
+    if not found:  # two-letter codes, only as a pair: en-es, de_en
+        pairs = [word for word in words if word in LANGUAGES]
+        found = pairs if len(pairs) == 2 else []
+    return list(dict.fromkeys(found))
+
+
+def guess_languages(files: list[Path], src_script: str, tgt_script: str) -> tuple[str, str] | None:
+    """(source, target) language codes from the file names, checked against each side's script:
+    two files name a language each (``train.en``, ``train.es``); one file names both
+    (``eng-hin.tsv``, ``en-es.tsv``: the first column's first, unless the scripts say otherwise)
+    or one, the other side being English (an Anki export is named after the other language:
+    ``hin.txt``, ``hin-eng.zip``). A side in a script only one language writes names it. None
+    where the names and scripts cannot tell, or disagree."""
+    by_name = [languages_named(f.name) for f in files]
+    if len(files) == 2:
+        named = [found[0] if len(found) == 1 else "" for found in by_name]
+    else:
+        found = by_name[0]
+        if "en" in found and len(found) == 2:  # Anki's LANG-eng.zip has English first, as does eng-LANG.tsv
+            found = ["en", next(code for code in found if code != "en")]
+        named = found if len(found) == 2 else (["en", found[0]] if len(found) == 1 and found[0] != "en" else ["", ""])
+    src, tgt = (code or SCRIPT_LANGUAGES.get(script, "") for code, script in zip(named, (src_script, tgt_script)))
+    if src and tgt and not (script_fits(src, src_script) and script_fits(tgt, tgt_script)):
+        if script_fits(src, tgt_script) and script_fits(tgt, src_script):
+            src, tgt = tgt, src  # the file names them in the other order than its columns
+        else:
+            return None
+    return (src, tgt) if src and tgt and src != tgt else None
+
+
+# ---- the split and the recipes ----
 
 
 def split_sizes(sources: int) -> tuple[int, int]:
-    """(dev, test) distinct sources: for a small corpus, about 8 % (at most ``SMALL_DEV``) and
-    15 %; 5 % each of a large one; never fewer than 20 nor more than 2,000 — but a toy corpus,
-    where 20 of each would hold back half of it, keeps 8 % and 15 %, at least one each. The
-    split is checked by prepare's own rule, so a corpus too small to split is refused here,
-    as ``nmt prepare`` would refuse it."""
-    if sources < 10_000:
-        dev, test = max(20, min(SMALL_DEV, round(0.08 * sources))), max(20, round(0.15 * sources))
+    """(dev, test) distinct sources, by the rule of nmt/recipes.yaml's ``split``: a small
+    corpus's dev set small (it only watches the run), its test set a share; a large corpus's
+    both a share, capped. A toy corpus, where the floor of 20 each would hold back half of it,
+    keeps the shares, at least one each. The split is checked by prepare's own rule, so a corpus
+    too small to split is refused here, as ``nmt prepare`` would refuse it."""
+    rule = recipes().split
+    if sources < rule["small_below"]:
+        floor = int(rule["at_least"])
+        dev = max(floor, min(int(rule["small_dev_at_most"]), round(rule["small_dev_share"] * sources)))
+        test = max(floor, round(rule["small_test_share"] * sources))
         if dev + test > sources // 2:
-            dev, test = max(1, round(0.08 * sources)), max(1, round(0.15 * sources))
+            dev, test = (
+                max(1, round(rule["small_dev_share"] * sources)),
+                max(1, round(rule["small_test_share"] * sources)),
+            )
     else:
-        dev, test = min(2000, round(0.05 * sources)), min(2000, round(0.05 * sources))
+        dev = test = min(int(rule["large_at_most"]), round(rule["large_share"] * sources))
     carved_ranks(sources, dev, test, seed=0)  # NmtError where it leaves nothing to train on
     return dev, test
-
-
-# With a parent (configs/eng-hin.yaml against configs/eng-hin-mixed.yaml; docs/small-data.md, third,
-# fifth, sixth and eighth measurements): the transfer with the lexical model, and the parent's own
-# corpus as a related one offered in comments.
-TRANSFER_MEASURED = (
-    "English-Hindi (2,549 pairs) from the eng-mar model, four children with the lexical model ensembled, 5 minutes, "
-    "four seeds: 11.15 test BLEU (10.27 with 200 dev sources instead of 50), against 9.63 for one such child, "
-    "9.03 for one plain child and 6.0 from scratch (200 dev sources)"
-)
-# Children trained side by side and ensembled (MBR over 8), on a corpus small enough that each
-# still trains past its best dev loss (about 13 epochs of 1,883 pairs) in a quarter of the
-# machine: four children of 22 epochs each on eng-hin (sixth measurement). A corpus twice as
-# large would give each fewer epochs than that in 5 minutes of 2 cores: not measured, one child.
-CHILDREN = 4
-CHILDREN_UP_TO_PAIRS = 2_500
-CHILDREN_MEASURED = (
-    "four children side by side, translating as one ensemble that picks the line the others agree with most "
-    "(train.members: 4, decode.mbr: 8): 10.32 test BLEU against 9.63 for one child in the same 5 minutes "
-    "(200 dev sources)"
-)
-LEXICAL_MEASURED = (
-    "source words under the attention add their own term to the output, a shortcut a small corpus learns fast; "
-    "+0.60 test BLEU and +2.07 chrF over three seeds, chrF higher on every seed, BLEU on two"
-)
-RELATED_DATA = {"oversample": 3}
-RELATED_TRAIN = {"related_per_epoch": 3000, "related_until": 0.6}
-# Without a parent (the learning curve of docs/small-data.md): the shipped corpus trained beside
-# the user's from scratch, as the related-language line of the curve trains it.
-SCRATCH_RELATED_DATA = {"oversample": 2}
-SCRATCH_RELATED_MEASURED = (
-    "on English-Marathi subsets beside the English-Hindi file it added 0.7, 2.0 and 2.4 test BLEU to the same "
-    "recipe alone at 1,000, 2,500 and 5,000 pairs; on English-Hindi beside English-Marathi it scored 7.96 (two "
-    "seeds) against 7.01 for the recipe alone (docs/transfer.md), below the 9.03 of a child of the "
-    "English-Marathi model"
-)
-RELATED_MEASURED = (
-    "8.52 test BLEU over the same three seeds (9.27 / 8.11 / 8.19), chrF 27.38 against 27.14: more of the short "
-    "common sentences right, a few words of the related language in the output"
-)
 
 
 @dataclass
@@ -251,7 +213,7 @@ class ParentPlan:
     related: dict[str, str] = field(default_factory=dict)
 
 
-def parent_plan(init_from: str, found: Survey, src_lang: str, tgt_lang: str) -> ParentPlan:
+def parent_plan(init_from: str, found: CorpusProfile, src_lang: str, tgt_lang: str) -> ParentPlan:
     from nmt.runtime.parent import load_parent  # only with --init-from: it imports torch
 
     parent = load_parent(init_from)  # a clear error for anything but a run or a package
@@ -261,13 +223,37 @@ def parent_plan(init_from: str, found: Survey, src_lang: str, tgt_lang: str) -> 
     words = (processor.id_to_piece(i) for i in range(processor.get_piece_size()) if not processor.is_byte(i))
     script = Counter(s for piece in words for s in _scripts(piece)).most_common(1)
     same_script = bool(script) and script[0][0] == found.script("tgt")
-    if data.src_lang == src_lang and data.tgt_lang != tgt_lang and same_script and Path(data.path).is_file():
-        plan.related = {data.tgt_lang: data.path}
+    if data.src_lang == src_lang and data.tgt_lang != tgt_lang and same_script:
+        corpus = _parent_corpus(data.path, data.src_lang, data.tgt_lang)
+        if corpus is not None:
+            plan.related = {data.tgt_lang: corpus}
     return plan
 
 
+def _parent_corpus(path: str, src_lang: str, tgt_lang: str) -> str | None:
+    """The parent's own corpus: where its config says, or the example corpus of its pair."""
+    if path and Path(path).is_file():
+        return path
+    shipped = [c for c in example_corpora() if (c.src_lang, c.tgt_lang) == (src_lang, tgt_lang)]
+    return _as_typed(shipped[0].path) if shipped else None
+
+
+def _as_typed(path: Path) -> str:
+    """A path as a user would type it here: relative to the working folder where it is inside it."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def _merged(*sections: dict) -> dict[str, dict]:
+    """Config sections, later ones' keys over earlier ones'."""
+    merged: dict[str, dict] = {}
+    for part in sections:
+        for section, values in part.items():
+            merged[section] = {**merged.get(section, {}), **values}
+    return merged
+
+
 def config_text(
-    found: Survey,
+    found: CorpusProfile,
     src_lang: str,
     tgt_lang: str,
     run_dir: str,
@@ -276,59 +262,57 @@ def config_text(
     parent: ParentPlan | None = None,
 ) -> str:
     """The commented YAML config ``nmt init`` writes (``parent``: to continue a model, --init-from)."""
-    recipe = recipe_for(found.pairs)
+    book = recipes()
+    recipe = book.for_pairs(found.pairs)
     dev, test = split_sizes(found.sources)
     data: dict = {"path": str(found.files[0])}
     if len(found.files) == 2:
         data = {"train": {src_lang: str(found.files[0]), tgt_lang: str(found.files[1])}}
     data |= {"src_lang": src_lang, "tgt_lang": tgt_lang, "dev_size": dev, "test_size": test}
-    config: dict[str, Any] = {
-        "run_dir": run_dir,
-        "data": data,
-        "tokenizer": {"src_vocab_size": recipe.vocab, "tgt_vocab_size": recipe.vocab, "model_type": "unigram"},
-        "model": {
-            **dict.fromkeys(WIDTHS, recipe.width),
-            "attention": "luong-concat",
-            "input_feeding": recipe.input_feeding,
-            "dropout": recipe.dropout,
-        },
-        "train": {
-            "max_minutes": minutes,
-            "epochs": 1000,
-            "lr_schedule": "budget",
-            "lr_hold": 0.7,
-            "patience": 0,
-            "batch_size": recipe.batch_size,
-            "learning_rate": 0.002,
-            "label_smoothing": 0.2,
-            "max_len": 50,
-            "threads": threads,
-        },
-        "decode": {"beam_size": 5, "no_repeat_span": 6},
-    }
+    settings = _merged(book.common, recipe.settings)
+    config: dict[str, Any] = {"run_dir": run_dir, "data": data}
+    config |= {section: settings.get(section, {}) for section in ("tokenizer", "model")}
+    config["train"] = {"max_minutes": minutes, **settings["train"], "threads": threads}
+    config["decode"] = settings["decode"]
     comments = _comments(found, recipe, src_lang, tgt_lang, minutes, threads, parent is not None)
     if parent is not None:
-        config = {"run_dir": run_dir, "init_from": parent.path, **{k: v for k, v in config.items() if k != "run_dir"}}
-        # a child has its parent's architecture, and on a small corpus the lexical model besides
-        config["model"] = {**parent.model, **({"lexical": True} if recipe.lexical_child else {})}
-        ensembled = found.pairs <= CHILDREN_UP_TO_PAIRS
-        if ensembled:
-            train = config["train"]  # members right after the budget they share
-            config["train"] = {"max_minutes": train.pop("max_minutes"), "members": CHILDREN, **train}
-            config["decode"] |= {"mbr": 8}
-        comments += _parent_comments(parent, recipe.lexical_child and not parent.model.get("lexical"), ensembled)
+        config, comments = _child_config(config, comments, found, recipe, parent)
     text = comments + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
     if parent is None:
-        return text + _related_lines(found, tgt_lang)
+        return text + _related_lines(found, src_lang, tgt_lang)
     return text + _parent_related_lines(parent, tgt_lang)
 
 
+def _child_config(
+    config: dict, comments: str, found: CorpusProfile, recipe: Recipe, parent: ParentPlan
+) -> tuple[dict, str]:
+    """The transfer recipe (configs/eng-hin.yaml): the parent's model (plus what the recipe adds to
+    a child), and on a corpus small enough, children side by side, ensembled."""
+    book = recipes()
+    config = {
+        "run_dir": config["run_dir"],
+        "init_from": parent.path,
+        **{k: v for k, v in config.items() if k != "run_dir"},
+    }
+    adds = recipe.child_adds.get("model", {})
+    config["model"] = {**parent.model, **adds}
+    ensembled = found.pairs <= book.children_up_to_pairs
+    if ensembled:
+        extra = book.children.settings
+        train = config["train"]  # members right after the budget they share
+        config["train"] = {"max_minutes": train.pop("max_minutes"), **extra.get("train", {}), **train}
+        config["decode"] = {**config["decode"], **extra.get("decode", {})}
+    adds_lexical = bool(adds.get("lexical")) and not parent.model.get("lexical")
+    return config, comments + _parent_comments(parent, adds_lexical, ensembled)
+
+
 def _parent_comments(parent: ParentPlan, adds_lexical: bool, ensembled: bool) -> str:
-    lexical = f", plus the lexical model (model.lexical: {LEXICAL_MEASURED})" if adds_lexical else ""
-    children = f"; {CHILDREN_MEASURED}" if ensembled else ""
+    book = recipes()
+    lexical = f", plus the lexical model (model.lexical: {book.lexical_measured})" if adds_lexical else ""
+    children = f"; {book.children.measured}" if ensembled else ""
     lines = [
         f"Started from {parent.path} ({parent.pair}): its model settings{lexical}, every weight carried "
-        f"over{children}, the recipe of configs/eng-hin.yaml ({TRANSFER_MEASURED}; docs/small-data.md).",
+        f"over{children}, the recipe of configs/eng-hin.yaml ({book.transfer.measured}; {book.transfer.page}).",
         "",
     ]
     return _commented(lines)
@@ -341,24 +325,37 @@ def _commented(lines: list[str]) -> str:
     return "".join(f"# {line}\n" if line else "#\n" for line in wrapped)
 
 
+def _beside(measured: Measured) -> str:
+    """How a related corpus is trained beside the user's pairs, in words, from its settings."""
+    data, train = measured.settings["data"], measured.settings["train"]
+    return (
+        f"your pairs {data['oversample']} times an epoch beside {train['related_per_epoch']:,} of its pairs drawn "
+        f"afresh, then your pairs alone from {train['related_until']:.0%} of the budget on"
+    )
+
+
 def _parent_related_lines(parent: ParentPlan, tgt_lang: str) -> str:
     """The parent's own corpus as a related one (configs/eng-hin-mixed.yaml): the lines to add."""
     if not parent.related:
         return ""
     (lang, path), *_ = parent.related.items()
+    offered = recipes().related_to_parent
     lines = [
         f"The parent's own corpus ({path}) translates into {lang}, in your target's script. To continue the "
-        f"parent beside it (one model for {tgt_lang} and {lang}, sources tagged; your pairs "
-        f"{RELATED_DATA['oversample']} times an epoch beside {RELATED_TRAIN['related_per_epoch']:,} of its pairs "
-        f"drawn afresh, then your pairs alone from {RELATED_TRAIN['related_until']:.0%} of the budget on: "
-        f"configs/eng-hin-mixed.yaml): {RELATED_MEASURED}. To try it, add these keys to their sections:",
+        f"parent beside it (one model for {tgt_lang} and {lang}, sources tagged; {_beside(offered)}: "
+        f"configs/eng-hin-mixed.yaml): {offered.measured}. To try it, add these keys to their sections:",
     ]
-    sections = {"data": {"related": parent.related, **RELATED_DATA}, "train": RELATED_TRAIN}
-    return "\n" + _commented(lines) + _keys(sections)
+    return "\n" + _commented(lines) + _keys(_merged({"data": {"related": parent.related}}, offered.settings))
 
 
 def _comments(
-    found: Survey, recipe: Recipe, src_lang: str, tgt_lang: str, minutes: float, threads: int, child: bool = False
+    found: CorpusProfile,
+    recipe: Recipe,
+    src_lang: str,
+    tgt_lang: str,
+    minutes: float,
+    threads: int,
+    child: bool = False,
 ) -> str:
     lines = [
         f"Written by `nmt init` from {', '.join(map(str, found.files))}:",
@@ -366,14 +363,14 @@ def _comments(
         + (f", {found.problems} malformed line(s) skipped" if found.problems else "")
         + (f", the header row {found.header.strip()!r}" if found.header else "")
         + ".",
-        found.describe("src", src_lang) + ";",
-        found.describe("tgt", tgt_lang) + ".",
+        found.describe("src", f"{src_lang} ({language_name(src_lang)})") + ";",
+        found.describe("tgt", f"{tgt_lang} ({language_name(tgt_lang)})") + ".",
         "",
         (
             f"The training settings of the {recipe.name} recipe (up to {recipe.max_pairs:,} pairs); the model's "
             "are the parent's."
             if child
-            else f"The {recipe.name} recipe (up to {recipe.max_pairs:,} pairs): {recipe.why}."
+            else f"The {recipe.name} recipe (up to {recipe.max_pairs:,} pairs): {recipe.measured} ({recipe.page})."
         ),
         f"A {minutes:g}-minute budget on this machine's {threads} thread(s): a faster machine trains more epochs.",
         "Dev and test keep every source sentence in one split and score it with all its translations.",
@@ -383,39 +380,40 @@ def _comments(
     return _commented(lines)
 
 
-def _related_lines(found: Survey, tgt_lang: str) -> str:
-    """Commented lines for a shipped corpus in the target's script (another language), if any:
-    a model trained on it as a parent (the better measured), or the corpus itself trained beside
-    this one from scratch (the learning curve's related-language line), with the keys to add."""
+def _related_lines(found: CorpusProfile, src_lang: str, tgt_lang: str) -> str:
+    """Commented lines for a corpus the package ships in the target's script (another language),
+    if any: a model trained on it as a parent (the better measured), or the corpus itself trained
+    beside this one from scratch (the learning curve's related-language line), with the keys to add."""
+    book = recipes()
+    offered = book.related_from_scratch
     text = ""
-    for language, (path, script, config) in SHIPPED.items():
-        if language != tgt_lang and script == found.script("tgt") and path.is_file():
-            text += "\n" + _commented(
-                [
-                    f"{path.name} ships with nmt: English-{LANGUAGES[language][0]}, the same {script.lower()} "
-                    f"script. A model trained on it ({config}; `bash scripts/main.sh` trains one) can start this "
-                    f"one, {TRANSFER_MEASURED} (configs/eng-hin.yaml, docs/small-data.md). To write that config:",
-                ]
-            )
-            files = " ".join(map(str, found.files))
-            text += f"#   nmt init {files} --init-from runs/{Path(config).stem} --to OTHER.yaml\n"
-            text += _commented(
-                [
-                    "",
-                    f"Without that model, {path.name} can train beside your pairs from scratch (one model for "
-                    f"{tgt_lang} and {language}, sources tagged; your pairs {SCRATCH_RELATED_DATA['oversample']} "
-                    f"times an epoch beside {RELATED_TRAIN['related_per_epoch']:,} of its pairs drawn afresh, then "
-                    f"your pairs alone from {RELATED_TRAIN['related_until']:.0%} of the budget on): "
-                    f"{SCRATCH_RELATED_MEASURED}. To try it, add these keys to their sections:",
-                ]
-            )
-            shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path  # as a user types it
-            sections = {"data": {"related": {language: str(shown)}, **SCRATCH_RELATED_DATA}, "train": RELATED_TRAIN}
-            text += _keys(sections)
+    for corpus in example_corpora():
+        if corpus.src_lang != src_lang or corpus.tgt_lang == tgt_lang or corpus.script != found.script("tgt"):
+            continue
+        name = f"English-{language_name(corpus.tgt_lang)}"
+        text += "\n" + _commented(
+            [
+                f"{corpus.path.name} ships with nmt ({name}, the same {corpus.script.lower()} script). A model "
+                f"trained on it can start this one, {book.transfer.measured} (configs/eng-hin.yaml, "
+                f"{book.transfer.page}). To train that model here (about 6 minutes) and write that config:",
+            ]
+        )
+        files = " ".join(map(str, found.files))
+        text += f"#   nmt init --example {corpus.name} && nmt train --config {corpus.config}\n"
+        text += f"#   nmt init {files} --init-from {corpus.run_dir} --to OTHER.yaml\n"
+        text += _commented(
+            [
+                "",
+                f"Without that model, {corpus.path.name} can train beside your pairs from scratch (one model for "
+                f"{tgt_lang} and {corpus.tgt_lang}, sources tagged; {_beside(offered)}): {offered.measured} "
+                f"({offered.page}). To try it, add these keys to their sections:",
+            ]
+        )
+        text += _keys(_merged({"data": {"related": {corpus.tgt_lang: _as_typed(corpus.path)}}}, offered.settings))
     return text
 
 
-def _keys(sections: dict[str, object]) -> str:
+def _keys(sections: dict[str, dict]) -> str:
     """Config keys to add, one commented line per section, as they are (unwrapped: a reader copies them)."""
     return "".join(
         f"#   {name}: {yaml.safe_dump(values, default_flow_style=True, allow_unicode=True).strip()}\n"
@@ -423,12 +421,21 @@ def _keys(sections: dict[str, object]) -> str:
     )
 
 
-def default_languages(found: Survey) -> tuple[str, str]:
-    """(source, target) codes from the files' names; an Anki export's source is English."""
-    if len(found.files) == 2:
-        return language_of(found.files[0].name) or "src", language_of(found.files[1].name) or "tgt"
-    target = language_of(found.files[0].name)
-    return "en", target or "tgt"
+def chosen_languages(found: CorpusProfile, src_lang: str, tgt_lang: str) -> tuple[str, str]:
+    """--src-lang / --tgt-lang, else what the file names and the scripts say; refused where they
+    cannot tell (or would make both sides one language, which prepare refuses)."""
+    guessed = guess_languages(found.files, found.script("src"), found.script("tgt"))
+    src, tgt = src_lang or (guessed[0] if guessed else ""), tgt_lang or (guessed[1] if guessed else "")
+    if src and tgt and src != tgt:
+        return src, tgt
+    names = ", ".join(f.name for f in found.files)
+    raise NmtError(
+        f"nmt init cannot tell the languages of {names} from its name and its scripts (source: "
+        f"{found.script('src').lower()}, target: {found.script('tgt').lower()}): give them as language codes, "
+        "e.g. --src-lang en --tgt-lang es (name the file like eng-spa.tsv or en-es.tsv and it can)."
+        if not (src and tgt)
+        else f"--src-lang and --tgt-lang are both {src!r}: they name the direction and must differ."
+    )
 
 
 def init_config(
@@ -439,15 +446,14 @@ def init_config(
     tgt_lang: str = "",
     init_from: str = "",
 ) -> tuple[Path, str]:
-    """Survey ``data`` and write its config to ``to`` (default: configs/<name>.yaml beside the
+    """Profile ``data`` and write its config to ``to`` (default: configs/<name>.yaml beside the
     working folder's configs, or ./<name>.yaml); returns where, and the text written.
     ``init_from``: a model to continue (its settings, and its corpus where it is a related one)."""
     if len(data) not in (1, 2):
         raise NmtError("nmt init takes a TSV file or an Anki zip, or two line-aligned files (source, target).")
     with tempfile.TemporaryDirectory() as unpack_dir:
-        found = survey([Path(p) for p in data], Path(unpack_dir))
-    guessed = default_languages(found)
-    src, tgt = src_lang or guessed[0], tgt_lang or guessed[1]
+        found = profile_corpus([Path(p) for p in data], Path(unpack_dir))
+    src, tgt = chosen_languages(found, src_lang, tgt_lang)
     name = f"{src}-{tgt}"
     target = to or (Path("configs") / f"{name}.yaml" if Path("configs").is_dir() else Path(f"{name}.yaml"))
     if target.exists():

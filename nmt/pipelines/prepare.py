@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from nmt.config.paths import SPLITS, PreparedPaths, prepared_paths, run_paths
-from nmt.config.schema import SYNTHETIC_SETTINGS, Config, changed_synthetic_settings
+from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import (
     atomic_text_writer,
@@ -32,7 +32,6 @@ from nmt.core.fileio import (
 from nmt.core.fonts import missing_font_warning, missing_scripts
 from nmt.core.locking import holding
 from nmt.core.progress import progress_bar
-from nmt.data.lexicon import add_lexicon
 from nmt.data.pairs import LINES, MAX_PROBLEMS_SHOWN, TSV, Pair, ReadResult, check_read
 from nmt.data.references import write_references
 from nmt.data.related import RelatedMix, mix_related, source_tag, symbols
@@ -45,7 +44,8 @@ from nmt.pipelines.distill import distill_training_targets, teacher_sha256
 from nmt.runtime.checkpoint import model_differences
 from nmt.runtime.parent import Parent, child_tokenizers, load_parent, related_child_tokenizers
 
-FORMAT_VERSION = 4  # 3: token-id shards; 4: shards written as they are encoded
+# 3: token-id shards; 4: shards written as they are encoded; 5: every data key in the fingerprint
+FORMAT_VERSION = 5
 
 
 @dataclass
@@ -70,7 +70,7 @@ class PrepareReport:
     sources_also_in_train: dict[str, int] = field(default_factory=dict)  # given sets' sources seen in training
     scripts_without_font: dict[str, str] = field(default_factory=dict)  # script -> example character
     tokenizer_pairs: int = 0  # training pairs SentencePiece learned from (a seeded sample of a large corpus)
-    added_pairs: int = 0  # training pairs a teacher or a word list added, never in the tokenizers' sample
+    added_pairs: int = 0  # training pairs a teacher added (self-training, distill: add): not learned by the tokenizers
     lone_cr: int = 0  # line breaks that were a lone carriage return, read as line breaks
     related: dict = field(default_factory=dict)  # data.related: what was mixed in (nmt.data.related.RelatedMix)
     reused: bool = False
@@ -103,7 +103,7 @@ class PrepareReport:
             )
         lines.append(f"  vocabulary sizes: {self.vocab_sizes}")
         own_pairs = self.split_pairs["train"] - self.added_pairs
-        added = f", not from the {self.added_pairs:,} a teacher or a word list added" if self.added_pairs else ""
+        added = f", not from the {self.added_pairs:,} a teacher added" if self.added_pairs else ""
         if self.tokenizer_pairs < own_pairs:
             lines.append(
                 f"  SentencePiece learned from a seeded sample of {self.tokenizer_pairs:,} of the {own_pairs:,} "
@@ -129,16 +129,6 @@ class PrepareReport:
 
 def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> str:
     data = {k: v for k, v in asdict(config.data).items() if k != "prepared_dir"}
-    if not config.data.distill_from:  # data prepared before distillation existed stays valid
-        data = {k: v for k, v in data.items() if k not in ("distill_from", "distill")}
-    if not config.data.related:  # and before related corpora existed
-        data = {k: v for k, v in data.items() if k not in ("related", "oversample", "related_pairs")}
-    if not config.data.synthetic_from:  # and before self-training
-        data = {k: v for k, v in data.items() if k != "synthetic_from"}
-    unused = set(SYNTHETIC_SETTINGS) - set(changed_synthetic_settings(config.data))
-    data = {k: v for k, v in data.items() if k not in unused}  # and before its pairs were chosen or made noisy
-    if not config.data.lexicon:  # and before lexicons
-        data = {k: v for k, v in data.items() if k != "lexicon"}
     payload = {
         "format": FORMAT_VERSION,
         "input_sha256": input_sha256,
@@ -228,7 +218,7 @@ def _prepare(config: Config, paths: PreparedPaths, force: bool, log, show_bar: b
     parent = load_parent(config.init_from) if config.init_from else None  # refused before anything is written
     input_sha256 = _sha256_of(input_files(config.data))
     fingerprint = _fingerprint(config, input_sha256, parent)
-    reused = _reusable_report(config, paths, fingerprint, force)
+    reused = _reusable_report(config, paths, fingerprint, force, log)
     if reused is not None:
         return reused
     if not force and paths.manifest.is_file():
@@ -270,7 +260,8 @@ def _prepare(config: Config, paths: PreparedPaths, force: bool, log, show_bar: b
         log(f"warning: {warning}")
     write_text_atomic(paths.report, json.dumps(asdict(report), indent=2, ensure_ascii=False))
     write_text_atomic(paths.report_text, report.summary() + "\n")
-    write_text_atomic(paths.manifest, json.dumps({"fingerprint": fingerprint}, indent=2))  # last: marks it complete
+    manifest = {"format": FORMAT_VERSION, "fingerprint": fingerprint}
+    write_text_atomic(paths.manifest, json.dumps(manifest, indent=2))  # last: marks it complete
     return report
 
 
@@ -318,18 +309,10 @@ def _training_text(
     config: Config, paths: PreparedPaths, distribution: Distribution, log, show_bar: bool
 ) -> RelatedMix | None:
     """The training text beyond the split's: a teacher's translations (data.distill_from, and
-    data.synthetic_from's sentences), a word list (data.lexicon), then the related corpora
-    (data.related), every source tagged."""
+    data.synthetic_from's sentences), then the related corpora (data.related), every source
+    tagged."""
     if config.data.distill_from:
         distribution.split_pairs["train"] = distill_training_targets(config, paths, log, show_bar)
-    if config.data.lexicon:
-        lexicon = add_lexicon(config.data, paths, log)
-        distribution.split_pairs["train"] += lexicon.pairs
-        skipped = f", {lexicon.malformed:,} malformed line(s) skipped" if lexicon.malformed else ""
-        log(
-            f"Lexicon: {lexicon.pairs:,} word pairs of {config.data.lexicon} beside the training pairs "
-            f"({lexicon.held_out:,} left out: their source is a dev/test source{skipped})."
-        )
     if not config.data.related:
         return None
     mix = mix_related(config.data, paths, len(distribution.sample), paths.root / "source", log)
@@ -387,13 +370,23 @@ def _sha256_of(files: list[Path]) -> str:
     return hashes[0] if len(hashes) == 1 else hashlib.sha256("".join(hashes).encode()).hexdigest()
 
 
-def _reusable_report(config: Config, paths: PreparedPaths, fingerprint: str, force: bool) -> PrepareReport | None:
-    """The report of an earlier prepare with the same inputs and settings, if it is complete."""
+def _reusable_report(
+    config: Config, paths: PreparedPaths, fingerprint: str, force: bool, log=print
+) -> PrepareReport | None:
+    """The report of an earlier prepare with the same inputs and settings, if it is complete. Data
+    an earlier format prepared cannot be compared; it is reused as it is where a trained model
+    depends on it (its tokenizers are the checkpoints' own), and prepared again where none does."""
     if force or not is_prepared(config):
         return None
     with open(paths.manifest, encoding="utf-8") as handle:
-        if json.load(handle).get("fingerprint") != fingerprint:
-            return None
+        manifest = json.load(handle)
+    if manifest.get("format", 4) < FORMAT_VERSION and run_paths(config).trained_checkpoints():
+        log(
+            f"{paths.root} was prepared by an earlier version of nmt (format {manifest.get('format', 4)}); a trained "
+            "model depends on it, so it is reused as it is (nmt prepare --force prepares it again)."
+        )
+    elif manifest.get("fingerprint") != fingerprint:
+        return None
     report = PrepareReport(**load_report(paths))
     report.reused = True
     return report

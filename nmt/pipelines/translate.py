@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from nmt.config.schema import DecodeConfig
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines, split_lines
 from nmt.data.batching import source_tensor
@@ -67,10 +68,11 @@ class Translator:
     """A loaded model as text in, translations out. A model of several targets (``data.related``)
     translates into ``tgt_lang`` (default: its own pair's target, ``data.tgt_lang``)."""
 
-    def __init__(self, loaded: LoadedModel, tgt_lang: str | None = None):
+    def __init__(self, loaded: LoadedModel, tgt_lang: str | None = None, decode: DecodeConfig | None = None):
         self.loaded = loaded
         self.model, self.src_tok, self.tgt_tok = loaded.model, loaded.src_tok, loaded.tgt_tok
-        self.decode, self.device = loaded.config.decode, loaded.device
+        # the decoding settings, whole: the model's config's, or a command's (nmt.config.schema.decoding_settings)
+        self.decode, self.device = decode or loaded.config.decode, loaded.device
         data = loaded.config.data
         if tgt_lang is not None and tgt_lang not in data.targets:
             raise NmtError(
@@ -154,12 +156,13 @@ class Translator:
         log_probs, attention, _ = forced_steps(self.model, src.to(self.device), lengths, fed)
         prefix_logprobs = log_probs[0].gather(1, fed[0].unsqueeze(1)).squeeze(1).tolist()
         prefix_rows = attention[0].float().cpu()  # (len(prefix), S)
-        ranking = Ranking(self.decode.length_penalty, self.decode.length_form)
+        ranking = Ranking.of(self.decode)
         whole = []
         for h in found:
             token_logprobs = prefix_logprobs + h.token_logprobs
             rows = prefix_rows if h.attention is None else torch.cat([prefix_rows, h.attention])
-            score = ranking.score(sum(token_logprobs), len(token_logprobs))
+            penalty = ranking.coverage(rows.sum(0)) if ranking.coverage_penalty and h.attention is not None else 0.0
+            score = ranking.score(sum(token_logprobs), len(token_logprobs), penalty)
             whole.append(Hypothesis(prefix_ids + h.tokens, token_logprobs, score, rows))
         return sorted(whole, key=lambda h: h.score, reverse=True)
 

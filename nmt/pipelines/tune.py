@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import yaml
 
-from nmt.config.schema import Config, check_value, config_from_dict
+from nmt.config.schema import MODEL_WIDTHS, Config, check_value, config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.core.registry import ATTENTIONS
@@ -42,7 +42,7 @@ from nmt.train.metrics import MetricsFile, ValidationRecord, epochs_trained
 from nmt.train.state import TrainingInterrupted
 from nmt.train.trainer import build_trainer
 
-WIDTHS = ("model.embed_dim", "model.encoder_hidden", "model.decoder_hidden", "model.attention_dim", "model.output_dim")
+WIDTHS = tuple(f"model.{key}" for key in MODEL_WIDTHS)
 ALIASES = {"model.width": WIDTHS}  # one value for several keys
 
 # What docs/quality.md found to matter on eng-mar, as ranges around its recipes.

@@ -99,7 +99,7 @@ def load_run_config(run_dir: Path, shared: bool = False) -> Config:
             f"them if you trust them and pass --plugin {' --plugin '.join(map(str, missing))}."
         )
     try:
-        return config_from_dict(raw)
+        return config_from_dict(raw, trained=True)
     except NmtError as error:
         raise NmtError(f"{path}: {error}") from None
 

@@ -14,13 +14,12 @@ from nmt.config.paths import prepared_paths
 from nmt.config.schema import Config, TrainConfig
 from nmt.core.fileio import iter_lines, read_lines
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
-from nmt.data.curriculum import curriculum_order
 from nmt.data.references import ReferenceSet, read_references
 from nmt.data.related import source_tag
 from nmt.data.shards import Shard, ShardPairs
 from nmt.data.tokenizer import PAD_ID, Tokenizer, tagged
 from nmt.train.distributed import Distributed
-from nmt.train.schedule import epoch_seeds, joined_pairs_seed, related_seed
+from nmt.train.schedule import epoch_seeds, related_seed
 from nmt.train.state import STOP_SIGNALS
 
 
@@ -91,7 +90,7 @@ def epoch_examples(
     data: TrainData, src_tok: Tokenizer, tgt_tok: Tokenizer, cfg: TrainConfig, epoch: int, own_only: bool = False
 ):
     """The training pairs of ``epoch``: as prepared, or with ``train.subword_sampling`` each side
-    segmented afresh; with ``train.concat_pairs`` joined pairs after them; with related corpora,
+    segmented afresh; with related corpora,
     ``own_only`` (train.related_until) this pair's alone, or ``train.related_per_epoch`` of the
     related ones beside them. Seeded by (train.seed, epoch), so that a resumed epoch gets the
     same pairs."""
@@ -104,8 +103,6 @@ def epoch_examples(
             tgt_tok.sample(tgt_lines, cfg.subword_sampling, tgt_seed),
         )
         examples = within_length([Example(s, t) for s, t in sampled], cfg.max_len)
-    if cfg.concat_pairs:
-        examples = JoinedPairs.drawn(examples, cfg.concat_pairs, cfg.max_len, joined_pairs_seed(cfg, epoch))
     return examples
 
 
@@ -126,49 +123,9 @@ def related_choice(data: TrainData, cfg: TrainConfig, epoch: int, own_only: bool
 
 def side_lengths(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
     """(source lengths, target lengths) of every example, without <eos>."""
-    if isinstance(examples, (ShardPairs, JoinedPairs)):
+    if isinstance(examples, ShardPairs):
         return examples.lengths()
     return np.array([len(ex.src_ids) for ex in examples]), np.array([len(ex.tgt_ids) for ex in examples])
-
-
-class JoinedPairs(Sequence):
-    """The training pairs, then more made of two of them joined, source to source and target to
-    target (``train.concat_pairs``: Kondo et al., 2021, "Sentence concatenation approach to data
-    augmentation for NMT"): pairs as long as two sentences, and sentences in a context they
-    were not seen in. Built lazily from index pairs, so a memory-mapped corpus stays mapped."""
-
-    def __init__(self, base: Sequence[Example], joined: np.ndarray, base_lengths: tuple[np.ndarray, np.ndarray]):
-        self.base, self.joined = base, joined  # joined: (N, 2) indices into base
-        self.base_lengths = base_lengths  # side_lengths(base), measured once
-
-    @classmethod
-    def drawn(cls, base: Sequence[Example], share: float, max_len: int, seed: int) -> JoinedPairs:
-        """``share`` x len(base) joined pairs of two distinct random pairs whose joined sides
-        both fit in ``max_len`` (fewer when too few do)."""
-        wanted = round(share * len(base))
-        src, tgt = side_lengths(base)
-        rng = np.random.default_rng(seed)
-        chosen = np.empty((0, 2), dtype=np.int64)
-        for _ in range(8):  # draws that do not fit are drawn again
-            if len(chosen) >= wanted or len(base) < 2:
-                break
-            pairs = rng.integers(0, len(base), size=(2 * wanted, 2))
-            fits = (pairs[:, 0] != pairs[:, 1]) & (src[pairs].sum(1) <= max_len) & (tgt[pairs].sum(1) <= max_len)
-            chosen = np.concatenate([chosen, pairs[fits]])
-        return cls(base, chosen[:wanted], (src, tgt))
-
-    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        src, tgt = self.base_lengths
-        return np.concatenate([src, src[self.joined].sum(1)]), np.concatenate([tgt, tgt[self.joined].sum(1)])
-
-    def __len__(self) -> int:
-        return len(self.base) + len(self.joined)
-
-    def __getitem__(self, index: int) -> Example:  # type: ignore[override]  # no slices
-        if index < len(self.base):
-            return self.base[index]
-        first, second = (self.base[int(i)] for i in self.joined[index - len(self.base)])
-        return Example(first.src_ids + second.src_ids, first.tgt_ids + second.tgt_ids)
 
 
 def batch_lengths(examples: Sequence[Example]) -> list[int]:
@@ -181,8 +138,7 @@ def batch_lengths(examples: Sequence[Example]) -> list[int]:
 def epoch_batches(
     examples: Sequence[Example], cfg: TrainConfig, epoch: int, world: int = 1, done: Sequence[Sequence[int]] = ()
 ) -> list[list[int]]:
-    """This epoch's global batches: bucketed, and shuffled with a seed of (train.seed, epoch)
-    (in the first train.curriculum_epochs, short pairs first: nmt/data/curriculum.py).
+    """This epoch's global batches: bucketed, and shuffled with a seed of (train.seed, epoch).
     With ``world`` data-parallel processes each batch holds ``world`` times the sentences
     (and token budget); every process takes its share of each.
 
@@ -203,12 +159,7 @@ def _bucketed(lengths: list[int], indices: np.ndarray, cfg: TrainConfig, epoch: 
     else:
         subset, back = [lengths[i] for i in indices], indices.tolist()
     seed = cfg.seed * 1000 + epoch
-    # a curriculum orders the pairs given: for the rest of an epoch resumed under another number
-    # of processes, the pairs left, from the short ones (none is repeated or left out)
-    order = curriculum_order(subset, cfg.curriculum_epochs, epoch, seed)  # None: no curriculum (now)
-    batches = bucketed_batches(
-        subset, cfg.batch_size * world, seed=seed, batch_tokens=cfg.batch_tokens * world, order=order
-    )
+    batches = bucketed_batches(subset, cfg.batch_size * world, seed=seed, batch_tokens=cfg.batch_tokens * world)
     return batches if back is None else [[back[j] for j in batch] for batch in batches]
 
 

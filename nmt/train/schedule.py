@@ -67,11 +67,6 @@ def epoch_seeds(cfg: TrainConfig, epoch: int) -> tuple[int, int]:
     return seed, seed + 500
 
 
-def joined_pairs_seed(cfg: TrainConfig, epoch: int) -> int:
-    """The seed of ``epoch``'s joined pairs (train.concat_pairs)."""
-    return cfg.seed * 1000 + epoch + 250
-
-
 def related_seed(cfg: TrainConfig, epoch: int) -> int:
     """The seed of ``epoch``'s draw of related pairs (train.related_per_epoch)."""
     return cfg.seed * 1000 + epoch + 750

@@ -259,7 +259,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(device.type) if self.precision.loss_scaling else None
         self.control = RunControl(self.config.train, ddp, device)  # whether the run goes on, and why it ended
         self.epoch_length = 1  # batches in the epoch being trained (the budget schedule reads it)
-        self.trained: torch.nn.Module = self.model  # what the step calls; run() wraps it in DDP under torchrun
+        self.step_model: torch.nn.Module = self.model  # what the step calls; run() wraps it in DDP under torchrun
         self.pace_logged = False  # the epoch-length estimate is logged once per session
         self.loader = EpochLoader(data, ddp, self.config.train, device)  # kept across epochs (its workers too)
         self.settings_before = settings_before
@@ -276,7 +276,7 @@ class Trainer:
             resumed = self.start(resume)
             self.tell("on_start", resumed)
             self.control.start(self.progress)
-            self.trained = self.ddp.wrap(self.model, self.device)
+            self.step_model = self.ddp.wrap(self.model, self.device)
             signal = self.control.signal
             with signal.installed():
                 if self.parent is not None and self.progress.step == 0:
@@ -420,7 +420,7 @@ class Trainer:
         when the budget is spent, or when a validation inside it ends the run; a stop signal
         checkpoints and raises ``TrainingInterrupted``."""
         progress = self.progress
-        self.trained.train()
+        self.step_model.train()
         examples = epoch_examples(
             self.data, self.src_tok, self.tgt_tok, self.config.train, epoch, self.own_pair_only(epoch)
         )
@@ -487,7 +487,7 @@ class Trainer:
         if train.validate_every and progress.step % train.validate_every == 0:  # validates and checkpoints
             with meter.paused():  # tokens/s counts training only
                 self.validation(epoch, meter.stats(progress, self.ddp), "mid_epoch")
-            self.trained.train()
+            self.step_model.train()
             return not progress.stop_reason
         if (train.checkpoint_every and progress.step % train.checkpoint_every == 0) or verdict.checkpoint_due:
             meter.save_into(progress, self.ddp)
@@ -524,7 +524,7 @@ class Trainer:
         batch = word_dropout(batch.to(self.device), settings.word_dropout)
         try:
             result = train_step(
-                self.trained,
+                self.step_model,
                 batch,
                 self.optimizer,
                 self.config.train,
@@ -642,8 +642,6 @@ class Trainer:
         first_batches = epoch_batches(data.train, train, 1, ddp.world)
         padding = padding_fraction(first_batches, batch_lengths(data.train))
         self.log(f"{len(first_batches)} batches per epoch; padding is {100 * padding:.1f}% of batch positions.")
-        if train.curriculum_epochs:
-            self.log(f"Curriculum: short pairs first, every pair admitted after {train.curriculum_epochs:g} epoch(s).")
         if ddp.is_main:
             self.log_validation_estimate()
         if ddp.enabled:

@@ -3,13 +3,13 @@
 to eleventh measurements).
 
     bash scripts/main.sh                          # the parent: runs/eng-mar-cpu (not in any budget)
-    python scripts/small_data.py --seeds 1 2 3    # every variant below, with each seed
-    python scripts/small_data.py --report         # the table and a dozen outputs side by side
+    python scripts/studies/small_data.py --seeds 1 2 3    # every variant below, with each seed
+    python scripts/studies/small_data.py --report         # the table and a dozen outputs side by side
 
 Every variant is ``configs/eng-hin.yaml`` plus overrides, started from the one parent a user
 already has after ``bash scripts/main.sh`` (``--parent``), trained with each seed under its
 budget (5 minutes unless it says otherwise) and scored on the eng-hin test split (beam 5, all
-references) with the helpers of scripts/quality.py. Unlike scripts/transfer.py (a parent per
+references) with the helpers of scripts/studies/quality.py. Unlike scripts/studies/transfer.py (a parent per
 seed), the parent is fixed: the seeds measure the children's spread (a variant that names
 another parent says so, and how that parent is made). The variants that end in
 "one thread" are a screening: two of them trained side by side, a thread each. Finished runs
@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from quality import measure_seeds, prepared_dir, study_arguments, table, trained_and_scored
+from quality import check_variants, measure_seeds, prepared_dir, study_arguments, table, trained_and_scored
 from transfer import ONE_CHILD, PLAIN, side_by_side  # PLAIN: every variant the third measurement trained
 
 from nmt.config.schema import load_config
@@ -43,20 +43,11 @@ STRONG_PARENT = "runs/eng-mar/member-1"  # configs/eng-mar.yaml's first member (
 CONTINUED_PARENT = "runs/eng-mar-cpu-10min"
 TEACHER = "runs/eng-hin"  # `nmt prepare` and `nmt train --config configs/eng-hin.yaml`
 SYNTHETIC = Path("runs/small-data/eng-mar-english-3000.txt")  # written by synthetic_sample()
-SYNTHETIC_6000 = Path("runs/small-data/eng-mar-english-6000.txt")  # the same order: its first 3,000 are SYNTHETIC
 SELF_TRAINING_TEACHER = [f"data.distill_from={TEACHER}", "data.distill=keep"]
 SELF_TRAINING = [*SELF_TRAINING_TEACHER, f"data.synthetic_from={SYNTHETIC}"]
-# the teacher's most confident half of 6,000, each source word dropped with probability 0.1, the rest shuffled
-FILTERED_NOISY = [
-    *SELF_TRAINING_TEACHER,
-    f"data.synthetic_from={SYNTHETIC_6000}",
-    "data.synthetic_keep=0.5",
-    "data.synthetic_noise=0.1",
-]
-# FreeDict's English-Hindi headwords that eng-mar's English uses, three translations each: written by
-# scripts/freedict_lexicon.py (docs/small-data.md, tenth measurement, says how)
-LEXICON = Path("runs/small-data/freedict-eng-hin.tsv")
-LEXICON_ONE = Path("runs/small-data/freedict-eng-hin-one.tsv")  # single words, the first translation of each
+# The tenth measurement's word lists (data.lexicon) and the eleventh's chosen, noisy self-training
+# pairs (data.synthetic_keep, data.synthetic_noise) measured as losses, and the keys were removed
+# after commit e838812: check that commit out to run those variants again.
 
 
 @dataclass(frozen=True)
@@ -84,10 +75,6 @@ LEXICAL_FOUR = "transfer with the lexical model, four children ensembled, MBR ov
 PLAIN_FOUR_25 = "transfer, four children ensembled, 25 minutes, MBR over 8"
 EIGHTH = f"{LEXICAL_FOUR}, 50 dev sources (configs/eng-hin.yaml)"
 EIGHTH_25 = f"{PLAIN_FOUR_25}, 50 dev sources (configs/eng-hin-25min.yaml)"
-ELEVENTH = (
-    "transfer, four children ensembled, self-training: the teacher's most confident 3,000 of 6,000 sentences, noise "
-    "on their sources, 18 minutes, MBR over 8, 50 dev sources"
-)
 ELEVENTH_DISTILLED = (
     "transfer, four children ensembled, the teacher's translations of the training sources beside the human pairs, "
     "18 minutes, MBR over 8, 50 dev sources"
@@ -162,25 +149,14 @@ VARIANTS: dict[str, Variant] = {
     f"{EIGHTH_25}, scored on the 200 test sources": Variant(
         FOUR_PLAIN_CHILDREN, minutes=25.0, dev_size=50, scored_on=NINTH_25
     ),
-    # the tenth measurement: a word list (6,388 pairs; 2,778 single words) trained beside the pair's 2,054
-    f"{EIGHTH}, a FreeDict word list beside the pairs": Variant([f"data.lexicon={LEXICON}"], dev_size=50),
-    f"{EIGHTH}, a FreeDict word list of single words, one translation each, beside the pairs": Variant(
-        [f"data.lexicon={LEXICON_ONE}"], dev_size=50
-    ),
-    f"{EIGHTH_25}, a FreeDict word list beside the pairs": Variant(
-        [*FOUR_PLAIN_CHILDREN, f"data.lexicon={LEXICON}"], minutes=25.0, dev_size=50
-    ),
-    # the eleventh measurement: self-training with its pairs chosen and their sources noisy, the
-    # teacher configs/eng-hin.yaml's run (50 dev sources) by its own commands
-    ELEVENTH: Variant([*FOUR_PLAIN_CHILDREN, *FILTERED_NOISY], minutes=18.0, dev_size=50),
-    # and the teacher's translations of the pair's own sources beside the human pairs (Kim & Rush's
-    # sequence-level distillation of an ensemble, data.distill: add)
+    # the eleventh measurement: the teacher's translations of the pair's own sources beside the
+    # human pairs (Kim & Rush's sequence-level distillation of an ensemble, data.distill: add)
     ELEVENTH_DISTILLED: Variant(
         [*FOUR_PLAIN_CHILDREN, f"data.distill_from={TEACHER}", "data.distill=add"], minutes=18.0, dev_size=50
     ),
 }
 
-# The shipped configs and the variant each one is (tests/test_shipped_configs.py holds them to it).
+# The shipped configs and the variant each one is (nmt/recipes.yaml records what they measured).
 RECIPES = {
     config: next(name for name in VARIANTS if name.endswith(f"({config})"))
     for config in ("configs/eng-hin.yaml", "configs/eng-hin-mixed.yaml", "configs/eng-hin-25min.yaml")
@@ -192,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent", default="runs/eng-mar-cpu", help="the parent run (bash scripts/main.sh)")
     parser.add_argument("--report", action="store_true", help="print the table and the outputs; train nothing")
     args = parser.parse_args(argv)
+    if args.check:
+        return check_variants(
+            [(n, CONFIG, [*v.config_overrides, f"init_from={args.parent}"]) for n, v in VARIANTS.items()]
+        )
     results_path = Path(args.out) / "results.json"
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     if args.report:
@@ -207,14 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         if not all(best.is_file() for best in trained_weights_files(Path(TEACHER))):  # distill's own test
             print(f"No teacher at {TEACHER}: train configs/eng-hin.yaml by its own commands first.", file=sys.stderr)
             return 1
-        for path, count in ((SYNTHETIC, 3000), (SYNTHETIC_6000, 6000)):
+        for path, count in ((SYNTHETIC, 3000),):
             if any(f"data.synthetic_from={path}" in VARIANTS[name].overrides for name in args.variants):
                 synthetic_sample(path, count)
-    for lexicon in (LEXICON, LEXICON_ONE):
-        named = any(f"data.lexicon={lexicon}" in VARIANTS[name].overrides for name in args.variants)
-        if named and not lexicon.is_file():
-            print(f"No word list at {lexicon}: docs/small-data.md's tenth measurement writes it.", file=sys.stderr)
-            return 1
     device = select_device(args.device)
     for name in args.variants:
         variant = VARIANTS[name]

@@ -3,8 +3,8 @@
 synthetic corpus of N pairs built from the shipped eng-mar data (real sentences joined two by
 two, so each pair is new and the vocabulary is the real one).
 
-    python scripts/bench_large.py --pairs 1000000
-    python scripts/bench_large.py --pairs 1000000 3000000 --train-minutes 1
+    python scripts/bench/bench_large.py --pairs 1000000
+    python scripts/bench/bench_large.py --pairs 1000000 3000000 --train-minutes 1
 
 Each step runs as its own process (``nmt prepare``, ``nmt train --minutes M``); peak memory is
 the process's maximum resident set size. Writes into --work (default runs/bench-large).
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def build_corpus(path: Path, pairs: int, seed: int = 0) -> Path:
@@ -53,7 +53,7 @@ def timed(command: list[str]) -> tuple[float, float, int]:
     return time.perf_counter() - start, usage.ru_maxrss / 1024, child.returncode  # ru_maxrss: KiB on Linux
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, nargs="+", default=[1_000_000])
     parser.add_argument("--train-minutes", type=float, default=1.0)
@@ -85,7 +85,8 @@ def main() -> None:
     for pairs, size, p_s, p_mib, p_code, t_s, t_mib, t_code in rows:
         failed = "" if p_code == t_code == 0 else f" (exit codes {p_code}, {t_code})"
         print(f"| {pairs:,} | {size:.0f} | {p_s:.0f} | {p_mib:,.0f} | {t_s:.0f} | {t_mib:,.0f}{failed} |")
+    return int(any(row[4] or row[7] for row in rows))  # a failed prepare or training fails the benchmark
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

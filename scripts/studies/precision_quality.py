@@ -5,7 +5,7 @@ of steps) in float32, in bf16 autocast with the recurrences kept in float32 (wha
 with the recurrences in bf16 too (as PyTorch's autocast alone would run them); dev BLEU and
 chrF of each (greedy), and the time.
 
-    python scripts/precision_quality.py --config configs/eng-mar-cpu.yaml --epochs 2 --device cpu
+    python scripts/studies/precision_quality.py --config configs/eng-mar-cpu.yaml --epochs 2 --device cpu
 
 On a GPU pass --device cuda (and --dtype fp16 for an older GPU's policy). Each variant trains
 in its own run directory under runs/precision-quality/ (resumable: a finished one is read).

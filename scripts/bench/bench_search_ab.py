@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Beam and greedy search of this tree against another commit's, in one process, alternating.
 
-    python scripts/bench_search_ab.py --before HEAD~1 --checkpoint runs/eng-mar-cpu/checkpoints/best.pt
+    python scripts/bench/bench_search_ab.py --before HEAD~1 --checkpoint runs/eng-mar-cpu/checkpoints/best.pt
 
 The other commit's nmt/decoding/search.py is loaded beside this one (git show REV:path) and both
 decode the same eng-mar test sentences with the same model, batches and settings, one pass of
@@ -32,7 +32,7 @@ from nmt.data.references import read_references
 from nmt.decoding import search as search_now
 from nmt.runtime.loading import load_checkpoints
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_search_of(revision: str):

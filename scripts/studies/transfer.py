@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """From scratch against from a parent, on the 2,549-pair English-Hindi export (docs/transfer.md).
 
-    python scripts/transfer.py --seeds 1 2    # every variant below, 5 minutes each
+    python scripts/studies/transfer.py --seeds 1 2    # every variant below, 5 minutes each
 
 Each variant is a config plus overrides, trained under the same wall-clock budget with each seed
 and scored on the eng-hin test split (beam search, all references) with the helpers of
-scripts/quality.py. A transfer variant starts from a parent the script trains first under the
+scripts/studies/quality.py. A transfer variant starts from a parent the script trains first under the
 same budget and seed (``configs/eng-mar-cpu.yaml`` plus the parent's overrides, in RUNS/parents):
 seed N's child starts from seed N's parent, so the figures carry the parent's variance too.
 Finished runs are reused. Writes OUT/results.json and prints a markdown table, then a dozen test
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from quality import measure_seeds, study_arguments, table, train_run, trained_and_scored
+from quality import check_variants, measure_seeds, study_arguments, table, train_run, trained_and_scored
 
 from nmt.core.device import select_device
 from nmt.data.references import read_references
@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = study_arguments(__doc__, list(VARIANTS), "runs/transfer", "docs/transfer", "cpu")
     parser.add_argument("--report", action="store_true", help="print the table and the outputs; train nothing")
     args = parser.parse_args(argv)
+    if args.check:
+        return check_variants([(name, v.config, v.overrides) for name, v in VARIANTS.items()])
     device = select_device(args.device)
     results_path = Path(args.out) / "results.json"
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}

@@ -10,7 +10,7 @@ Writes into --out (default docs/attention/):
 Runs go to --runs (default runs/compare-attention/); an interrupted comparison picks up
 where it stopped. Example (about 20 minutes on a 2-core CPU):
 
-    python scripts/compare_attention.py --config configs/baseline/eng-mar-cpu.yaml --epochs 5
+    python scripts/studies/compare_attention.py --config configs/baseline/eng-mar-cpu.yaml --epochs 5
 """
 
 from __future__ import annotations

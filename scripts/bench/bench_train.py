@@ -6,13 +6,13 @@ Rows:
   nmt (config as given)                 this project's default decoder for the config
   nmt, JoeyNMT-equivalent               luong-concat + input feeding: JoeyNMT's RNN structure
   nmt, luong-general fast / step-by-step  the parallel teacher-forced path against the loop
-  JoeyNMT 2.3.0, own / our batches      when joeynmt is installed (see scripts/joeynmt_peer.py)
+  JoeyNMT 2.3.0, own / our batches      when joeynmt is installed (see scripts/bench/joeynmt_peer.py)
   nmt, encoder packed / padded          the config as given, with model.rnn_input=packed / padded
   nmt, compiled decoder step            the config as given, with train.compile=default (against the first row)
   nmt, GRU / LSTM / LSTM 2 + 2 layers   model.rnn: the config with each cell, and stacked
 
-    python scripts/bench_train.py --steps 200
-    python scripts/bench_train.py --device cuda --steps 500 --set train.batch_tokens=6000
+    python scripts/bench/bench_train.py --steps 200
+    python scripts/bench/bench_train.py --device cuda --steps 500 --set train.batch_tokens=6000
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def main() -> None:
         plan.append(("JoeyNMT 2.3.0, its own batching", args.set, dict(tool="joeynmt", batching="joeynmt")))
         plan.append(("JoeyNMT 2.3.0, our bucketed batches", args.set, dict(tool="joeynmt", batching="ours")))
     elif "peer" in args.rows:
-        print("(JoeyNMT not installed: no peer rows; see scripts/joeynmt_peer.py)")
+        print("(JoeyNMT not installed: no peer rows; see scripts/bench/joeynmt_peer.py)")
     if "encoder" in args.rows:
         plan.append(("nmt, encoder packed", args.set + ["model.rnn_input=packed"], dict()))
         plan.append(("nmt, encoder padded", args.set + ["model.rnn_input=padded"], dict()))

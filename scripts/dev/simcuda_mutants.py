@@ -5,7 +5,7 @@ Each mutant is one edit of nmt/ in a throwaway copy of the working tree; the tie
 CUDA allows must pass. Prints one line per case and exits non-zero if any case goes the
 wrong way. About three minutes on a 2-core CPU.
 
-    python scripts/simcuda_mutants.py
+    python scripts/dev/simcuda_mutants.py
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,17 @@ def tier_passes(tree: Path, tests: str) -> tuple[bool, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.parse_args()
+    parser.add_argument(
+        "--check", action="store_true", help="only check that every mutant's edit still applies to the tree (seconds)"
+    )
+    args = parser.parse_args()
+    if args.check:
+        for mutant in MUTANTS:
+            text = (ROOT / mutant.path).read_text(encoding="utf-8")
+            if text.count(mutant.before) != 1:
+                raise SystemExit(f"{mutant.name}: {mutant.path} no longer has the line to edit once: {mutant.before!r}")
+        print(f"all {len(MUTANTS)} mutants apply")
+        return 0
     wrong = 0
     cases = [Mutant("unedited", "", "", "", "test_float32_steps and packed-gru or test_search_on_cuda", False)]
     for mutant in cases + MUTANTS:

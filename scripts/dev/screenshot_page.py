@@ -2,7 +2,7 @@
 """A screenshot of `nmt serve`'s page with a trained model, taken by the browser the page test
 uses (Debian's chromium, headless, through chromedriver): README's picture.
 
-    python scripts/screenshot_page.py --config configs/eng-mar-cpu.yaml --text "Where is the station?"
+    python scripts/dev/screenshot_page.py --config configs/eng-mar-cpu.yaml --text "Where is the station?"
 
 It starts the server on a free loopback port, types the text, hovers one target subword,
 saves the picture and stops the server. With ``--lab FOLDER`` it also saves one picture per
@@ -73,9 +73,15 @@ def main(argv: list[str] | None = None) -> int:
         driver.execute_async_script("document.fonts.ready.then(arguments[0]);")  # the served Devanagari font
         driver.find_element(By.ID, "words").click()  # redraw once the font is there
         driver.find_element(By.ID, "words").click()
-        WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".heatmap svg rect"))
-        tokens = driver.find_elements(By.CSS_SELECTOR, ".translation .tok")
-        ActionChains(driver).move_to_element(tokens[min(args.hover, len(tokens) - 1)]).perform()
+        for _ in range(5):  # the page redrawn under the hover (a late translation) is tried again
+            try:
+                WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".heatmap svg rect"))
+                tokens = driver.find_elements(By.CSS_SELECTOR, ".translation .tok")
+                if tokens:
+                    ActionChains(driver).move_to_element(tokens[min(args.hover, len(tokens) - 1)]).perform()
+                break
+            except StaleElementReferenceException:
+                time.sleep(1)
         time.sleep(0.3)
         driver.save_screenshot(args.out)
         print(f"wrote {args.out}")

@@ -14,9 +14,9 @@ steps (each with its own batching, same data, same sizes) so that both have lear
 stop: the ratio then includes early stopping, as a user sees it. Batches: 64 sentences;
 ours sorted by length, JoeyNMT's in file order as its `translate` does.
 
-    python scripts/bench_decode.py --sentences 1000
-    python scripts/bench_decode.py --sentences 1000 --train-steps 1000
-    python scripts/bench_decode.py --checkpoint runs/eng-mar/checkpoints/best.pt
+    python scripts/bench/bench_decode.py --sentences 1000
+    python scripts/bench/bench_decode.py --sentences 1000 --train-steps 1000
+    python scripts/bench/bench_decode.py --checkpoint runs/eng-mar/checkpoints/best.pt
 """
 
 from __future__ import annotations

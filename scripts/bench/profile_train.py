@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where a training step spends its time: torch.profiler over N steps, top operators.
 
-python scripts/profile_train.py --config configs/eng-mar.yaml \
+python scripts/bench/profile_train.py --config configs/eng-mar.yaml \
     --set model.attention=luong-concat model.input_feeding=true
 """
 

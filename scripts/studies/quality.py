@@ -2,8 +2,8 @@
 """Translation quality per CPU-minute: train recipe variants under one wall-clock budget,
 with several seeds, and score each on the eng-mar test split (beam search, all references).
 
-    python scripts/quality.py --minutes 5 --seeds 1 2
-    python scripts/quality.py --minutes 5 --seeds 1 2 --variants baseline word-dropout-0.1
+    python scripts/studies/quality.py --minutes 5 --seeds 1 2
+    python scripts/studies/quality.py --minutes 5 --seeds 1 2 --variants baseline word-dropout-0.1
 
 Every run trains until the budget (train.epochs is lifted to 1000; early stopping still
 applies). A variant is training overrides (one run per seed) plus decoding overrides; variants that
@@ -27,6 +27,7 @@ from pathlib import Path
 from nmt.config.paths import RunPaths, prepared_paths, run_paths
 from nmt.config.schema import load_config
 from nmt.core.device import select_device
+from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.data.references import read_references
 from nmt.decoding.scoring import repeated_word_share, score
@@ -110,7 +111,7 @@ VARIANTS |= {  # the stutter guard's span on the best of them (a Marathi word is
 # the run), the stutter guard in search. RECIPES names the config file that ships each one.
 CHOSEN = ["train.label_smoothing=0.1", "train.patience=0"]
 GUARD = ["decode.no_repeat_span=6"]
-WIDTHS = ("encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")
+HIDDEN_WIDTHS = ("encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")  # all but embed_dim
 RECIPE_25 = [*HOLD, "model.attention=luong-concat", "model.input_feeding=true", "train.learning_rate=0.002", *CHOSEN]
 VARIANTS |= {
     "recipe: 256-wide luong, label smoothing 0.1, no repeated span <= 6": ([*LUONG_WIDE, *CHOSEN], GUARD),
@@ -131,7 +132,7 @@ VARIANTS |= {
     # 25 minutes: dev loss still falls at the end and dev BLEU stalls while the rate is held,
     # so the model is short of capacity or of annealing rather than over-fitting
     "recipe at 25 minutes, 384-wide": (
-        [*RECIPE_25, *(f"model.{key}=384" for key in WIDTHS)],
+        [*RECIPE_25, *(f"model.{key}=384" for key in HIDDEN_WIDTHS)],
         GUARD,
     ),
     "recipe at 25 minutes, hold 0.5": ([*RECIPE_25, "train.lr_hold=0.5"], GUARD),
@@ -174,12 +175,10 @@ VARIANTS |= {
     "weights of the last 5 checkpoints averaged": (DECAY, ["checkpoints:average:5"]),
     "weights of the last 3 checkpoints averaged": (DECAY, ["checkpoints:average:3"]),
     "last 3 checkpoints ensembled": (DECAY, ["checkpoints:ensemble:3"]),
-    "joined pairs, a quarter of the training set": (["train.concat_pairs=0.25"], []),
-}
-# Round 3, third measurement (docs/quality.md): a curriculum, and levers that buy more training in the budget
+}  # joined pairs (train.concat_pairs) ran here too: the key was removed after commit e838812
+# Round 3, third measurement (docs/quality.md): levers that buy more training in the budget (and a
+# curriculum, train.curriculum_epochs, whose key was removed after commit e838812)
 VARIANTS |= {
-    "curriculum over the first epoch": (["train.curriculum_epochs=1"], []),
-    "curriculum over the first two epochs": (["train.curriculum_epochs=2"], []),
     "batch 128, learning rate 0.003": (["train.batch_size=128", "train.learning_rate=0.003"], []),
     "one model (on configs/eng-mar.yaml: its members off)": (["train.members=1"], []),
     # without input feeding the decoder's recurrence runs over the whole target in one call
@@ -359,13 +358,32 @@ def study_arguments(description: str, variants: list[str], runs: str, out: str, 
     parser.add_argument("--runs", default=runs, help="where the runs go")
     parser.add_argument("--out", default=out, help="where results.json goes")
     parser.add_argument("--device", default=device)
+    parser.add_argument(
+        "--check", action="store_true", help="load every variant's config against today's package; train nothing"
+    )
     return parser
+
+
+def check_variants(configs: list[tuple[str, str, list[str]]]) -> int:
+    """(name, base config, overrides) of each variant, loaded as a run would load it: a key the
+    package no longer has (or a value it refuses) is named with its variant. Returns the exit status."""
+    failed = 0
+    for name, base, overrides in configs:
+        try:
+            load_config(base, [o for o in overrides if not o.startswith("checkpoints:")])
+        except NmtError as error:
+            print(f"{name}: {error}", file=sys.stderr)
+            failed += 1
+    print(f"{len(configs) - failed} of {len(configs)} variants load")
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = study_arguments(__doc__, list(VARIANTS), "runs/quality", "docs/quality", "auto")
     parser.add_argument("--config", default="configs/baseline/eng-mar-cpu.yaml", help="the recipe variants start from")
     args = parser.parse_args(argv)
+    if args.check:
+        return check_variants([(name, args.config, [*train, *decode]) for name, (train, decode) in VARIANTS.items()])
     device = select_device(args.device)
     runs = Path(args.runs) / f"{Path(args.config).stem}-{args.minutes:g}min"
     results_path = Path(args.out) / f"results-{Path(args.config).stem}-{args.minutes:g}min.json"

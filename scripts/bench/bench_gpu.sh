@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every CUDA figure of docs/benchmarks.md in one command, on a machine with an NVIDIA GPU
 # (JoeyNMT rows when joeynmt is installed; see docs/benchmarks.md). Run from the repository root:
-#   bash scripts/bench_gpu.sh 2>&1 | tee bench-gpu.txt
+#   bash scripts/bench/bench_gpu.sh 2>&1 | tee bench-gpu.txt
 # Each part runs even when one before it failed; the last lines say which failed (and the exit
 # status is 1 if any did). Resumable: run it again after an interruption and the training runs
 # go on where they stopped (a finished run is evaluated again, not retrained).
@@ -9,7 +9,7 @@
 # BENCH_GPU_SENTENCES and BENCH_GPU_TRAIN_STEPS size the throughput parts. A short GPU loan
 # (about 8 minutes for everything, start included) fits
 #   BENCH_GPU_MINUTES=1 BENCH_GPU_STEPS=100 BENCH_GPU_REPEATS=1 BENCH_GPU_SENTENCES=500 \
-#   BENCH_GPU_TRAIN_STEPS=300 bash scripts/bench_gpu.sh
+#   BENCH_GPU_TRAIN_STEPS=300 bash scripts/bench/bench_gpu.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 minutes=${BENCH_GPU_MINUTES:-5}
@@ -33,10 +33,10 @@ python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version
 part "gpu test tier" python -m pytest -q -m gpu -rs tests/test_gpu.py
 # 2. Training throughput: precision, batches by tokens, packed against padded encoder input,
 #    the compiled step, the cost of deterministic mode.
-part "training throughput" python scripts/bench_train.py --device cuda \
+part "training throughput" python scripts/bench/bench_train.py --device cuda \
   --rows default precision batching encoder compile deterministic peer --steps "$steps" --repeats "$repeats"
 # 3. Decoding throughput after 1000 training steps of each model, greedy and beam 5.
-part "decoding throughput" python scripts/bench_decode.py --device cuda --sentences "$sentences" \
+part "decoding throughput" python scripts/bench/bench_decode.py --device cuda --sentences "$sentences" \
   --train-steps "$train_steps" --repeats "$repeats"
 # 4. Quality and time to the best dev BLEU of configs/eng-mar.yaml as one model: float32 against
 #    mixed precision at the config's 64 sentences a batch, then float32 at 8,000-token batches with

@@ -2,7 +2,7 @@
 """A trained model on both engines over its test set: how many beam translations are the same,
 how far apart the scores of the same translations are, and each engine's sentences/s.
 
-    python scripts/onnx_parity.py --run runs/eng-mar-cpu          # beam 5, the whole test set
+    python scripts/bench/onnx_parity.py --run runs/eng-mar-cpu          # beam 5, the whole test set
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
-"""MkDocs hooks: the generated reference pages, added at build time so that no file holds a
-second copy of what the code declares — every config key from the config dataclasses
-(nmt/config/reference.py), every command and option from the Typer app itself."""
+"""The generated reference pages: every config key from the config dataclasses
+(nmt/config/reference.py), every command and option from the Typer app itself. They are
+committed (a repository host shows them; the README links them) and written by
+``python docs/reference_pages.py``; tests/test_docs.py fails when one is not current, so no
+page can hold a stale copy of what the code declares."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import typer.main
-from mkdocs.structure.files import File
 
 from nmt.cli import app
 from nmt.config.reference import markdown as config_markdown
@@ -40,7 +43,21 @@ def cli_markdown() -> str:
     return "\n".join(parts) + "\n"
 
 
-def on_files(files, config):
-    files.append(File.generated(config, "reference/config.md", content=config_markdown()))
-    files.append(File.generated(config, "reference/cli.md", content=cli_markdown()))
-    return files
+GENERATED = {"reference/config.md": config_markdown, "reference/cli.md": cli_markdown}
+
+
+def write_generated() -> list[Path]:
+    """Write the generated pages into docs/ (committed, so that they read on a repository host
+    too; tests/test_docs.py checks they are current). ``python docs/reference_pages.py`` runs it."""
+    docs = Path(__file__).resolve().parent
+    written = []
+    for name, make in GENERATED.items():
+        path = docs / name
+        path.write_text(make(), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write_generated():
+        print(f"wrote {path}")

@@ -3,7 +3,7 @@
 the time from opening the page to the model being ready, the first translation's time, and
 sentences/s over test sentences, beside the CLI's translations of the same sentences.
 
-    python scripts/bench_web.py --run runs/eng-mar-cpu --sentences 100
+    python scripts/bench/bench_web.py --run runs/eng-mar-cpu --sentences 100
 
 Needs chromium, chromium-driver and the runtime (`npm ci --prefix web`).
 """
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from nmt.config.paths import prepared_paths  # noqa: E402

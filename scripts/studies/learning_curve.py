@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """A learning curve: test BLEU against corpus size, one line per recipe (docs/small-data.md).
 
-    python scripts/learning_curve.py --sizes 1000 2500 5000 10000 --seeds 1 2
+    python scripts/studies/learning_curve.py --sizes 1000 2500 5000 10000 --seeds 1 2
 
 eng-mar is subsampled by English source (every translation of a sentence stays together, a
 seeded order of the sources): a subset of N pairs holds N training pairs plus the 200 dev and
@@ -24,7 +24,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from quality import prepared_dir, study_arguments, trained_and_scored
+from quality import check_variants, prepared_dir, study_arguments, trained_and_scored
 
 from nmt.core.device import select_device
 from nmt.core.fileio import write_text_atomic
@@ -103,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 2500, 5000, 10000])
     parser.add_argument("--hindi", action="store_true", help="also train each recipe on eng-hin")
     args = parser.parse_args(argv)
+    if args.check:
+        related = {name: [RELATED["eng-hin"]] if name == RELATED_RECIPE else [] for name in RECIPES}
+        return check_variants(
+            [(name, config, [*overrides, *HINDI, *related[name]]) for name, (config, overrides) in RECIPES.items()]
+        )
     device = select_device(args.device)
     out = Path(args.out)
     results_path = out / "curve.json"

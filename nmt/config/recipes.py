@@ -1,0 +1,163 @@
+"""What ``nmt init`` chooses, read from data: the recipes measured here (``nmt/recipes.yaml``) and
+the example corpora and configs the package ships (``nmt/examples``).
+
+No measured figure lives in Python: each recipe carries its settings, what was measured and
+the page that measured it, and a new measurement edits the YAML file. The examples are the
+checkout's ``configs/`` and ``data/eng-mar/`` (``nmt/examples`` links to them; a wheel holds
+copies), found where the package is installed, never relative to the working folder.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt.config.schema import MODEL_WIDTHS
+from nmt.core.errors import NmtError
+
+PACKAGE = Path(__file__).resolve().parents[1]
+RECIPES_FILE = PACKAGE / "recipes.yaml"
+EXAMPLES = PACKAGE / "examples"
+
+
+Sections = dict[str, dict[str, Any]]  # {section: {key: value}}, as in a config file
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Settings measured together for corpora of up to ``max_pairs`` pairs."""
+
+    name: str
+    max_pairs: int
+    settings: Sections  # the recipe's own keys, over the common ones
+    measured: str  # what it gave, as the config's comments quote it
+    page: str  # where it was measured
+    child_adds: Sections = field(default_factory=dict)  # a child of a parent adds these (--init-from)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Settings offered or used together, with what they gave."""
+
+    settings: Sections
+    measured: str
+    page: str = ""
+
+
+@dataclass(frozen=True)
+class Recipes:
+    common: Sections
+    by_size: list[Recipe]
+    split: dict[str, float]
+    transfer: Measured
+    lexical_measured: str
+    children: Measured
+    children_up_to_pairs: int
+    related_to_parent: Measured
+    related_from_scratch: Measured
+
+    def for_pairs(self, pairs: int) -> Recipe:
+        """The first recipe whose size holds a corpus of ``pairs`` pairs."""
+        return next(recipe for recipe in self.by_size if pairs <= recipe.max_pairs)
+
+
+def _recipe(raw: dict) -> Recipe:
+    settings = {section: dict(values) for section, values in raw["settings"].items()}
+    settings["model"] = {**dict.fromkeys(MODEL_WIDTHS, raw["width"]), **settings.get("model", {})}
+    return Recipe(raw["name"], raw["max_pairs"], settings, raw["measured"], raw["page"], raw.get("child_adds", {}))
+
+
+def _measured(raw: dict, page: str = "") -> Measured:
+    return Measured(raw.get("settings", {}), raw["measured"], raw.get("page", page))
+
+
+@functools.cache
+def recipes(path: Path = RECIPES_FILE) -> Recipes:
+    """The recipes file, read once."""
+    with open(path, encoding="utf-8") as handle:
+        raw = yaml.safe_load(handle)
+    transfer = raw["transfer"]
+    return Recipes(
+        common=raw["common"],
+        by_size=[_recipe(entry) for entry in raw["by_size"]],
+        split=raw["split"],
+        transfer=_measured(transfer),
+        lexical_measured=transfer["lexical_measured"],
+        children=_measured(transfer["children"], transfer["page"]),
+        children_up_to_pairs=transfer["children"]["up_to_pairs"],
+        related_to_parent=_measured(raw["related_to_parent"]),
+        related_from_scratch=_measured(raw["related_from_scratch"]),
+    )
+
+
+@dataclass(frozen=True)
+class ExampleCorpus:
+    """A corpus the package ships: its pair, its target's script, the config that trains on it
+    and the run that config trains; ``files`` are what ``nmt init --example`` copies (paths
+    relative to the examples' root, as a checkout has them)."""
+
+    name: str  # e.g. eng-mar
+    src_lang: str
+    tgt_lang: str
+    script: str
+    corpus: str
+    config: str
+    run_dir: str
+    files: tuple[str, ...]
+
+    @property
+    def path(self) -> Path:
+        """The corpus where this installation holds it."""
+        return EXAMPLES / self.corpus
+
+
+EXAMPLE_CORPORA = (
+    ExampleCorpus(
+        name="eng-mar",
+        src_lang="en",
+        tgt_lang="mr",
+        script="DEVANAGARI",
+        corpus="data/eng-mar/mar.txt",
+        config="configs/eng-mar-cpu.yaml",
+        run_dir="runs/eng-mar-cpu",
+        files=(
+            "data/eng-mar/mar.txt",
+            "data/eng-mar/sample.en",
+            "data/eng-mar/README.md",
+            "configs/eng-mar-cpu.yaml",
+            "configs/eng-mar.yaml",
+        ),
+    ),
+)
+
+
+def example_corpora() -> list[ExampleCorpus]:
+    """The example corpora this installation holds (a package built without them holds none)."""
+    return [corpus for corpus in EXAMPLE_CORPORA if corpus.path.is_file()]
+
+
+def copy_example(name: str, into: Path) -> list[Path]:
+    """Copy example ``name``'s corpus and configs into the folder ``into``, as a checkout lays them
+    out (their configs' relative paths then work from there); refused, before anything is
+    copied, where a file would be overwritten. Returns the files written."""
+    found = {corpus.name: corpus for corpus in EXAMPLE_CORPORA}
+    if name not in found:
+        raise NmtError(f"--example {name!r}: the examples are {', '.join(found)}.")
+    example = found[name]
+    missing = [file for file in example.files if not (EXAMPLES / file).is_file()]
+    if missing:
+        raise NmtError(f"This installation of nmt holds no {', '.join(missing)} (a package built without examples).")
+    taken = [into / file for file in example.files if (into / file).exists()]
+    if taken:
+        raise NmtError(f"{taken[0]} exists: nmt init --example never overwrites a file. Nothing was copied.")
+    written = []
+    for file in example.files:
+        (into / file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(EXAMPLES / file, into / file)
+        written.append(into / file)
+    return written
