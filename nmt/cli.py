@@ -330,12 +330,15 @@ def train(
     from nmt.train import distributed
     from nmt.train.launch import refuse_new_run_over_old
     from nmt.train.launch import train as train_models
+    from nmt.train.metrics import MetricsFile, RunSummary
     from nmt.train.state import TrainingInterrupted
 
     cfg = _load(config, set_)
     cfg.init_from = init_from or cfg.init_from
     if minutes is not None:
         cfg.train.max_minutes = minutes
+    elif resume:
+        _keep_the_runs_budget(cfg, set_, log=lambda msg: typer.echo(msg, err=True))
     requested = _device(cfg, device)
     ddp = distributed.setup(requested, cfg.train.ddp_timeout_minutes)  # under torchrun: join the process group
     try:
@@ -358,13 +361,41 @@ def train(
     if not ddp.is_main:
         return
     for model in trained:
-        name = f"{model.run_dir.name}: best" if len(trained) > 1 else "Best"
-        typer.echo(
-            f"{name} dev BLEU {model.best_bleu:.2f} (epoch {model.best_epoch}); "
-            f"learning curves in {RunPaths(model.run_dir).learning_curves}"
-        )
+        summary = RunSummary.of(MetricsFile(RunPaths(model.run_dir).metrics).read())
+        told = summary.best_line() if summary else "no validation"
+        told = f"{model.run_dir.name}: {told}" if len(trained) > 1 else told[0].upper() + told[1:]
+        typer.echo(f"{told}; learning curves in {RunPaths(model.run_dir).learning_curves}")
     if len(trained) > 1:
         typer.echo(f"Translation and evaluation of {cfg.run_dir} ensemble the members' best checkpoints.")
+
+
+BUDGET_KEYS = ("max_minutes",)  # the time budget; an epoch cap is the file's, as any other setting
+
+
+def _keep_the_runs_budget(cfg: Config, set_: list[str] | None, log) -> None:
+    """``--resume`` without ``--minutes``: the budget the run was started with (its own
+    config.yaml, ``--set`` included), not what the config file says now, unless ``--set``
+    gives one again. (Before, a run started with --set train.max_minutes=1 resumed to the
+    file's 5 minutes.)"""
+    from nmt.config.paths import run_paths
+    from nmt.config.schema import parse_override
+
+    run = run_paths(cfg)
+    if not run.config.is_file() or not run.trained_checkpoints():
+        return
+    given = {parse_override(text)[0] for text in set_ or []}
+    saved = yaml.safe_load(run.config.read_text(encoding="utf-8"))
+    train: dict = saved["train"] if isinstance(saved, dict) and isinstance(saved.get("train"), dict) else {}
+    for key in BUDGET_KEYS:
+        value = train.get(key)
+        if f"train.{key}" in given or value is None or value == getattr(cfg.train, key):
+            continue
+        log(
+            f"Resuming with the run's own train.{key}: {value} (from {run.config}; the config file says "
+            f"{getattr(cfg.train, key)}). --minutes M or --set train.{key}=... changes it (the budget counts the "
+            "whole run, resumes included)."
+        )
+        setattr(cfg.train, key, type(getattr(cfg.train, key))(value))
 
 
 def _say_how_to_resume(stopped: Exception, cfg: Config, config: Path, set_: list[str] | None) -> None:
@@ -562,7 +593,8 @@ def evaluate(
     if as_json:
         typer.echo(json.dumps(report, ensure_ascii=False))
         return
-    typer.echo(f"{name}: {report['num_sentences']} sentences, up to {report['num_references']} references each")
+    references = "1 reference" if report["num_references"] == 1 else f"up to {report['num_references']} references"
+    typer.echo(f"{name}: {report['num_sentences']} sentences, {references} each")
     for metric in ("bleu", "chrf", "ter"):
         typer.echo(f"{metric.upper():5s} {report[metric]:6.2f}   {report['signature'][metric]}")
     repeats = report["repeated_words"]
@@ -677,12 +709,13 @@ def serve(
     Open http://HOST:PORT/ in a browser; the API is under /api (docs/reference/api.md). Several --model
     folders are shown side by side; --config (with --checkpoint) serves a training run. Ctrl-C stops.
     """
-    from nmt.serve.app import LOCAL_HOSTS, build_app, run_server
+    from nmt.serve.app import LOCAL_HOSTS, bind, build_app, page_address, run_server
     from nmt.serve.requests import Limits
 
     translators = _served(config, set_, checkpoint, model, device, engine, tgt_lang)
     token = _serve_token(token, no_token)
-    address = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
+    listening = bind(host, port)  # before a word is printed: a busy port is an error, not an address
+    address = page_address(host, listening.getsockname()[1], token)
     typer.echo(f"Serving {', '.join(translators)} on {address} (Ctrl-C stops)", err=True)
     _warn_if_reachable(host, token)
     limits = Limits(
@@ -691,7 +724,7 @@ def serve(
         max_seconds=max_request_seconds or Limits.max_seconds,
     )
     hosts = (*LOCAL_HOSTS, *([host] if host not in ("0.0.0.0", "::") else []), *(allow_host or []))
-    run_server(build_app(translators, limits, token, hosts), host, port)
+    run_server(build_app(translators, limits, token, hosts), listening)
 
 
 def _served(config, set_, checkpoint, models, device, engine, tgt_lang) -> dict:
@@ -743,7 +776,7 @@ def export(
 ) -> None:
     """Write a self-contained model package: weights (safetensors), the resolved config, both
     SentencePiece models and a model card. Use it with `nmt translate --model OUT_DIR`. With
-    --onnx, the graphs are checked against PyTorch before they are kept (needs `pip install 'nmt[onnx]'`).
+    --onnx, the graphs are checked against PyTorch before they are kept (needs `pip install 'nmt-kit\\[onnx]'`).
     With --web, a folder any static file host serves: the page translates as you type and draws
     attention, offline (onnxruntime-web and SentencePiece in the page; `npm ci --prefix web` once)."""
     from nmt.core.locking import holding
@@ -784,19 +817,22 @@ def plot(
     """
     from nmt.config.paths import RunPaths
     from nmt.core.plotting import plot_timeline
+    from nmt.train.metrics import MetricsFile, RunSummary
     from nmt.train.timeline import read_timeline
 
     if image_format not in PLOT_SUFFIXES_BY_NAME:
         raise NmtError(f"--format: got {image_format!r}, expected one of {', '.join(PLOT_SUFFIXES_BY_NAME)}.")
     run = RunPaths(run_dir)
     drawn = _learning_curves(run_dir, output or run.learning_curves.with_suffix(f".{image_format}"))
-    if drawn is None:
+    summary = RunSummary.of(MetricsFile(run.metrics).read())
+    if drawn is None or summary is None:
         raise NmtError(f"No validation in {run.metrics} yet: it is written after the first epoch of `nmt train`.")
-    typer.echo(f"Wrote {drawn[0]} ({drawn[1]} epochs)")
+    typer.echo(f"Wrote {drawn[0]} ({summary.trained_line()}; {summary.best_line()})")
     records = read_timeline(run.timeline) if run.timeline.is_file() else []
     if records and records[0]["probes"]:
         path = run.timeline_plot.with_suffix(f".{image_format}")
-        typer.echo(f"Wrote {path} ({plot_timeline(records, path)} validations of the first probe sentence)")
+        count = plot_timeline(records, path)
+        typer.echo(f"Wrote {path} (the first probe sentence at the end of each of {count} whole epochs)")
 
 
 def _learning_curves(run_dir: Path, output: Path | None = None) -> tuple[Path, int] | None:

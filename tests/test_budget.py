@@ -91,23 +91,40 @@ def test_the_summary_counts_a_partial_epoch_in_the_training_time(tmp_path, monke
     trainer = make_trainer(tmp_path, ticking_steps(monkeypatch), max_minutes=5)
     trainer.progress.epoch, trainer.progress.best_epoch, trainer.progress.best_bleu = 6, 7, 36.9
     trainer.progress.train_seconds = 256.0  # six whole epochs
-    for epoch, seconds, partial in ((6, 256.0, {}), (7, 289.0, {"partial": True})):
-        trainer.metrics.append(
-            {"epoch": epoch, "step": 100 * epoch, "train_seconds": seconds, "dev_bleu": 36.9, **partial}
-        )
+    for epoch, seconds, partial in ((6, 256.0, {}), (7, 289.0, {"partial": True, "epochs": 6.5})):
+        record = {"epoch": epoch, "step": 100 * epoch, "train_seconds": seconds, "dev_bleu": 36.9, "best": True}
+        trainer.metrics.append({**record, **partial})
     trainer.log_summary("5-minute budget spent")
-    assert "best dev BLEU 36.90 at epoch 7 (after 289s of training); 289s of training." in (
-        trainer.run_dir.train_log.read_text(encoding="utf-8")
-    )
+    told = "best dev BLEU 36.90 at epoch 6.50 (after 289 s of training); 6.50 epochs, 289 s of training, 2 validations"
+    assert told in trainer.run_dir.train_log.read_text(encoding="utf-8")
 
 
 def test_cli_minutes_stops_cleanly_and_resume_goes_on(tmp_path, config_file):
     result = runner.invoke(app, ["train", "--config", str(config_file), "--minutes", "0.0001"])
     assert result.exit_code == 0, result.output
-    assert "budget spent after" in result.output
+    assert (
+        "budget spent after" in result.output and "--resume --minutes M goes on, M counting the whole" in result.output
+    )
     result = runner.invoke(app, ["train", "--config", str(config_file), "--minutes", "30", "--resume"])
     assert result.exit_code == 0, result.output
     assert "Resuming from" in result.output and "Training done (2 epochs)" in result.output
+
+
+def test_a_resume_keeps_the_budget_the_run_was_started_with(tmp_path, config_file):
+    """Started with --set train.max_minutes=..., a plain --resume keeps that budget (before, it
+    trained on to the config file's); a resume with nothing to do says so (before: "Training
+    done (0.5-minute budget spent...)")."""
+    started = runner.invoke(app, ["train", "--config", str(config_file), "--set", "train.max_minutes=0.0001"])
+    assert started.exit_code == 0 and "budget spent" in started.output, started.output
+    last = tmp_path / "run" / "checkpoints" / "last.pt"
+    steps = torch.load(last, weights_only=True)["progress"]["step"]
+    resumed = runner.invoke(app, ["train", "--config", str(config_file), "--resume"])  # the file says no budget
+    assert resumed.exit_code == 0, resumed.output
+    assert "Resuming with the run's own train.max_minutes: 0.0001" in resumed.output
+    assert "Nothing to train: the run had already ended" in resumed.output and "Training done" not in resumed.output
+    assert torch.load(last, weights_only=True)["progress"]["step"] == steps  # nothing trained
+    again = runner.invoke(app, ["train", "--config", str(config_file), "--resume", "--set", "train.max_minutes=0"])
+    assert again.exit_code == 0 and "Training done (2 epochs)" in again.output, again.output
 
 
 def record_rates(monkeypatch) -> list[float]:

@@ -307,3 +307,44 @@ def test_a_packages_decoding_settings_can_be_set_and_nothing_else(tmp_path, anki
         assert refused.exit_code == 1 and message in refused.stderr, refused.stderr
     out_of_range = run("translate", "--model", package, "--text", "hi", "--set", "decode.beam_size=100")
     assert out_of_range.exit_code == 1 and "decode.beam_size" in out_of_range.stderr
+
+
+def test_the_help_names_the_distribution_and_its_extras_as_typed():
+    """The name on PyPI is nmt-kit (`nmt` is another project's), and the terminal's markup no
+    longer eats the extra: before, `nmt export --help` said `pip install 'nmt'`."""
+    import tomllib
+    from pathlib import Path
+
+    from nmt import DISTRIBUTION
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["name"] == DISTRIBUTION == "nmt-kit"
+    shown = " ".join(runner.invoke(app, ["export", "--help"], terminal_width=200).output.split())
+    assert "pip install 'nmt-kit[onnx]'" in shown
+
+
+def test_a_config_read_from_another_folder_says_where_it_looked_and_a_runs_own_works(tmp_path):
+    """A config's relative paths are relative to the folder nmt runs in (as JoeyNMT's and
+    OpenNMT's are). From elsewhere, the error says so and where it looked (before: "Run `nmt
+    prepare` first" for a prepared run); the run's own config.yaml works from any folder."""
+    from .helpers import synthetic_pairs, write_anki
+
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    raw = tiny_config(home, write_anki(home / "pairs.tsv", synthetic_pairs()), run_dir="runs/en-mr")
+    raw["data"]["path"] = "pairs.tsv"  # relative, as nmt init writes it
+    raw["train"]["epochs"] = 1
+    (home / "en-mr.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+
+    def nmt(*args, cwd):
+        return subprocess.run([sys.executable, "-m", "nmt", *args], cwd=cwd, capture_output=True, text=True)
+
+    assert nmt("train", "--config", "en-mr.yaml", cwd=home).returncode == 0
+    lost = nmt("translate", "-c", str(home / "en-mr.yaml"), "--text", "I see tea.", cwd=elsewhere)
+    assert lost.returncode == 1 and "Traceback" not in lost.stderr
+    assert f"looked for in {elsewhere}" in lost.stderr and "relative to the folder nmt runs in" in lost.stderr
+    assert "Run `nmt prepare` first" not in lost.stderr
+    own = nmt("translate", "-c", str(home / "runs" / "en-mr" / "config.yaml"), "--text", "I see tea.", cwd=elsewhere)
+    assert own.returncode == 0 and own.stdout.strip(), own.stderr
+    assert nmt("evaluate", "-c", str(home / "runs" / "en-mr" / "config.yaml"), cwd=elsewhere).returncode == 0

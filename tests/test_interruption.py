@@ -27,7 +27,7 @@ def write_config(tmp_path: Path, name: str, **train) -> Path:
         data,
         run_dir=str(tmp_path / name),
         data={"prepared_dir": str(tmp_path / "prepared")},
-        train={"epochs": 4, "batch_size": 8, "threads": 1, "checkpoint_every": 3, **train},
+        train={"epochs": 4, "batch_size": 8, "threads": 1, "checkpoint_every": 3, "keep_checkpoints": 3, **train},
         model={"dropout": 0.2},
     )
     path = tmp_path / f"{name}.yaml"

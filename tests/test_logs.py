@@ -51,3 +51,37 @@ def test_a_run_logged_to_a_file_has_no_redraws_and_a_few_lines_per_epoch(tmp_pat
     assert len(epoch_lines) == epochs  # each epoch says how it went, once
     assert len(trained.splitlines()) <= 30 + 3 * epochs  # the setup, a line or few per epoch, the summary
     assert len(translated.splitlines()) == 200  # the translations, nothing else
+
+
+def test_the_console_the_summary_the_model_card_and_plot_count_epochs_and_seconds_alike(tmp_path):
+    """One run, four reports: before, the last console row said "epoch 6.50" and the summary
+    "best ... at epoch 7", the console 57 s of training and the card 49, nmt plot "7 epochs"
+    for 6.5. Now each is RunSummary's count of the run's records."""
+    import re
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    from .helpers import synthetic_pairs, tiny_config, write_anki
+
+    pairs = [(f"{s} ({k})", t) for k in range(12) for s, t in synthetic_pairs()]  # about 120 steps an epoch
+    raw = tiny_config(tmp_path, write_anki(tmp_path / "pairs.txt", pairs), train={"epochs": 50, "max_minutes": 0.1})
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    runner = CliRunner()
+    trained = runner.invoke(app, ["train", "--config", str(config)])
+    assert trained.exit_code == 0, trained.output
+    rows = [line for line in trained.stderr.splitlines() if re.match(r"^epoch\s+[\d.]+\s+train loss", line)]
+    last_epochs = rows[-1].split()[1]
+    done = re.search(r"Training done \(.*\): (best dev BLEU .*); (.* validations?)\.", trained.stderr)
+    assert done, trained.stderr[-2000:]
+    best, counted = done.groups()
+    assert counted.startswith(f"{last_epochs} epochs, ") and f"{len(rows)} validations" in counted
+    assert best[0].upper() + best[1:] in trained.stdout  # nmt train's own last line
+    plotted = runner.invoke(app, ["plot", str(tmp_path / "run")])
+    assert f"({counted}; {best})" in plotted.stdout, plotted.stdout
+    assert runner.invoke(app, ["export", str(tmp_path / "run"), str(tmp_path / "pkg")]).exit_code == 0
+    card = (tmp_path / "pkg" / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert counted in card and best in card

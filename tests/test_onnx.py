@@ -175,10 +175,10 @@ def test_a_package_without_graphs_or_the_engine_without_a_package_is_a_clear_err
 
 def test_without_onnxruntime_export_and_the_engine_say_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if the extra were not installed
-    with pytest.raises(NmtError, match=r"pip install 'nmt\[onnx\]'"):
+    with pytest.raises(NmtError, match=r"pip install 'nmt-kit\[onnx\]'"):
         export_graphs(small_model().eval(), tmp_path)
     assert not list(tmp_path.iterdir())  # refused before anything is written
-    with pytest.raises(NmtError, match=r"pip install 'nmt\[onnx\]'"):
+    with pytest.raises(NmtError, match=r"pip install 'nmt-kit\[onnx\]'"):
         OnnxModel(tmp_path, _Settings(small_model().config))
 
 

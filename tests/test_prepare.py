@@ -208,3 +208,20 @@ def test_data_an_earlier_format_prepared_is_kept_where_a_trained_model_depends_o
     said: list[str] = []
     assert prepare(config, log=said.append, show_bar=False).reused
     assert any("prepared by an earlier version of nmt (format 4)" in line for line in said), said
+
+
+def test_a_vocabulary_smaller_than_asked_is_said_and_one_too_small_for_the_characters_is_refused(tmp_path):
+    """Before, tokenizer.*_vocab_size: 2000 became 306 on a small corpus without a word, and a
+    vocabulary below the text's characters failed with SentencePiece's own internal message."""
+    data = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
+    raw = tiny_config(tmp_path, data, tokenizer={"src_vocab_size": 2000, "tgt_vocab_size": 2000})
+    report = prepare(config_from_dict(raw), log=lambda _: None, show_bar=False)
+    assert any(
+        "tokenizer.tgt_vocab_size asks for 2,000 pieces; the training text yields" in w for w in report.warnings()
+    )
+    assert "the training text yields" in report.summary()
+    letters = "".join(chr(0x0905 + i) for i in range(40)) + "".join(chr(0x4E00 + i) for i in range(400))
+    wide = write_anki(tmp_path / "wide.txt", [(f"word {i}", letters[i % len(letters)] * 3) for i in range(600)])
+    raw = tiny_config(tmp_path, wide, run_dir=str(tmp_path / "wide"), tokenizer={"tgt_vocab_size": 300})
+    with pytest.raises(NmtError, match=r"tokenizer.tgt_vocab_size is 300, but the training text has \d+ distinct"):
+        prepare(config_from_dict(raw), log=lambda _: None, show_bar=False)

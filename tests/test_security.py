@@ -271,14 +271,18 @@ def test_a_cross_site_post_is_refused_and_a_post_must_be_json(served):
 
 def test_nmt_serve_has_a_random_token_by_default_and_hides_it_from_the_log(runs, monkeypatch):
     started = {}
-    monkeypatch.setattr("nmt.serve.app.run_server", lambda served_app, host, port: started.update(app=served_app))
-    output = nmt("serve", "--model", str(runs["package"]))
+    def run_server(served_app, listening):
+        listening.close()
+        started.update(app=served_app)
+
+    monkeypatch.setattr("nmt.serve.app.run_server", run_server)
+    output = nmt("serve", "--model", str(runs["package"]), "--port", "0")
     token = output.split("?token=", 1)[1].split()[0]
     assert len(token) >= 20
     client = local_client(started["app"])
     assert client.get("/api/models").status_code == 401
     assert client.get("/api/models", headers={"Authorization": f"Bearer {token}"}).status_code == 200
-    assert "?token=" not in nmt("serve", "--model", str(runs["package"]), "--no-token")
+    assert "?token=" not in nmt("serve", "--model", str(runs["package"]), "--no-token", "--port", "0")
     record = logging.LogRecord(
         "uvicorn.access", logging.INFO, "", 0, '%s - "%s %s"', ("a", "GET", f"/?token={token}"), None
     )
@@ -425,3 +429,24 @@ def test_a_sentence_is_cut_at_its_own_length_limit_whatever_its_batch(beam_size)
     assert beside[0][0].tokens == alone.tokens
     assert len(alone.tokens) == int(4 * 1.5) + 2  # its own limit (3 subwords + <eos>)
     assert len(beside[1][0].tokens) == int(13 * 1.5) + 2
+
+
+def test_files_a_run_writes_have_the_mode_the_umask_asks_for(tmp_path):
+    """Under umask 022 a run's files were 0600 (atomic writes rename a private temporary file into
+    place) and a package's folder 0700; now what a plain open() and mkdir() would make."""
+    import stat
+
+    from nmt.core.fileio import UMASK
+
+    raw = tiny_config(tmp_path, write_anki(tmp_path / "pairs.txt", synthetic_pairs()), train={"epochs": 1})
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    nmt("train", "--config", str(config))
+    nmt("export", raw["run_dir"], str(tmp_path / "package"))
+    for root in (Path(raw["run_dir"]), tmp_path / "package"):
+        for path in [root, *root.rglob("*")]:
+            if path.is_symlink():
+                continue
+            mode = stat.S_IMODE(path.stat().st_mode)
+            expected = (0o777 if path.is_dir() else 0o666) & ~UMASK
+            assert mode == expected, f"{path}: {oct(mode)}, the umask asks for {oct(expected)}"

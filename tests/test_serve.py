@@ -1,7 +1,11 @@
 """`nmt serve`'s JSON API: every field, the attention it returns, prefixes, alternatives, and
 4xx/413 answers that name the field for every kind of bad request."""
 
+import json
 import math
+import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -173,8 +177,8 @@ def test_the_server_stops_cleanly_on_ctrl_c(tmp_path):
         port = sock.getsockname()[1]
     code = (
         "from pathlib import Path; from tests.helpers import random_translator; "
-        "from nmt.serve.app import build_app, run_server; "
-        f"run_server(build_app({{'m': random_translator(Path({str(tmp_path)!r}))}}), '127.0.0.1', {port})"
+        "from nmt.serve.app import bind, build_app, run_server; "
+        f"run_server(build_app({{'m': random_translator(Path({str(tmp_path)!r}))}}), bind('127.0.0.1', {port}))"
     )
     root = Path(__file__).resolve().parents[1]
     server = subprocess.Popen([sys.executable, "-c", code], cwd=root, stderr=subprocess.PIPE, text=True)
@@ -231,3 +235,95 @@ def test_a_body_nested_deeper_than_the_json_parser_goes_is_a_400(tmp_path):
     with local_client(build_app({"m": random_translator(tmp_path)})) as client:
         deep = raw_json(client, "/api/translate", '{"texts": ' + "[" * 200_000 + "]" * 200_000 + "}")
     assert deep.status_code == 400 and deep.json()["field"] == "body"
+
+
+def serve_process(package: Path, *args: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "nmt", "serve", "--model", str(package), *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_serve_prints_the_address_it_bound_and_a_busy_port_is_an_error_only(tmp_path):
+    """--port 0 printed http://127.0.0.1:0/ (uvicorn bound another); a busy port printed
+    "Serving on ..." before the bind error."""
+    from .test_security import nmt as run_nmt
+
+    raw_package = tmp_path / "package"
+    package_from_tiny_run(tmp_path, raw_package, run_nmt)
+    server = serve_process(raw_package, "--port", "0", "--no-token")
+    try:
+        line = server.stderr.readline()
+        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+        assert port > 0, line
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=30) as answer:
+            assert answer.status == 200
+        busy = subprocess.run(
+            [sys.executable, "-m", "nmt", "serve", "--model", str(raw_package), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert (
+            busy.returncode == 1
+            and "Serving" not in busy.stderr
+            and f"Port {port} on 127.0.0.1 is in use" in busy.stderr
+        )
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=30)
+
+
+def package_from_tiny_run(tmp_path: Path, package: Path, nmt) -> None:
+    import yaml
+
+    from .helpers import synthetic_pairs, tiny_config, write_anki
+
+    raw = tiny_config(tmp_path, write_anki(tmp_path / "pairs.txt", synthetic_pairs()), train={"epochs": 1})
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    nmt("train", "--config", str(tmp_path / "c.yaml"))
+    nmt("export", raw["run_dir"], str(package))
+
+
+def docs_curls(page: Path) -> list[str]:
+    """The curl commands of a page's bash blocks, continuation lines joined."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        commands += [line.split("  #")[0].strip() for line in joined.splitlines() if line.startswith("curl ")]
+    return commands
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="no curl on this machine")
+def test_every_curl_in_the_docs_works_against_a_default_server(tmp_path):
+    """The API and lab pages' curls, run as written against `nmt serve` with its token (before,
+    the first examples had none and got 401). The edit example's weights are the eng-mar model's
+    six source subwords: they are resized to this tiny model's count of the same sentence."""
+    from .test_security import nmt as run_nmt
+
+    package = tmp_path / "eng-mar-cpu"  # the model name the examples use
+    package_from_tiny_run(tmp_path, package, run_nmt)
+    server = serve_process(package, "--port", "0", "--token", "s3cret")
+    try:
+        port = int(server.stderr.readline().split("http://127.0.0.1:")[1].split("/")[0])
+        root = Path(__file__).resolve().parents[1]
+        commands = docs_curls(root / "docs" / "reference" / "api.md") + docs_curls(root / "docs" / "lab.md")
+        assert len(commands) >= 10
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=30):
+            pass
+        for command in commands:
+            command = command.replace("localhost:8000", f"127.0.0.1:{port}")
+            if "/api/lab/edit" in command:
+                probe = subprocess.run(
+                    ["curl", "-s", f"127.0.0.1:{port}/api/lab/saliency", "-H", "Authorization: Bearer s3cret", "-H",
+                     "Content-Type: application/json", "-d", '{"text": "Where is the station?"}'],
+                    capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                count = len(json.loads(probe.stdout)["saliency"])  # one weight per source subword
+                command = command.replace("[0, 0, 0, 1, 0, 0]", json.dumps([0] * (count - 1) + [1]))
+            done = subprocess.run(
+                ["bash", "-c", command], capture_output=True, text=True, env={**os.environ, "TOKEN": "s3cret"}
+            )
+            answer = json.loads(done.stdout)
+            assert done.returncode == 0 and "error" not in answer, (command, done.stdout[:300])
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=30)

@@ -138,20 +138,33 @@ def test_the_page_translates_like_the_cli_draws_attention_and_asks_no_other_host
     assert urls and all(u.startswith(url) or u.startswith(("data:", "blob:")) for u in urls), urls
 
 
-# The width of the translation drawn in the page's Devanagari face, and of as many characters no
-# font has (U+0378 is unassigned: always the missing-glyph box), Devanagari replaced one for one.
-RENDERED_WIDTHS = """
-const text = document.getElementById("translation").textContent;
-const context = document.createElement("canvas").getContext("2d");
-context.font = '40px "Served Devanagari", monospace';
-return [text, context.measureText(text).width,
-        context.measureText(text.replace(/[\u0900-\u097f]/g, "\u0378")).width];
+# The translation paragraph as it is on screen, and the same paragraph with its Devanagari replaced
+# one for one by U+0378 (unassigned: always the missing-glyph box), drawn with the same style:
+# their widths, and each as a PNG of the element.
+PARAGRAPH_AND_BOXES = """
+const shown = document.getElementById("translation");
+const boxes = shown.cloneNode(true);
+boxes.id = "as-boxes";
+boxes.textContent = shown.textContent.replace(/[\u0900-\u097f]/g, "\u0378");
+shown.after(boxes);
+const width = (element) => {
+  const range = document.createRange();
+  range.selectNodeContents(element);
+  return range.getBoundingClientRect().width;
+};
+return [shown.textContent, width(shown), width(boxes)];
 """
 
 
-def test_the_page_draws_devanagari_with_its_own_font_not_boxes(page, browser):  # noqa: F811
-    """The folder carries the Noto font of the target's script: on a machine with no Devanagari
-    font (as CI's chromium), the translation would otherwise be a row of missing-glyph boxes."""
+def test_the_page_draws_the_translation_in_its_own_font_not_boxes(page, browser):  # noqa: F811
+    """The folder carries the Noto font of the target's script, and the paragraph a person reads
+    is drawn with it on a machine with no Devanagari font (as CI's chromium). Before, the page
+    listed system-ui first: its fallback drew the paragraph as missing-glyph boxes though the
+    face had loaded (the heatmap's labels were fine, and a canvas test in the face passed)."""
+    import io
+
+    from matplotlib import image
+
     assert "fonts/devanagari.ttf" in (page / "page.css").read_text(encoding="utf-8")
     with static_server(page) as url:
         browser.get(f"{url}/index.html")
@@ -160,21 +173,37 @@ def test_the_page_draws_devanagari_with_its_own_font_not_boxes(page, browser):  
         box.clear()
         box.send_keys("we like tea.")
         wait_for(browser, lambda d: d.execute_script("return document.body.dataset.translated") not in (None, "0"))
-        loaded = browser.execute_async_script(
-            "const done = arguments[0]; document.fonts.load('16px \"Served Devanagari\"', 'क')"
-            ".then((faces) => done(faces.length)).catch(() => done(-1));"
-        )
-        text, drawn, boxes = browser.execute_script(RENDERED_WIDTHS)
-    assert loaded == 1  # the page's own face, from its own folder
+        browser.execute_async_script("document.fonts.ready.then(arguments[0]);")
+        text, drawn, boxes = browser.execute_script(PARAGRAPH_AND_BOXES)
+        shots = [browser.find_element("id", name).screenshot_as_png for name in ("translation", "as-boxes")]
     assert any("\u0900" <= char <= "\u097f" for char in text), text
-    assert abs(drawn - boxes) > 1.0, (text, drawn, boxes)
+    assert abs(drawn - boxes) > 2.0, (text, drawn, boxes)  # boxes are as wide as boxes
+    pixels = [image.imread(io.BytesIO(shot), format="png") for shot in shots]
+    height = min(p.shape[0] for p in pixels)
+    width = min(p.shape[1] for p in pixels)
+    differing = (abs(pixels[0][:height, :width] - pixels[1][:height, :width]).sum(-1) > 0.1).mean()
+    assert differing > 0.01, differing  # what a person sees is not the row of boxes
 
 
 def test_a_missing_runtime_is_a_clear_error_before_anything_is_written(run, tmp_path):
     out = tmp_path / "page"
-    with pytest.raises(NmtError, match=r"npm ci --prefix web"):
+    with pytest.raises(NmtError, match=r"looked in .*nowhere.*npm install onnxruntime-web@1.30.0 sentencepiece-js"):
         export_web(run[1], out, runtime=tmp_path / "nowhere")
     assert not out.exists()
+
+
+def test_the_runtime_is_found_where_npm_install_puts_it_in_the_working_folder(tmp_path, monkeypatch):
+    """An installed user runs `npm install ...` in their folder; before, nmt looked only in
+    site-packages/web/node_modules (the checkout's layout), where nothing ever is."""
+    from nmt.export import web_page
+
+    for name in RUNTIME_FILES:
+        (tmp_path / "node_modules" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "node_modules" / name).write_text("", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NMT_WEB_RUNTIME", raising=False)
+    monkeypatch.setattr(web_page, "CHECKOUT", tmp_path / "not-a-checkout")
+    assert find_runtime() == Path("node_modules")
 
 
 def test_the_files_the_export_copies_are_where_it_looks():
@@ -182,4 +211,4 @@ def test_the_files_the_export_copies_are_where_it_looks():
     from nmt.export import web_page
 
     assert (web_page.PAGE / "index.html").is_file() and web_page.HEATMAP.is_file()
-    assert web_page.SERVED_FONT_FACES.is_file() and web_page.CHECKOUT_RUNTIME.parent.name == "web"
+    assert web_page.SERVED_FONT_FACES.is_file() and (web_page.CHECKOUT / "web" / "package.json").is_file()

@@ -189,7 +189,9 @@ class TrainConfig:
     validate_every: int = 0
     checkpoint_minutes: float = 10.0  # also checkpoint inside an epoch after this many minutes without one (0 = off)
     ddp_timeout_minutes: float = 60.0  # under torchrun: how long a collective waits for the other processes
-    keep_checkpoints: int = 3  # step checkpoints kept besides last and best
+    # step checkpoints kept (last.pt and best.pt are links to two of them): `nmt average` wants more, a
+    # disk fewer; each is the size of the model and its optimizer state (about 38 MB for eng-mar)
+    keep_checkpoints: int = 1
     max_nonfinite: int = 10  # stop after this many steps in a row with a non-finite loss or gradient
     tensorboard: bool = False  # also log scalars and attention heatmaps to <run_dir>/tensorboard
     probes: int = 3  # the first N dev sentences' attention at each epoch's end, in <run_dir>/timeline.jsonl (0 = off)
@@ -672,7 +674,18 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     if requested_plugins():  # --plugin: as if the file listed them, so the run's config.yaml keeps them
         listed = raw["plugins"] if isinstance(raw.get("plugins"), list) else []
         raw["plugins"] = listed + [name for name in requested_plugins() if name not in listed]
-    return config_from_dict(raw, default_run_dir=str(Path("runs") / path.stem))
+    config = config_from_dict(raw, default_run_dir=str(Path("runs") / path.stem))
+    if is_run_config(path) and Path(config.run_dir).resolve() != path.parent.resolve():
+        config.run_dir = str(path.parent)  # a run's own config.yaml: the run is where it is, from any folder
+    return config
+
+
+def is_run_config(path: Path) -> bool:
+    """Whether ``path`` is the config.yaml a run saved beside its checkpoints (its own, or its members')."""
+    folder = path.parent
+    return path.name == "config.yaml" and (
+        (folder / "checkpoints").is_dir() or any(folder.glob("member-*/checkpoints"))
+    )
 
 
 def decoding_settings(

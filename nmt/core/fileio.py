@@ -17,6 +17,22 @@ from nmt.core.errors import NmtError
 BOM = b"\xef\xbb\xbf"
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it: set it straight back
+    os.umask(mask)
+    return mask
+
+
+UMASK = _current_umask()  # read once, at import (before any thread could race the two calls)
+
+
+def as_umask_allows(path: str | Path, directory: bool = False) -> None:
+    """Give ``path`` the mode a plain open() or mkdir() would have: temporary files and folders
+    are made private (0600, 0700), and renamed into place they would stay so, whatever the umask
+    says the user wants (a run's files 0600 under umask 022, before)."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~UMASK)
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success fsync it and rename it over ``path``.
@@ -32,6 +48,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
+        as_umask_allows(tmp)
         os.replace(tmp, path)
     finally:
         if tmp.exists():

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import importlib
 import io
+import re
 from collections.abc import Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 
 import sentencepiece as spm
 
-from nmt.core.errors import NmtError
+from nmt.core.errors import NmtError, relative_to_here
 from nmt.core.fileio import iter_lines, save_atomic, sha256_file
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -32,6 +33,9 @@ def tagged(texts: list[str], lang: str | None) -> list[str]:
     return texts if lang is None else [f"{target_tag(lang)} {text}" for text in texts]
 
 
+TOO_FEW_PIECES = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
+
+
 def train_sentencepiece(
     sentences: list[str],
     model_path: str | Path,
@@ -39,9 +43,11 @@ def train_sentencepiece(
     model_type: str,
     character_coverage: float,
     symbols: Sequence[str] = (),
+    key: str = "the vocabulary size",
 ) -> None:
     """Train a SentencePiece model on ``sentences`` and write ``model_path`` atomically;
-    ``symbols`` are pieces of their own, never cut (target tags)."""
+    ``symbols`` are pieces of their own, never cut (target tags). ``key`` names the config key
+    of ``vocab_size``, for the message when the text's characters need more pieces."""
     buffer = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
@@ -65,6 +71,13 @@ def train_sentencepiece(
             user_defined_symbols=list(symbols),  # none: the same model as without the option
         )
     except RuntimeError as exc:
+        needs = TOO_FEW_PIECES.search(str(exc))
+        if needs:  # a character SentencePiece keeps whole needs a piece of its own, and specials need theirs
+            raise NmtError(
+                f"{key} is {vocab_size}, but the training text has {needs.group(2)} distinct characters (with the "
+                f"special pieces) that need a piece each: raise {key} above {needs.group(2)}, or lower "
+                "tokenizer.character_coverage (rare characters then become bytes)."
+            ) from None
         raise NmtError(f"SentencePiece training for {model_path} failed: {exc}") from None
     save_atomic(model_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
 
@@ -118,7 +131,11 @@ class Tokenizer:
     def __init__(self, model_path: str | Path):
         self.path = Path(model_path)
         if not self.path.is_file():
-            raise NmtError(f"SentencePiece model not found: {self.path}. Run `nmt prepare` first.")
+            relative = relative_to_here(self.path)
+            raise NmtError(
+                f"SentencePiece model not found: {self.path}{relative}."
+                + ("" if relative else " Run `nmt prepare` first, if this run was never prepared.")
+            )
         try:
             self.processor = spm.SentencePieceProcessor(model_file=str(self.path))
         except (RuntimeError, OSError) as error:

@@ -14,7 +14,7 @@ from pathlib import Path
 from nmt.config.paths import CHECKPOINT_NAMES, PackagePaths, prepared_paths, run_paths
 from nmt.config.schema import Config, config_from_dict, save_config
 from nmt.core.errors import NmtError
-from nmt.core.fileio import fsync_file, refuse_link, write_lines_atomic, write_text_atomic
+from nmt.core.fileio import as_umask_allows, fsync_file, refuse_link, write_lines_atomic, write_text_atomic
 from nmt.data.languages import language_name
 from nmt.pipelines.prepare import load_report
 from nmt.runtime.checkpoint import translation_weights
@@ -28,6 +28,7 @@ from nmt.runtime.loading import (
     spm_hashes,
     weights_shapes,
 )
+from nmt.train.metrics import MetricsFile, RunSummary
 from nmt.train.timeline import read_timeline
 
 
@@ -36,7 +37,14 @@ def checkpoint_label(checkpoint: str) -> str:
     return checkpoint if checkpoint in CHECKPOINT_NAMES else Path(checkpoint).name
 
 
-def _model_card(config: Config, payload: dict, parameters: int, report: dict | None, scores: dict | None) -> str:
+def _model_card(
+    config: Config,
+    payload: dict,
+    parameters: int,
+    report: dict | None,
+    scores: dict | None,
+    summary: RunSummary | None = None,
+) -> str:
     m, progress, data, tok = config.model, payload.get("progress", {}), config.data, config.tokenizer
     vocabulary = (
         f"joint {tok.src_vocab_size} (shared embeddings)" if tok.joint else f"{tok.src_vocab_size}/{tok.tgt_vocab_size}"
@@ -63,12 +71,16 @@ def _model_card(config: Config, payload: dict, parameters: int, report: dict | N
             )
             + "."
         )
-    lines.append(
-        f"- **Training**: {progress.get('epoch', '?')} epoch(s), {progress.get('step', '?')} steps, "
-        f"{progress.get('train_seconds', 0):.0f} s of training; "
-        f"best dev BLEU {progress.get('best_bleu', float('nan')):.2f} "
-        f"(greedy) at epoch {progress.get('best_epoch', '?')}; hardware: {payload.get('hardware', 'not recorded')}."
-    )
+    hardware = f"hardware: {payload.get('hardware', 'not recorded')}"
+    if summary is not None:  # the run's own count, as its last log line and nmt plot give it
+        lines.append(f"- **Training**: {summary.trained_line()}; {summary.best_line()} (greedy); {hardware}.")
+    else:
+        lines.append(
+            f"- **Training**: {progress.get('epoch', '?')} epoch(s), {progress.get('step', '?')} steps, "
+            f"{progress.get('train_seconds', 0):.0f} s of training up to this checkpoint; best dev BLEU "
+            f"{progress.get('best_bleu', float('nan')):.2f} (greedy) at epoch {progress.get('best_epoch', '?')}; "
+            f"{hardware}."
+        )
     parent = payload.get("parent")
     if parent:
         own = f", test BLEU {parent['test_bleu']:.2f}" if parent.get("test_bleu") is not None else ""
@@ -126,8 +138,10 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = PackagePaths(Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent)))
+    as_umask_allows(staging.root, directory=True)  # mkdtemp's 0700 would stay the package's
     try:
         save_file(weights, str(staging.weights))
+        as_umask_allows(staging.weights)  # safetensors writes it private
         fsync_file(staging.weights)  # on disk before the folder's rename makes the package visible
         packaged = config_from_dict({**config.to_dict(), "run_dir": str(out_dir)})
         packaged.data.prepared_dir = str(out_dir)
@@ -149,7 +163,9 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
             "test_scores": {"bleu": scores["bleu"], "chrf": scores["chrf"]} if scores else None,
         }
         write_text_atomic(staging.manifest, json.dumps(manifest, indent=2))
-        write_text_atomic(staging.model_card, _model_card(config, payload, parameters, report, scores))
+        summary = RunSummary.of(MetricsFile(run_paths(config).metrics).read())
+        card = _model_card(config, payload, parameters, report, scores, summary)
+        write_text_atomic(staging.model_card, card)
         if out_dir.exists():
             out_dir.rmdir()
         staging.root.rename(out_dir)

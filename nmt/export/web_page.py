@@ -25,7 +25,7 @@ from pathlib import Path
 from nmt.config.paths import run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
-from nmt.core.fileio import write_text_atomic
+from nmt.core.fileio import as_umask_allows, write_text_atomic
 from nmt.core.fonts import SCRIPT_FONTS, script_font, script_of
 from nmt.data.languages import language_name
 from nmt.export.onnx_graphs import export_graphs
@@ -35,7 +35,7 @@ from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenize
 PACKAGE = Path(__file__).resolve().parents[1]  # nmt/
 PAGE = PACKAGE / "web"
 HEATMAP = PACKAGE / "serve" / "static" / "heat.js"
-CHECKOUT_RUNTIME = PACKAGE.parent / "web" / "node_modules"
+CHECKOUT = PACKAGE.parent  # a source checkout, where web/package.json pins the runtime
 # file in node_modules -> its name in runtime/
 RUNTIME_FILES = {
     "onnxruntime-web/dist/ort.wasm.min.js": "ort.wasm.min.js",
@@ -54,22 +54,27 @@ PAGE_DECODING = (
     "max_len_offset",
     "max_input_len",
 )
+RUNTIME_PACKAGES = "onnxruntime-web@1.30.0 sentencepiece-js@1.1.0"  # as web/package.json pins them
 INSTALL = (
-    "The page needs onnxruntime-web and sentencepiece-js from npm, installed once: `npm ci --prefix web` in a "
-    "checkout of nmt (web/package.json pins them), or `npm install onnxruntime-web@1.30.0 sentencepiece-js@1.1.0` "
-    "anywhere and --runtime path/to/node_modules."
+    "The page needs onnxruntime-web and sentencepiece-js from npm, installed once: "
+    f"`npm install {RUNTIME_PACKAGES}` in this folder (it makes ./node_modules, which nmt finds), or anywhere "
+    "with --runtime PATH/TO/node_modules (or $NMT_WEB_RUNTIME); in a checkout of nmt, `npm ci --prefix web`."
 )
 
 
 def find_runtime(runtime: Path | None = None) -> Path:
     """The node_modules folder holding every file of ``RUNTIME_FILES``: ``runtime``, else
-    $NMT_WEB_RUNTIME, else the checkout's web/node_modules."""
-    candidates = [Path(p) for p in (runtime, os.environ.get("NMT_WEB_RUNTIME")) if p] or [CHECKOUT_RUNTIME]
+    $NMT_WEB_RUNTIME, else ./node_modules (npm install in the working folder), else a source
+    checkout's web/node_modules (npm ci --prefix web); never a folder relative to where the
+    package is installed."""
+    given = [Path(p) for p in (runtime, os.environ.get("NMT_WEB_RUNTIME")) if p]
+    checkout = [CHECKOUT / "web" / "node_modules"] if (CHECKOUT / "web" / "package.json").is_file() else []
+    candidates = given or [Path("node_modules"), *checkout]
     for folder in candidates:
-        missing = [name for name in RUNTIME_FILES if not (folder / name).is_file()]
-        if not missing:
+        if all((folder / name).is_file() for name in RUNTIME_FILES):
             return folder
-    raise NmtError(f"{candidates[0]} lacks {', '.join(missing)}. {INSTALL}")
+    looked = ", ".join(str(folder.resolve()) for folder in candidates)
+    raise NmtError(f"No onnxruntime-web and sentencepiece-js found (looked in {looked}). {INSTALL}")
 
 
 def page_config(config: Config, src_tok, tgt_tok, graphs: dict) -> dict:
@@ -136,6 +141,7 @@ def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: 
     model.load_state_dict(weights)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    as_umask_allows(staging, directory=True)  # mkdtemp's 0700 would stay the page's
     try:
         (staging / "model").mkdir()
         graphs = export_graphs(model, staging / "model")

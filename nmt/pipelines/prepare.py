@@ -72,6 +72,7 @@ class PrepareReport:
     tokenizer_pairs: int = 0  # training pairs SentencePiece learned from (a seeded sample of a large corpus)
     added_pairs: int = 0  # training pairs a teacher added (self-training, distill: add): not learned by the tokenizers
     lone_cr: int = 0  # line breaks that were a lone carriage return, read as line breaks
+    vocabulary_notes: list[str] = field(default_factory=list)  # vocabularies smaller than asked, and why
     related: dict = field(default_factory=dict)  # data.related: what was mixed in (nmt.data.related.RelatedMix)
     reused: bool = False
 
@@ -124,7 +125,7 @@ class PrepareReport:
         ]
         if self.scripts_without_font:
             warnings.append(missing_font_warning(self.scripts_without_font))
-        return warnings
+        return warnings + self.vocabulary_notes
 
 
 def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> str:
@@ -241,16 +242,20 @@ def _prepare(config: Config, paths: PreparedPaths, force: bool, log, show_bar: b
         and related_child_tokenizers(config, paths, parent, distribution.sample, symbols(config.data), log)
     ):  # several targets from a parent of one of them: its tokenizers, extended
         src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+        notes = []
     elif parent is None or mix is not None:  # several targets: tokenizers of their own, with the tags
         src_tok, tgt_tok = _train_tokenizers(config, paths, distribution.sample, mix)
+        notes = vocabulary_notes(config, src_tok, tgt_tok)
         related = f" and {len(mix.src_sample):,} related ones" if mix is not None else ""
         log(f"SentencePiece trained on {len(distribution.sample):,} training pairs{related}; encoding the splits.")
     else:
         log(f"Tokenizers from the parent {parent.path} where they fit ({len(distribution.sample):,} pairs measured):")
         child_tokenizers(config, paths, parent, distribution.sample, log)
         src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+        notes = []
     lengths = _write_shards(paths, distribution.split_pairs, src_tok, tgt_tok, show_bar, source_tag(config.data))
     report = _report(config, input_sha256, corpus, found, distribution, lengths, src_tok, tgt_tok)
+    report.vocabulary_notes = notes
     if mix is not None:
         report.related = {**asdict(mix), "src_sample": len(mix.src_sample), "tgt_sample": len(mix.tgt_sample)}
         report.tokenizer_pairs += len(mix.src_sample)  # the related corpora's share of the tokenizers' sample
@@ -406,16 +411,33 @@ def _train_tokenizers(
     tags = symbols(config.data)
     if tok.joint:
         sentences = sides["src"] + sides["tgt"]
+        key = "tokenizer.src_vocab_size"
         train_sentencepiece(
-            sentences, paths.spm("src"), tok.src_vocab_size, tok.model_type, tok.character_coverage, tags
+            sentences, paths.spm("src"), tok.src_vocab_size, tok.model_type, tok.character_coverage, tags, key
         )
     else:
         for side, vocab_size in (("src", tok.src_vocab_size), ("tgt", tok.tgt_vocab_size)):
             side_tags = tags if side == "src" else []
+            key = f"tokenizer.{side}_vocab_size"
             train_sentencepiece(
-                sides[side], paths.spm(side), vocab_size, tok.model_type, tok.character_coverage, side_tags
+                sides[side], paths.spm(side), vocab_size, tok.model_type, tok.character_coverage, side_tags, key
             )
     return Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+
+
+def vocabulary_notes(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> list[str]:
+    """Where a vocabulary came out smaller than the config asks, and why: SentencePiece stops where
+    the training text has no more pieces worth one (a small corpus), and the model is built for
+    the pieces there are."""
+    tok = config.tokenizer
+    asked = {"src": tok.src_vocab_size, "tgt": tok.tgt_vocab_size}
+    found = {"src": src_tok.vocab_size, "tgt": tgt_tok.vocab_size}
+    return [
+        f"tokenizer.{side}_vocab_size asks for {asked[side]:,} pieces; the training text yields {found[side]:,} "
+        "(too few distinct words and parts of words for more): the model uses those."
+        for side in ("src", "tgt")
+        if found[side] < asked[side] and not (tok.joint and side == "tgt")
+    ]
 
 
 def _report(

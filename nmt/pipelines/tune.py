@@ -32,6 +32,7 @@ from typing import Any
 import torch
 import yaml
 
+from nmt import DISTRIBUTION
 from nmt.config.schema import MODEL_WIDTHS, Config, check_value, config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
@@ -575,7 +576,7 @@ def tune(config: Config, device: torch.device, space: dict | None = None, storag
     try:
         import optuna  # noqa: F401
     except ImportError:
-        raise NmtError("nmt tune needs Optuna: pip install 'nmt[tune]' (or pip install optuna).") from None
+        raise NmtError(f"nmt tune needs Optuna: pip install '{DISTRIBUTION}[tune]' (or pip install optuna).") from None
     check_budget(config)
     params = parse_space(space or config.tune.space or default_space(), config)
     root = Path(config.run_dir) / "tune"

@@ -22,7 +22,7 @@ import torch
 
 from nmt.config.paths import RunPaths
 from nmt.config.schema import Config, ModelConfig
-from nmt.core.errors import NmtError
+from nmt.core.errors import NmtError, relative_to_here
 from nmt.core.fileio import save_atomic
 
 FORMAT_VERSION = 1
@@ -120,7 +120,11 @@ UNSUPPORTED_GLOBAL = re.compile(r"unsupported(?: global:)? GLOBAL (\S+)", re.IGN
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
-        raise NmtError(f"Checkpoint not found: {path}. Train first (`nmt train`) or pass --checkpoint PATH.")
+        relative = relative_to_here(path)
+        raise NmtError(
+            f"Checkpoint not found: {path}{relative}."
+            + ("" if relative else " Train first (`nmt train`) or pass --checkpoint PATH.")
+        )
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import logging
 import re
+import socket
 import threading
 import time
 from dataclasses import asdict, replace
@@ -367,11 +369,41 @@ class HideToken(logging.Filter):
         return True
 
 
-def run_server(app: Starlette, host: str, port: int) -> None:
-    """Serve until Ctrl-C (uvicorn finishes the requests in flight, then returns)."""
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (0: a free port the system picks), bound before
+    the server starts, so that the address printed is the one bound and a busy port is refused
+    before anything says "Serving"."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise NmtError(
+                f"Port {port} on {host} is in use (another nmt serve?): give another with --port, or --port 0 "
+                "for a free one."
+            ) from None
+        raise NmtError(f"Cannot listen on {host}:{port}: {error.strerror}.") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def page_address(host: str, port: int, token: str) -> str:
+    """The page's address, as a browser opens it (an IPv6 host in brackets)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+
+
+def run_server(app: Starlette, listening: socket.socket) -> None:
+    """Serve on ``listening`` (``bind``) until Ctrl-C (uvicorn finishes the requests in flight,
+    then returns)."""
     import uvicorn
 
+    host, port = listening.getsockname()[:2]
     config = uvicorn.Config(app, host=host, port=port, log_level="info")  # configures uvicorn's loggers
     logging.getLogger("uvicorn.access").addFilter(HideToken())
     with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C after a clean shutdown
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[listening])

@@ -87,7 +87,10 @@ class RunControl:
             return progress.stop_reason
         if self.cfg.max_minutes and self.ddp.any(self.budget_spent(), self.device):
             minutes = f"{self.cfg.max_minutes:g}-minute budget"
-            return f"{minutes} spent after {progress.step} steps; --minutes M --resume goes on"
+            return (
+                f"{minutes} spent after {progress.step} steps; --resume --minutes M goes on, M counting the whole "
+                f"run's minutes (more than {self.cfg.max_minutes:g})"
+            )
         return None
 
 

@@ -70,6 +70,52 @@ def epochs_trained(record: dict) -> float:
     return record.get("epochs", record["epoch"])
 
 
+def epochs_label(epochs: float) -> str:
+    """7 -> "7", 6.5 -> "6.50": how every report writes a count of epochs."""
+    return f"{epochs:g}" if float(epochs).is_integer() else f"{epochs:.2f}"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run told from its records, the one count the console's last lines, ``nmt train``'s
+    summary, ``nmt plot`` and the model card all give (before, each counted on its own: "epoch
+    6.50" on the last line, "best at epoch 7" below it, "7 epochs" from nmt plot)."""
+
+    epochs: float  # trained, a partial last one included (6.5)
+    validations: int
+    train_seconds: float  # of the whole run, resumes included
+    best_bleu: float
+    best_epochs: float  # when the best validation was taken
+    best_seconds: float  # training seconds up to it
+
+    @classmethod
+    def of(cls, records: list[dict]) -> RunSummary | None:
+        if not records:
+            return None
+        flagged = [r for r in records if r.get("best")]  # the last is the validation best.pt holds
+        best = flagged[-1] if flagged else max(records, key=lambda r: r["dev_bleu"])
+        last = records[-1]
+        return cls(
+            epochs_trained(last),
+            len(records),
+            last["train_seconds"],
+            best["dev_bleu"],
+            epochs_trained(best),
+            best["train_seconds"],
+        )
+
+    def best_line(self) -> str:
+        return (
+            f"best dev BLEU {self.best_bleu:.2f} at epoch {epochs_label(self.best_epochs)} "
+            f"(after {self.best_seconds:.0f} s of training)"
+        )
+
+    def trained_line(self) -> str:
+        seconds = f"{self.train_seconds:.0f} s of training"
+        validations = f"{self.validations} validation" + ("s" if self.validations != 1 else "")
+        return f"{epochs_label(self.epochs)} epochs, {seconds}, {validations}"
+
+
 class MetricsFile:
     """Records appended one line each. A crash (or a VM that dies) mid-write can leave a last
     line cut short: readers skip it, and the next append or trim drops it."""

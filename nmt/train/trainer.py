@@ -50,7 +50,7 @@ from nmt.train.data import (
     load_train_data,
 )
 from nmt.train.distributed import Distributed
-from nmt.train.metrics import MetricsFile, RunLog, ValidationRecord
+from nmt.train.metrics import MetricsFile, RunLog, RunSummary, ValidationRecord
 from nmt.train.optim import EmaWeights, build_optimizer
 from nmt.train.schedule import learning_rate, step_settings
 from nmt.train.state import (
@@ -274,6 +274,7 @@ class Trainer:
         reason = "failed before it started"
         try:
             resumed = self.start(resume)
+            steps_before = self.progress.step  # a resume that trains nothing says so, not "Training done"
             self.tell("on_start", resumed)
             self.control.start(self.progress)
             self.step_model = self.ddp.wrap(self.model, self.device)
@@ -288,7 +289,10 @@ class Trainer:
                             f"Training stopped by {signal.signal_name} after epoch {self.progress.epoch}."
                         )
             reason = ended
-            self.log_summary(ended)
+            if resumed and self.progress.step == steps_before:
+                self.log(f"Nothing to train: the run had already ended ({ended}). Its checkpoints are as they were.")
+            else:
+                self.log_summary(ended)
             return self.progress
         except TrainingInterrupted as error:
             reason = f"interrupted: {error}"
@@ -691,26 +695,14 @@ class Trainer:
             )
 
     def log_summary(self, reason: str) -> None:
-        """The run's last line: why it ended, its best validation and its time."""
+        """The run's last line: why it ended, its best validation and its time (``RunSummary``:
+        the figures nmt plot and the model card give too)."""
         progress = self.progress
         if progress.nonfinite_steps:
             self.log(f"{progress.nonfinite_steps} update(s) were skipped for a non-finite loss or gradient.")
-        records = self.metrics.read()
-        best = [  # the best epoch's records up to the best validation (older checkpoints lack best_step)
-            r
-            for r in records
-            if r["epoch"] == progress.best_epoch and (not progress.best_step or r["step"] <= progress.best_step)
-        ]
-        to_best = f" (after {best[-1]['train_seconds']:.0f}s of training)" if best else ""
-        where = f"epoch {progress.best_epoch}"
-        if best and best[-1].get("mid_epoch"):
-            where = f"epoch {best[-1]['epochs']:.2f} (step {best[-1]['step']})"
-        # the last record also counts a partial epoch the budget cut short; progress counts whole epochs
-        trained = records[-1]["train_seconds"] if records else progress.train_seconds
-        self.log(
-            f"Training done ({reason}): best dev BLEU {progress.best_bleu:.2f} at {where}{to_best}; "
-            f"{trained:.0f}s of training. Checkpoints in {self.run_dir.checkpoints}."
-        )
+        summary = RunSummary.of(self.metrics.read())
+        told = f"{summary.best_line()}; {summary.trained_line()}" if summary else "no validation"
+        self.log(f"Training done ({reason}): {told}. Checkpoints in {self.run_dir.checkpoints}.")
 
 
 def plateau_position(scheduler_state: dict, cfg: TrainConfig) -> tuple[int, int]:
