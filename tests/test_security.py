@@ -271,6 +271,7 @@ def test_a_cross_site_post_is_refused_and_a_post_must_be_json(served):
 
 def test_nmt_serve_has_a_random_token_by_default_and_hides_it_from_the_log(runs, monkeypatch):
     started = {}
+
     def run_server(served_app, listening):
         listening.close()
         started.update(app=served_app)
