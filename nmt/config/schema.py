@@ -22,10 +22,11 @@ from nmt.config.measured import removed_keys
 from nmt.core.device import DEVICE_NAMES, PRECISION_NAMES
 from nmt.core.errors import NmtError
 from nmt.core.plugins import load_config_plugins, requested_plugins
-from nmt.core.registry import ATTENTIONS, CALLBACKS, CELLS, STRATEGIES
+from nmt.core.registry import ARCHITECTURES, ATTENTIONS, CALLBACKS, CELLS, STRATEGIES
 
 # Allowed values come from the registries, read when a config is validated: a new attention
 # (nmt/model/attention.py) or cell (nmt/model/cells.py) is one entry there, nothing here.
+ArchName = Annotated[str, ARCHITECTURES]
 AttentionName = Annotated[str, ATTENTIONS]
 CellName = Annotated[str, CELLS]
 StrategyName = Annotated[str, STRATEGIES]
@@ -110,11 +111,14 @@ class TokenizerConfig:
 
 @dataclass
 class ModelConfig:
-    embed_dim: int = 256  # source and target embedding size
+    # the model family: rnn (Bahdanau's or Luong's recurrent encoder-decoder) or transformer
+    # (Vaswani et al.: attention only); each reads its own keys below and the shared ones
+    arch: ArchName = "rnn"
+    embed_dim: int = 256  # source and target embedding size (the Transformer's width throughout)
     encoder_hidden: int = 256  # per direction; encoder states are 2x this wide
-    encoder_layers: int = 1  # stacked bidirectional encoder layers
+    encoder_layers: int = 1  # stacked bidirectional encoder layers (Transformer: encoder layers)
     decoder_hidden: int = 256  # the decoder cell's size
-    decoder_layers: int = 1  # stacked cells; the top layer's h queries the attention
+    decoder_layers: int = 1  # stacked cells; the top layer's h queries the attention (Transformer: decoder layers)
     rnn: CellName = "gru"  # the recurrent cell of encoder and decoder: gru | lstm
     attention: AttentionName = "bahdanau"  # luong-* use Luong's decoder order; none = Cho et al.
     attention_window: WindowName = "global"  # global, or Luong et al.'s local-m / local-p windows (not with none)
@@ -135,6 +139,12 @@ class ModelConfig:
     # call per direction with each sentence reversed within its length (docs/benchmarks.md);
     # auto: padded on Apple's MPS (packed sequences have open faults there), packed elsewhere
     rnn_input: RnnInput = "auto"
+    # Transformer only (nmt/model/transformer.py): pre-norm layers, embed_dim wide
+    heads: int = 4  # attention heads in every layer; embed_dim must divide by it
+    ff_dim: int = 1024  # the feed-forward network's inner width
+    attention_dropout: float = 0.1  # dropout on the attention weights (dropout: on embeddings and residuals)
+    activation_dropout: float = 0.0  # dropout inside the feed-forward network, after its ReLU
+    positions: Literal["sinusoidal", "learned"] = "sinusoidal"  # how a position is encoded: a function or a table
 
 
 # The model's widths, which recipes set together (nmt init's `width`, nmt tune's model.width).
@@ -164,8 +174,10 @@ class TrainConfig:
     # counting as better (0 = none: train to the end)
     patience: int = 5
     max_minutes: float = 0.0  # wall-clock budget for the whole run, resumes included (0 = none); `--minutes`
-    # budget: linear decay over the run, i.e. train.max_minutes or train.epochs, whichever ends it first
-    lr_schedule: Literal["plateau", "budget"] = "plateau"
+    # budget: linear decay over the run, i.e. train.max_minutes or train.epochs, whichever ends it first;
+    # inverse_sqrt: Vaswani et al.'s, falling as 1/sqrt(step) after train.lr_warmup steps
+    lr_schedule: Literal["plateau", "budget", "inverse_sqrt"] = "plateau"
+    lr_warmup: int = 0  # the first N steps ramp the learning rate up linearly (a Transformer needs it; 0 = none)
     lr_hold: float = 0.0  # budget schedule: share of the run at the full learning rate before the decay
     lr_patience: int = 1  # plateau: validations without a better dev BLEU (as patience) before the LR is reduced
     lr_factor: float = 0.5  # plateau: the learning rate is multiplied by this when dev BLEU stalls
@@ -312,6 +324,10 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "model.output_dim": _between(1, MAX_WIDTH),
     "model.dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "model.encoder_output_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "model.heads": _between(1, 64),
+    "model.ff_dim": _between(1, 4 * MAX_WIDTH),
+    "model.attention_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "model.activation_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.epochs": _POSITIVE,
     "train.batch_size": _POSITIVE,
     "train.batch_tokens": _NON_NEGATIVE,
@@ -321,6 +337,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.label_smoothing": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.word_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.lr_hold": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "train.lr_warmup": _NON_NEGATIVE,
     "train.ema_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = off)"),
     "train.subword_sampling": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
     "train.max_len": _POSITIVE,
@@ -514,6 +531,13 @@ def apply_overrides(raw: dict, overrides: list[str]) -> None:
 def check_model_combination(model: ModelConfig) -> None:
     """Refuse settings that each make sense alone but not together (what an attention can do
     is on its registry entry)."""
+    if model.arch == "transformer":
+        if model.embed_dim % model.heads:
+            raise NmtError(
+                f"model.heads={model.heads} splits model.embed_dim ({model.embed_dim}) among the heads: "
+                f"embed_dim must divide by it (e.g. heads: {max(h for h in (1, 2, 4, 8) if model.embed_dim % h == 0)})."
+            )
+        return
     kind = ATTENTIONS[model.attention]
     if not kind.takes_window and model.attention_window != "global":
         raise NmtError(
@@ -541,6 +565,25 @@ def check_model_combination(model: ModelConfig) -> None:
         )
 
 
+def keys_not_read(model: ModelConfig) -> list[str]:
+    """The keys of another model family set away from their defaults (``model.attention:
+    luong-concat`` on a Transformer): the model does not read them, and the training log says so.
+    Not refused, so that ``--set model.arch=transformer`` tries a Transformer on an RNN's config.
+    A width equal to ``embed_dim`` is not counted (nmt tune's ``model.width`` sets them all)."""
+    own = set(ARCHITECTURES[model.arch].config_keys)
+    defaults = ModelConfig()
+    unread = []
+    for name in ARCHITECTURES:
+        for key in ARCHITECTURES[name].config_keys:
+            value = getattr(model, key)
+            if key in own or key in unread or value == getattr(defaults, key):
+                continue
+            if key in MODEL_WIDTHS and value == model.embed_dim:
+                continue
+            unread.append(key)
+    return unread
+
+
 def config_from_dict(raw: dict, default_run_dir: str = "", trained: bool = False) -> Config:
     """Validate a raw mapping into a ``Config``. Required keys must be present. The plugins it
     names are imported first, if this command trusts them (nmt/core/plugins.py): the names they
@@ -557,6 +600,7 @@ def config_from_dict(raw: dict, default_run_dir: str = "", trained: bool = False
         if not _has_key(raw, key):
             raise NmtError(f"Config key '{key}' is required but missing. Required keys: {', '.join(REQUIRED_KEYS)}.")
     check_model_combination(config.model)
+    check_schedule(config)
     for name in config.train.callbacks:
         if name not in CALLBACKS:
             raise NmtError(
@@ -574,6 +618,28 @@ def config_from_dict(raw: dict, default_run_dir: str = "", trained: bool = False
             f"{config.tokenizer.tgt_vocab_size})."
         )
     return config
+
+
+def check_schedule(config: Config) -> None:
+    """The training settings a model family or a schedule cannot take."""
+    train = config.train
+    if train.lr_schedule == "inverse_sqrt" and not train.lr_warmup:
+        raise NmtError(
+            "Config key 'train.lr_schedule': inverse_sqrt falls as 1/sqrt(step) from the end of the warm-up: "
+            "set 'train.lr_warmup' to its length in steps (e.g. 1000)."
+        )
+    if config.model.arch == "transformer":
+        if train.teacher_forcing < 1.0:
+            raise NmtError(
+                "Config key 'train.teacher_forcing': a Transformer trains all target positions at once, from the "
+                "gold tokens; scheduled sampling (teacher_forcing < 1) is the RNN's. Leave it at 1."
+            )
+        rnn_parts = sorted(set(train.freeze) & {"bridge", "attention"})
+        if rnn_parts:
+            raise NmtError(
+                f"Config key 'train.freeze': {', '.join(rnn_parts)} are parts of the RNN; a Transformer's are "
+                "src_embeddings, tgt_embeddings, embeddings, encoder and decoder."
+            )
 
 
 def check_related_schedule(config: Config) -> None:

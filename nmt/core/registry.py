@@ -1,5 +1,5 @@
-"""The registries: one per kind of thing a config names (attention, cell, engine, callback,
-decoding strategy). Each maps a name to an entry and is filled by the modules that define
+"""The registries: one per kind of thing a config names (model family, attention, cell, engine,
+callback, decoding strategy). Each maps a name to an entry and is filled by the modules that define
 the entries, with a decorator or ``register(name, entry)``::
 
     @CELLS.register("elman")
@@ -79,6 +79,9 @@ class Registry(MutableMapping[str, Entry], Generic[Entry]):
         return f"Registry({self.kind!r}: {', '.join(self._entries)})"
 
 
+# model.arch: a model class, made as ``Class(model_config, src_vocab_size, tgt_vocab_size,
+# joint_vocabulary)``, with ``forward``, ``encode`` and ``decode_step`` (nmt/model/seq2seq.py, transformer.py)
+ARCHITECTURES: Registry[Any] = Registry("architecture", ("nmt.model.seq2seq", "nmt.model.transformer"))
 # model.attention: an AttentionKind (nmt/model/attention.py)
 ATTENTIONS: Registry[Any] = Registry("attention", ("nmt.model.attention",))
 # model.rnn: a RecurrentStack class (nmt/model/cells.py)

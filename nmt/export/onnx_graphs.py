@@ -18,9 +18,11 @@ from pathlib import Path
 
 import torch
 
+from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import disk_full
 from nmt.data.tokenizer import PAD_ID
+from nmt.model.base import TranslationModel
 from nmt.model.graphs import DecoderStepGraph, EncoderGraph, memory_names, state_names
 from nmt.model.seq2seq import Seq2Seq
 from nmt.runtime.onnx_engine import GRAPHS, graph_file, onnxruntime_module
@@ -65,9 +67,22 @@ def _export(module: torch.nn.Module, args: tuple, path: Path, inputs: list[str],
     path.write_bytes(buffer.getvalue())
 
 
-def export_graphs(model: Seq2Seq, out_dir: Path) -> dict:
+def check_exportable(config: Config, what: str) -> None:
+    """Refuse, before anything is written, a model the graphs cannot hold yet: the graphs are the
+    RNN's (a Transformer's decoder step with its key/value cache comes with the lab's heads)."""
+    if config.model.arch != "rnn":
+        raise NmtError(
+            f"{what} runs the RNN's ONNX graphs, and this model is a {config.model.arch} (model.arch): its graphs "
+            "are not written yet. Package it without --onnx (`nmt export RUN PKG`) and translate or serve it "
+            "with PyTorch (`nmt translate --model PKG`, `nmt serve --model PKG`)."
+        )
+
+
+def export_graphs(model: TranslationModel, out_dir: Path) -> dict:
     """Write encoder.onnx and decoder_step.onnx of ``model`` (a Seq2Seq) into ``out_dir`` and
     check them against PyTorch; returns what the manifest records of them."""
+    check_exportable(Config(model=model.config), "ONNX export")
+    assert isinstance(model, Seq2Seq)
     onnxruntime_module()  # a clear error when the extra is missing, before anything is exported
     model = copy.deepcopy(model).float().cpu().eval()
     model.encoder.rnn_input = "padded"  # packed sequences do not export; the outputs are the same

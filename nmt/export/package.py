@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from nmt.config.paths import CHECKPOINT_NAMES, PackagePaths, prepared_paths, run_paths
-from nmt.config.schema import Config, config_from_dict, save_config
+from nmt.config.schema import Config, ModelConfig, config_from_dict, save_config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, fsync_file, refuse_link, write_lines_atomic, write_text_atomic
 from nmt.data.languages import language_name
@@ -37,6 +37,20 @@ def checkpoint_label(checkpoint: str) -> str:
     return checkpoint if checkpoint in CHECKPOINT_NAMES else Path(checkpoint).name
 
 
+def _architecture(m: ModelConfig) -> tuple[str, str]:
+    """The model card's title word and its description of the model's layout."""
+    if m.arch == "transformer":
+        return "Transformer translation model", (
+            f"pre-norm Transformer, {m.encoder_layers} encoder and {m.decoder_layers} decoder layer(s), width "
+            f"{m.embed_dim}, {m.heads} heads, feed-forward {m.ff_dim}, {m.positions} positions"
+        )
+    return "attention-based RNN translation model", (
+        f"embeddings {m.embed_dim}, bidirectional {m.rnn.upper()} {m.encoder_hidden} per direction × "
+        f"{m.encoder_layers} layer(s), {m.rnn.upper()} decoder {m.decoder_hidden} × {m.decoder_layers} layer(s), "
+        f"attention `{m.attention}` (window `{m.attention_window}`, input feeding {m.input_feeding})"
+    )
+
+
 def _model_card(
     config: Config,
     payload: dict,
@@ -49,15 +63,11 @@ def _model_card(
     vocabulary = (
         f"joint {tok.src_vocab_size} (shared embeddings)" if tok.joint else f"{tok.src_vocab_size}/{tok.tgt_vocab_size}"
     )
+    kind, layout = _architecture(m)
     lines = [
-        f"# {language_name(data.src_lang)} → {language_name(data.tgt_lang)} ({data.src_lang}→{data.tgt_lang}) "
-        "attention-based RNN translation model",
+        f"# {language_name(data.src_lang)} → {language_name(data.tgt_lang)} ({data.src_lang}→{data.tgt_lang}) {kind}",
         "",
-        f"- **Model**: {parameters:,} parameters; embeddings {m.embed_dim}, bidirectional {m.rnn.upper()} "
-        f"{m.encoder_hidden} per direction × {m.encoder_layers} layer(s), {m.rnn.upper()} decoder {m.decoder_hidden} "
-        f"× {m.decoder_layers} layer(s), attention `{m.attention}` "
-        f"(window `{m.attention_window}`, input feeding {m.input_feeding}); SentencePiece "
-        f"{tok.model_type} {vocabulary}.",
+        f"- **Model**: {parameters:,} parameters; {layout}; SentencePiece {tok.model_type} {vocabulary}.",
     ]
     if report:
         given = report.get("given_sets", {})
@@ -109,6 +119,21 @@ def _onnx_graphs(config: Config, weights: dict, src_tok, tgt_tok, root: Path) ->
     return export_graphs(model, root)
 
 
+def _check_packageable(config: Config, run_dir: Path, onnx: bool) -> None:
+    """Refuse, before anything is written, a run of several members and graphs not written yet."""
+    if onnx:
+        from nmt.export.onnx_graphs import check_exportable
+
+        check_exportable(config, "--onnx")
+    if config.train.members > 1:
+        members = range(1, config.train.members + 1)
+        raise NmtError(
+            f"{run_dir} trained {config.train.members} members (train.members): a package holds one model. Export "
+            f"each ({'; '.join(f'nmt export {run_dir}/member-{k} OUT-{k}' for k in members)}) and translate with "
+            f"{' '.join(f'--model OUT-{k}' for k in members)}, which ensembles them."
+        )
+
+
 def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: bool = False) -> Path:
     """Write a model package for ``run_dir``'s ``checkpoint`` into ``out_dir`` (which must not
     exist); ``onnx``: with the encoder and a decoder step as ONNX graphs (nmt/export/onnx_graphs.py)."""
@@ -117,13 +142,7 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
     if out_dir.exists() and any(out_dir.iterdir()):
         raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the model package.")
     config = load_run(run_dir)
-    if config.train.members > 1:
-        members = range(1, config.train.members + 1)
-        raise NmtError(
-            f"{run_dir} trained {config.train.members} members (train.members): a package holds one model. Export "
-            f"each ({'; '.join(f'nmt export {run_dir}/member-{k} OUT-{k}' for k in members)}) and translate with "
-            f"{' '.join(f'--model OUT-{k}' for k in members)}, which ensembles them."
-        )
+    _check_packageable(config, run_dir, onnx)
     src_tok, tgt_tok = load_tokenizers(config)
     payload = load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)
     # one copy per name: safetensors refuses tensors that share memory (tied embeddings)

@@ -28,7 +28,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, write_text_atomic
 from nmt.core.fonts import SCRIPT_FONTS, script_font, script_of
 from nmt.data.languages import language_name
-from nmt.export.onnx_graphs import export_graphs
+from nmt.export.onnx_graphs import check_exportable, export_graphs
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers, model_for_weights, weights_shapes
 
@@ -127,6 +127,7 @@ def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: 
         raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the page.")
     node_modules = find_runtime(runtime)  # before anything is written
     config = load_run(run_dir)
+    check_exportable(config, "The offline page (--web)")
     if config.train.members > 1:
         raise NmtError(f"{run_dir} trained {config.train.members} members: export one, e.g. {run_dir}/member-1.")
     if config.data.related:

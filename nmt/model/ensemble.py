@@ -1,4 +1,5 @@
-"""Ensembles: several models that share a target vocabulary, decoded as one.
+"""Ensembles: several models that share a target vocabulary, decoded as one (of any families:
+an RNN and a Transformer make one ensemble).
 
 Each step averages the members' log-probabilities. Those averages are logits in the sense
 of the ``SearchModel`` protocol (``nmt.decoding.search``): search normalises them, which makes the
@@ -15,7 +16,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.base import TranslationModel
 
 
 @dataclass
@@ -29,14 +30,14 @@ class EnsembleParts:
 
 
 class Ensemble(nn.Module):
-    def __init__(self, models: Sequence[Seq2Seq]):
+    def __init__(self, models: Sequence[TranslationModel]):
         super().__init__()
         self.members = nn.ModuleList(models)
 
     @property
-    def models(self) -> list[Seq2Seq]:
+    def models(self) -> list[TranslationModel]:
         """The members, as the models they are (a ModuleList only knows Modules)."""
-        return cast(list[Seq2Seq], list(self.members))
+        return cast(list[TranslationModel], list(self.members))
 
     @property
     def config(self):
@@ -60,4 +61,5 @@ class Ensemble(nn.Module):
         """Teacher-forced: mean log-probabilities (B, T, V) and mean attention (B, T, S)."""
         outputs = [member(src, src_lengths, tgt_in, teacher_forcing) for member in self.members]
         log_probs = torch.stack([torch.log_softmax(logits.float(), dim=-1) for logits, _ in outputs]).mean(0)
-        return log_probs, torch.stack([attn for _, attn in outputs]).mean(0)
+        shown = [attn for _, attn in outputs if attn is not None]  # a Transformer in training makes none
+        return log_probs, torch.stack(shown).mean(0) if shown else None

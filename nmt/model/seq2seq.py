@@ -6,19 +6,41 @@ import torch
 from torch import nn
 
 from nmt.config.schema import ModelConfig
-from nmt.core.registry import CELLS
+from nmt.core.registry import ARCHITECTURES, CELLS
 from nmt.data.tokenizer import PAD_ID
+from nmt.model.base import TranslationModel
 from nmt.model.decoder import DecoderState, Memory, build_decoder
 from nmt.model.encoder import Encoder
 from nmt.model.fast import compile_step_body, run_in_float32
 
+# The model keys both families read (the rest are each family's own: ``config_keys``).
+SHARED_KEYS = ("embed_dim", "encoder_layers", "decoder_layers", "dropout", "tie_embeddings")
 
-class Seq2Seq(nn.Module):
+
+@ARCHITECTURES.register("rnn")
+class Seq2Seq(TranslationModel):
     """RNN encoder-decoder with attention (or, with ``attention: none``, a fixed summary).
 
     Training calls ``forward``; search uses ``encode`` and ``decode_step`` (the
     ``SearchModel`` protocol of ``nmt.decoding.search``).
     """
+
+    config_keys = SHARED_KEYS + (
+        "encoder_hidden",
+        "decoder_hidden",
+        "rnn",
+        "attention",
+        "attention_window",
+        "window_width",
+        "input_feeding",
+        "bridge",
+        "gumbel_temperature",
+        "attention_dim",
+        "output_dim",
+        "lexical",
+        "encoder_output_dropout",
+        "rnn_input",
+    )
 
     def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
         super().__init__()
@@ -69,10 +91,6 @@ class Seq2Seq(nn.Module):
     def compile_steps(self, mode: str, backend: str = "inductor") -> None:
         """``train.compile``: compile the decoder's per-step body (fast path)."""
         compile_step_body(self.decoder, mode, backend)
-
-
-def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def last_forward_state(enc_outputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

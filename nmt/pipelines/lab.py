@@ -31,6 +31,7 @@ from nmt.decoding.beam_trace import BeamTrace
 from nmt.decoding.forced import PrefixedModel
 from nmt.decoding.search import Hypothesis, evaluating, search_batch
 from nmt.model.attention import WINDOW_FORMULAS
+from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Seq2Seq
 from nmt.pipelines.translate import Translator
 
@@ -182,9 +183,16 @@ class Lab:
                 f"the attention lab's playback, edits and saliency look inside PyTorch's model; this one runs on "
                 f"{self.translator.loaded.engine}: serve it with --engine torch",
             )
-        if not isinstance(model, Seq2Seq):
+        if isinstance(model, Ensemble):
             raise LabInputError(
                 "model", "the attention lab looks inside one model, not an ensemble: serve or load one checkpoint"
+            )
+        if not isinstance(model, Seq2Seq):
+            raise LabInputError(
+                "model",
+                f"the attention lab shows an RNN's attention, and this model is a {self.config.model.arch} "
+                "(model.arch): its heads come to the lab later; translate it on the page, whose heatmaps show its "
+                "last layer's cross-attention, heads averaged",
             )
         return model
 

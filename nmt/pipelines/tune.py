@@ -63,9 +63,31 @@ DEFAULT_SPACE: dict[str, dict] = {
 }
 
 
-def default_space() -> dict[str, dict]:
-    """``DEFAULT_SPACE`` with ``model.attention`` choosing among every registered soft attention
+# A Transformer's (model.arch: transformer): the small-data levers of Araabi & Monz (2020) and
+# van Biljon et al. (2020) — depth, width, heads, dropout, vocabulary — and the warm-up it needs.
+TRANSFORMER_SPACE: dict[str, dict] = {
+    "model.width": {"choices": [128, 256, 384]},
+    "model.encoder_layers": {"choices": [2, 3, 4, 6]},
+    "model.decoder_layers": {"choices": [2, 3, 4, 6]},
+    "model.heads": {"choices": [2, 4, 8]},
+    "model.ff_dim": {"choices": [512, 1024, 2048]},
+    "model.dropout": {"low": 0.1, "high": 0.5},
+    "model.attention_dropout": {"low": 0.0, "high": 0.3},
+    "tokenizer.src_vocab_size": {"choices": [1000, 2000, 4000]},
+    "tokenizer.tgt_vocab_size": {"choices": [1000, 2000, 4000]},
+    "train.learning_rate": {"low": 0.0003, "high": 0.003, "log": True},
+    "train.lr_warmup": {"choices": [200, 500, 1000, 2000]},
+    "train.label_smoothing": {"low": 0.0, "high": 0.3},
+    "train.batch_size": {"choices": [32, 64, 128]},
+}
+
+
+def default_space(arch: str = "rnn") -> dict[str, dict]:
+    """The space of a model family: a Transformer's ``TRANSFORMER_SPACE``; an RNN's
+    ``DEFAULT_SPACE`` with ``model.attention`` choosing among every registered soft attention
     that takes any widths: the built-ins' bahdanau, luong-general and luong-concat, and a plugin's."""
+    if arch == "transformer":
+        return dict(TRANSFORMER_SPACE)
     soft = [
         n
         for n, kind in ATTENTIONS.items()
@@ -578,7 +600,7 @@ def tune(config: Config, device: torch.device, space: dict | None = None, storag
     except ImportError:
         raise NmtError(f"nmt tune needs Optuna: pip install '{DISTRIBUTION}[tune]' (or pip install optuna).") from None
     check_budget(config)
-    params = parse_space(space or config.tune.space or default_space(), config)
+    params = parse_space(space or config.tune.space or default_space(config.model.arch), config)
     root = Path(config.run_dir) / "tune"
     root.mkdir(parents=True, exist_ok=True)
     study = Study(config, params, root, config.tune.trials, 1, storage, device)

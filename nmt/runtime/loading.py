@@ -1,5 +1,5 @@
 """From files to a model that translates: a run's checkpoint(s), or model package(s) from
-``nmt export``, become a ``LoadedModel`` — config, model (one ``Seq2Seq``, or an
+``nmt export``, become a ``LoadedModel`` — config, model (one ``TranslationModel``, or an
 ``Ensemble`` of several), tokenizers — after the compatibility and hash checks.
 
 Translation, evaluation, export, resuming training and the server load through here;
@@ -25,8 +25,8 @@ from nmt.core.plugins import missing_plugins
 from nmt.core.registry import ENGINES
 from nmt.data.tokenizer import Tokenizer
 from nmt.decoding.search import SearchModel
+from nmt.model.base import TranslationModel, build_model
 from nmt.model.ensemble import Ensemble
-from nmt.model.seq2seq import Seq2Seq
 from nmt.runtime.checkpoint import check_compatible, load_checkpoint, translation_weights, upgrade_weight_names
 
 PACKAGE_FORMAT = 1
@@ -35,7 +35,7 @@ PACKAGE_FORMAT = 1
 @dataclass
 class LoadedModel:
     config: Config
-    model: SearchModel  # a Seq2Seq, or an Ensemble of several, in eval mode on ``device``
+    model: SearchModel  # a TranslationModel, or an Ensemble of several, in eval mode on ``device``
     src_tok: Tokenizer
     tgt_tok: Tokenizer
     device: torch.device
@@ -72,8 +72,9 @@ def spm_hashes(src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, str]:
     return {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
 
 
-def new_model(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> Seq2Seq:
-    return Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size, joint_vocabulary=config.tokenizer.joint)
+def new_model(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TranslationModel:
+    """A new model of ``config``'s family, sized for these tokenizers."""
+    return build_model(config.model, src_tok.vocab_size, tgt_tok.vocab_size, joint_vocabulary=config.tokenizer.joint)
 
 
 def load_run_config(run_dir: Path, shared: bool = False) -> Config:
@@ -148,7 +149,7 @@ def check_weights_fit(
 
 def model_for_weights(
     config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, shapes: dict[str, tuple[int, ...]], source: Path
-) -> Seq2Seq:
+) -> TranslationModel:
     """A new model of ``config``, built only once ``check_weights_fit`` has found it holds ``shapes``."""
     check_weights_fit(config, src_tok, tgt_tok, shapes, source)
     return new_model(config, src_tok, tgt_tok)
@@ -212,7 +213,7 @@ def load_torch_packages(model_dirs: list[Path], device: torch.device) -> LoadedM
 ENGINES.register("torch", Engine(load_torch_packages, ensembles=True, describe="PyTorch, on any device"))
 
 
-def load_package(model_dir: Path) -> tuple[Config, Seq2Seq, Tokenizer, Tokenizer]:
+def load_package(model_dir: Path) -> tuple[Config, TranslationModel, Tokenizer, Tokenizer]:
     """A package's config, model and tokenizers, its SentencePiece models checked against
     the hashes the weights were exported with. The weights file's header (names and shapes) is
     read first, and the model built only if the config describes exactly those tensors."""
@@ -304,6 +305,6 @@ def trained_weights_files(path: Path) -> list[Path]:
     return [RunPaths(path).checkpoint("best")]
 
 
-def _one_or_ensemble(models: list[Seq2Seq], device: torch.device) -> SearchModel:
+def _one_or_ensemble(models: list[TranslationModel], device: torch.device) -> SearchModel:
     model = models[0] if len(models) == 1 else Ensemble(models)
     return model.to(device).eval()

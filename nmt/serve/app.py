@@ -90,7 +90,9 @@ class ServedModel:
             "name": self.name,
             "src_lang": config.data.src_lang,
             "tgt_lang": config.data.tgt_lang,
-            "attention": config.model.attention,
+            "arch": config.model.arch,  # rnn | transformer: which of the keys below describe it
+            "heads": config.model.heads,  # transformer
+            "attention": config.model.attention,  # rnn
             "input_feeding": config.model.input_feeding,
             "rnn": config.model.rnn,
             "layers": [config.model.encoder_layers, config.model.decoder_layers],  # encoder, decoder

@@ -47,7 +47,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.core.registry import CALLBACKS
 from nmt.data.tokenizer import Tokenizer
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.base import TranslationModel
 from nmt.train.data import TrainData
 from nmt.train.metrics import MetricsFile, RunLog, ValidationRecord
 from nmt.train.monitor import TensorBoardMonitor
@@ -58,7 +58,7 @@ class Trainer(Protocol):
     """What a callback may read of the running ``Trainer`` (nmt/train/trainer.py)."""
 
     config: Config
-    model: Seq2Seq
+    model: TranslationModel
     progress: Progress  # where the run is: epoch, step, best dev BLEU so far, ...
     run_dir: RunPaths  # its files
     log: RunLog  # a line into train.log (and the console)

@@ -59,7 +59,7 @@ class RunControl:
 
     def position(self, progress: Progress, epoch: int, batch: int, epoch_length: int) -> RunPosition:
         """Where the run is before batch ``batch`` of epoch ``epoch``."""
-        return RunPosition(epoch, batch, epoch_length, self.budget.spent(), progress.lr_reductions)
+        return RunPosition(epoch, batch, epoch_length, self.budget.spent(), progress.lr_reductions, progress.step)
 
     def budget_spent(self) -> bool:
         """The budget (train.max_minutes) is spent, on this rank."""

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from nmt.config.paths import run_paths
-from nmt.config.schema import Config, TrainConfig, save_config
+from nmt.config.schema import Config, TrainConfig, keys_not_read, save_config
 from nmt.core.device import ProcessSettings, make_deterministic, select_precision
 from nmt.core.errors import NmtError
 from nmt.core.fileio import remove_temporaries
@@ -34,8 +34,8 @@ from nmt.core.plugins import load_config_plugins
 from nmt.core.progress import progress_bar
 from nmt.data.batching import Batch, padding_fraction
 from nmt.data.tokenizer import Tokenizer
-from nmt.model.encoder import encoder_input
-from nmt.model.seq2seq import Seq2Seq, count_parameters
+from nmt.model.base import TranslationModel, count_parameters
+from nmt.model.encoder import Encoder, encoder_input
 from nmt.runtime.checkpoint import save_training_checkpoint, training_checkpoint
 from nmt.runtime.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.runtime.parent import check_architecture, freeze, inherit_weights, load_parent
@@ -228,7 +228,7 @@ class Trainer:
     def __init__(
         self,
         config: Config,
-        model: Seq2Seq,
+        model: TranslationModel,
         data: TrainData,
         tokenizers: tuple[Tokenizer, Tokenizer],
         device: torch.device,
@@ -641,6 +641,7 @@ class Trainer:
             f"{self.precision.describe()}{', deterministic' if train.deterministic else ''}."
         )
         self.log_encoder_choice()
+        self.log_model_notes()
         for note in self.notes:
             self.log(note)
         first_batches = epoch_batches(data.train, train, 1, ddp.world)
@@ -655,9 +656,24 @@ class Trainer:
                 f"{ddp.world * train.batch_size} sentences{tokens}."
             )
 
+    def log_model_notes(self) -> None:
+        """Keys of another model family this model does not read, and a Transformer without warm-up."""
+        model, train = self.config.model, self.config.train
+        unread = keys_not_read(model)
+        if unread:
+            settings = ", ".join(f"model.{key}: {getattr(model, key)}" for key in unread)
+            self.log(f"Not read by model.arch {model.arch}: {settings} (another model family's settings).")
+        if model.arch == "transformer" and not train.lr_warmup:
+            self.log(
+                "A Transformer with no train.lr_warmup: its first full-size steps can derail attention; "
+                "configs/eng-mar-transformer.yaml warms up over its first steps."
+            )
+
     def log_encoder_choice(self) -> None:
         """Say so where model.rnn_input: auto runs the padded encoder (nmt.model.encoder.encoder_input)."""
         encoder = self.model.encoder
+        if not isinstance(encoder, Encoder):  # the RNN's encoder only
+            return
         if encoder.rnn_input == "auto" and encoder_input("auto", self.device, encoder.stacked_dropout) == "padded":
             why = (
                 "packed sequences have open faults on MPS"

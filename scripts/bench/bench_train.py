@@ -10,9 +10,13 @@ Rows:
   nmt, encoder packed / padded          the config as given, with model.rnn_input=packed / padded
   nmt, compiled decoder step            the config as given, with train.compile=default (against the first row)
   nmt, GRU / LSTM / LSTM 2 + 2 layers   model.rnn: the config with each cell, and stacked
+  transformer rows: this project's Transformer at JoeyNMT's Transformer sizes (3 + 3 layers, 256 wide,
+  4 heads; joeynmt_peer.TRANSFORMER_OVERRIDES), JoeyNMT's Transformer on the same batches, and plain
+  torch.nn.Transformer of the same sizes (its fused layers, our embeddings and output layer)
 
     python scripts/bench/bench_train.py --steps 200
     python scripts/bench/bench_train.py --device cuda --steps 500 --set train.batch_tokens=6000
+    python scripts/bench/bench_train.py --rows default transformer --set train.batch_size=128
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ def measure(
             tokens = batch.num_tgt_tokens
             train_step(model, batch.to(device), optimizer, cfg, tokens, precision, scaler)
             return tokens
+    elif tool == "torch":
+        model, run_step = _plain_transformer(config, src_tok.vocab_size, tgt_tok.vocab_size, data, device)
     else:
         model = joeynmt_peer.build(config.model, src_tok.vocab_size, tgt_tok.vocab_size, device)
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
@@ -118,6 +124,52 @@ def measure(
     }
 
 
+def _plain_transformer(config, src_vocab: int, tgt_vocab: int, data, device):
+    """torch.nn.Transformer (pre-norm, batch_first) of the config's sizes, with scaled embeddings,
+    sinusoidal positions and an output layer as ours: what PyTorch's own layers run at."""
+    from nmt.data.batching import collate
+    from nmt.data.tokenizer import PAD_ID
+    from nmt.model.transformer import Positions
+    from nmt.train.step import token_loss
+
+    m, cfg = config.model, config.train
+    core = torch.nn.Transformer(
+        m.embed_dim, m.heads, m.encoder_layers, m.decoder_layers, m.ff_dim, m.dropout, batch_first=True, norm_first=True
+    )
+    parts = torch.nn.ModuleDict(
+        {
+            "core": core,
+            "src": torch.nn.Embedding(src_vocab, m.embed_dim, padding_idx=PAD_ID),
+            "tgt": torch.nn.Embedding(tgt_vocab, m.embed_dim, padding_idx=PAD_ID),
+            "out": torch.nn.Linear(m.embed_dim, tgt_vocab),
+        }
+    ).to(device)
+    positions = Positions(m).to(device)
+    optimizer = torch.optim.Adam(parts.parameters(), lr=cfg.learning_rate)
+    scale = m.embed_dim**0.5
+
+    def run_step(indices):
+        batch = collate([data.train[i] for i in indices]).to(device)
+        src, tgt_in = batch.src, batch.tgt_in
+        optimizer.zero_grad(set_to_none=True)
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=device)
+        hidden = core(
+            parts["src"](src) * scale + positions(0, src.size(1), device),
+            parts["tgt"](tgt_in) * scale + positions(0, tgt_in.size(1), device),
+            tgt_mask=causal,
+            src_key_padding_mask=src.eq(PAD_ID),
+            memory_key_padding_mask=src.eq(PAD_ID),
+            tgt_is_causal=True,
+        )
+        tokens = batch.num_tgt_tokens
+        (token_loss(parts["out"](hidden), batch.tgt_out, cfg.label_smoothing) / tokens).backward()
+        torch.nn.utils.clip_grad_norm_(parts.parameters(), cfg.clip_grad_norm)
+        optimizer.step()
+        return tokens
+
+    return parts, run_step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/eng-mar.yaml")
@@ -130,7 +182,8 @@ def main() -> None:
         "--rows",
         nargs="*",
         default=["default", "equivalent", "fast", "peer"],
-        help="which rows: default equivalent fast peer encoder compile precision batching deterministic cells",
+        help="which rows: default equivalent fast peer encoder compile precision batching deterministic cells "
+        "transformer",
     )
     parser.add_argument(
         "--repeats", type=int, default=1, help="time every row this many times, interleaved; report the median"
@@ -171,6 +224,15 @@ def main() -> None:
         plan.append(("nmt, LSTM", args.set + ["model.rnn=lstm"], dict()))
         stacked = ["model.encoder_layers=2", "model.decoder_layers=2"]
         plan.append(("nmt, LSTM, 2 + 2 layers", args.set + ["model.rnn=lstm", *stacked], dict()))
+    if "transformer" in args.rows:
+        sizes = args.set + joeynmt_peer.TRANSFORMER_OVERRIDES
+        plan.append(("nmt, Transformer", sizes, dict()))
+        if joeynmt_peer.AVAILABLE and not args.no_peer:
+            plan.append(
+                ("JoeyNMT 2.3.0 Transformer, its own batching", sizes, dict(tool="joeynmt", batching="joeynmt"))
+            )
+            plan.append(("JoeyNMT 2.3.0 Transformer, our batches", sizes, dict(tool="joeynmt", batching="ours")))
+        plan.append(("torch.nn.Transformer, same sizes", sizes, dict(tool="torch")))
     jobs = [
         (label, _measure_kw, (label, args.config, overrides, common, options)) for label, overrides, options in plan
     ]
@@ -209,6 +271,18 @@ def main() -> None:
         ("compiled decoder step / eager", "nmt, compiled decoder step", "nmt, config as given"),
         ("precision auto / float32", "nmt, precision auto", "nmt, float32"),
         ("deterministic / default", "nmt, deterministic", "nmt, config as given"),
+        (
+            "nmt Transformer / JoeyNMT 2.3.0 Transformer, its own batching",
+            "nmt, Transformer",
+            "JoeyNMT 2.3.0 Transformer, its own batching",
+        ),
+        (
+            "nmt Transformer / JoeyNMT 2.3.0 Transformer, our batches",
+            "nmt, Transformer",
+            "JoeyNMT 2.3.0 Transformer, our batches",
+        ),
+        ("nmt Transformer / torch.nn.Transformer", "nmt, Transformer", "torch.nn.Transformer, same sizes"),
+        ("nmt Transformer / the config as given", "nmt, Transformer", "nmt, config as given"),
     ]
     for title, top, bottom in ratios:
         if top in runs and bottom in runs:

@@ -12,6 +12,11 @@ way round, so those two ids are swapped on the way in).
 The equivalent of JoeyNMT's recurrent model in this project is Luong-ordered with
 input feeding and additive ("bahdanau") scoring of the current state:
 ``model.attention=luong-concat, model.input_feeding=true`` (EQUIVALENT_OVERRIDES).
+
+With ``model.arch: transformer`` the peer is JoeyNMT's Transformer of the same sizes: pre-norm
+layers, ``model.heads`` heads, ``model.ff_dim`` wide feed-forward, sinusoidal positions, scaled
+embeddings. JoeyNMT uses one dropout everywhere: TRANSFORMER_OVERRIDES sets ours alike (the
+embeddings, residuals, attention weights and feed-forward activations) at its value.
 """
 
 from __future__ import annotations
@@ -27,6 +32,20 @@ from nmt.data.batching import Example
 AVAILABLE = importlib.util.find_spec("joeynmt") is not None
 EQUIVALENT_OVERRIDES = ["model.attention=luong-concat", "model.input_feeding=true"]
 JOEY_UNK, JOEY_PAD, JOEY_BOS, JOEY_EOS = 0, 1, 2, 3
+# JoeyNMT's Transformer in ../shared/peers/joeynmt.md: 3 + 3 pre-norm layers, 256 wide, 4 heads,
+# feed-forward 1024, dropout 0.3 wherever it falls
+TRANSFORMER_OVERRIDES = [
+    "model.arch=transformer",
+    "model.embed_dim=256",
+    "model.encoder_layers=3",
+    "model.decoder_layers=3",
+    "model.heads=4",
+    "model.ff_dim=1024",
+    "model.dropout=0.3",
+    "model.attention_dropout=0.3",
+    "model.activation_dropout=0.3",
+    "model.positions=sinusoidal",
+]
 
 
 def _joey_ids(ids: list[int]) -> list[int]:
@@ -41,7 +60,10 @@ def _pad(rows: list[list[int]]) -> torch.Tensor:
 
 
 def model_config(model: ModelConfig) -> dict:
-    """JoeyNMT's recurrent model with our sizes (shared/peers/joeynmt-rnn-eng-mar.yaml)."""
+    """JoeyNMT's recurrent model with our sizes (shared/peers/joeynmt-rnn-eng-mar.yaml), or its
+    Transformer (``model.arch: transformer``)."""
+    if model.arch == "transformer":
+        return transformer_config(model)
     embeddings = {"embedding_dim": model.embed_dim, "scale": False}
     return {
         "initializer": "xavier_uniform",
@@ -72,6 +94,34 @@ def model_config(model: ModelConfig) -> dict:
             "init_hidden": "bridge",
             "attention": "bahdanau",
         },
+    }
+
+
+def transformer_config(model: ModelConfig) -> dict:
+    """JoeyNMT's Transformer with our sizes (pre-norm, as in shared/peers/joeynmt.md)."""
+
+    def side(layers: int) -> dict:
+        return {
+            "type": "transformer",
+            "num_layers": layers,
+            "num_heads": model.heads,
+            "embeddings": {"embedding_dim": model.embed_dim, "scale": True},
+            "hidden_size": model.embed_dim,
+            "ff_size": model.ff_dim,
+            "dropout": model.dropout,
+            "layer_norm": "pre",
+        }
+
+    return {
+        "initializer": "xavier_uniform",
+        "bias_initializer": "zeros",
+        "init_gain": 1.0,
+        "embed_initializer": "xavier_uniform",
+        "embed_init_gain": 1.0,
+        "tied_embeddings": False,
+        "tied_softmax": model.tie_embeddings,
+        "encoder": side(model.encoder_layers),
+        "decoder": side(model.decoder_layers),
     }
 
 

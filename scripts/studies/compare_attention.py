@@ -31,7 +31,7 @@ from nmt.core.plotting import plot_attention, plot_bleu_by_length
 from nmt.core.registry import ATTENTIONS
 from nmt.data.references import read_references
 from nmt.decoding.scoring import score, score_by_length
-from nmt.model.seq2seq import count_parameters
+from nmt.model.base import count_parameters
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints

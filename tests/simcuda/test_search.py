@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.config.schema import load_config
+from nmt.config.schema import ModelConfig, load_config
 from nmt.decoding.search import Ranking, beam_search, greedy_search
+from nmt.model.base import build_model
 from nmt.pipelines.prepare import prepare
 from nmt.train.trainer import build_trainer
 
@@ -55,11 +56,17 @@ def search(model, src, lengths, beam_size, max_len=10, **options):
 
 
 @pytest.mark.parametrize("name", list(SEARCHES))
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", ["gru", "lstm", "transformer"])
 def test_search_on_cuda_finds_the_cpus_hypotheses_reading_once_a_step(name, cell):
     options = SEARCHES[name]
 
     def model():  # the same weights each time (moved to cuda before any use, as a run does)
+        if cell == "transformer":
+            torch.manual_seed(3)
+            config = ModelConfig(
+                arch="transformer", embed_dim=16, heads=4, ff_dim=32, encoder_layers=2, decoder_layers=2, dropout=0.0
+            )
+            return build_model(config, 20, 20).eval()
         return small_model(seed=3, rnn=cell, attention="luong-general", input_feeding=True).eval()
 
     src, lengths = random_sources(12, seed=5)

@@ -61,6 +61,16 @@ def weights(trainer) -> dict[str, torch.Tensor]:
     return {name: host(p.detach()).clone() for name, p in trainer.model.named_parameters()}
 
 
+# a small Transformer, its dropouts off (CUDA's fused dropout draws other numbers than the CPU's)
+TRANSFORMER = {
+    "arch": "transformer",
+    "heads": 4,
+    "ff_dim": 64,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "attention_dropout": 0.0,
+}
+
 VARIANTS = {
     "packed-gru": ({}, {}),
     "padded-encoder": ({"rnn_input": "padded"}, {}),
@@ -69,6 +79,8 @@ VARIANTS = {
     "hard-attention": ({"attention": "hard"}, {}),
     "no-attention-tied": ({"attention": "none", "tie_embeddings": True}, {}),
     "sampling-word-dropout-ema": ({}, {"teacher_forcing": 0.7, "word_dropout": 0.1, "ema_decay": 0.9}),
+    "transformer-warm-up": (TRANSFORMER, {"lr_schedule": "inverse_sqrt", "lr_warmup": 3}),
+    "transformer-learned-tied": ({**TRANSFORMER, "positions": "learned", "tie_embeddings": True}, {}),
 }
 
 
@@ -90,10 +102,12 @@ def test_float32_steps_on_cuda_equal_the_cpus_without_a_host_sync(tmp_path, vari
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_mixed_precision_steps_run_under_cudas_autocast_without_a_host_sync(tmp_path, precision):
+@pytest.mark.parametrize("arch", ["rnn", "transformer"])
+def test_mixed_precision_steps_run_under_cudas_autocast_without_a_host_sync(tmp_path, precision, arch):
     """bf16, and fp16 with the loss scaler and the fused Adam's found_inf: CUDA's autocast
     rules (not the CPU's) really apply, and the figures stay near float32's."""
-    config = load_config(write_config(tmp_path, precision=precision))
+    model = TRANSFORMER if arch == "transformer" else {}
+    config = load_config(write_config(tmp_path, model=model, precision=precision))
     prepare(config, log=lambda _: None)
     on_cpu, _ = train_steps(config, CPU)
     with SimulatedCuda(strict=False) as mode:

@@ -35,11 +35,16 @@ function status(message, isError = false) {
   $("status").className = isError ? "status error" : "status";
 }
 
+function describeModel(m) {
+  if (m.arch === "transformer") return `Transformer ${m.layers.join("+")} layers, ${m.heads} heads`;
+  return `${m.attention}${m.input_feeding ? " + input feeding" : ""}`;
+}
+
 async function start() {
   const { models } = await api("/api/models");
   state.models = models;
   $("model-list").textContent = models.map(
-    (m) => `${m.name}: ${m.src_lang}→${m.tgt_lang}, ${m.attention}${m.input_feeding ? " + input feeding" : ""}, ` +
+    (m) => `${m.name}: ${m.src_lang}→${m.tgt_lang}, ${describeModel(m)}, ` +
       `${(m.parameters / 1e6).toFixed(2)} M parameters` +
       (m.scripts_without_font.length ? ` (no served font for ${m.scripts_without_font.join(", ")}: ` +
         "labels may show boxes unless this browser has one)" : "")).join(" · ");
