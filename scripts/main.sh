@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The main job: set up, then prepare -> train -> translate -> evaluate English->Marathi, printing BLEU.
-# Uses configs/eng-mar.yaml on a CUDA GPU, configs/eng-mar-cpu.yaml otherwise (or CONFIG=...).
+# Uses configs/eng-mar-gpu.yaml on a CUDA GPU, configs/eng-mar-cpu.yaml otherwise (or CONFIG=...).
 # Re-running resumes or reuses whatever is already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 if [ -z "${CONFIG:-}" ]; then
   if python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-    CONFIG=configs/eng-mar.yaml
+    CONFIG=configs/eng-mar-gpu.yaml
   else
     CONFIG=configs/eng-mar-cpu.yaml
   fi

@@ -13,6 +13,7 @@ import yaml
 from nmt.config.schema import Config, DecodeConfig, ModelConfig, TrainConfig, check_model_combination
 from nmt.data.batching import source_tensor
 from nmt.data.tokenizer import Tokenizer, train_sentencepiece
+from nmt.model.base import build_model
 from nmt.model.seq2seq import Seq2Seq
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import LoadedModel
@@ -163,6 +164,29 @@ def random_translator(root: Path, **decode) -> Translator:
     decoding = {"batch_size": 3, "max_len_offset": 3, "max_len_ratio": 1.0, **decode}
     config = Config(run_dir=str(root), model=model_config(dropout=0.2), decode=DecodeConfig(**decoding))
     model = Seq2Seq(config.model, src_tok.vocab_size, tgt_tok.vocab_size).eval()
+    return Translator(LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu")))
+
+
+def transformer_translator(root: Path, encoder_layers: int = 3, decoder_layers: int = 2) -> Translator:
+    """A Translator over an untrained Transformer (4 heads, 16 wide) and SentencePiece models of
+    the synthetic pairs."""
+    pairs = synthetic_pairs()
+    train_sentencepiece([s for s, _ in pairs], root / "src.model", 300, "unigram", 1.0)
+    train_sentencepiece([t for _, t in pairs], root / "tgt.model", 300, "unigram", 1.0)
+    src_tok, tgt_tok = Tokenizer(root / "src.model"), Tokenizer(root / "tgt.model")
+    torch.manual_seed(0)
+    model_config = ModelConfig(
+        arch="transformer",
+        embed_dim=16,
+        heads=4,
+        ff_dim=32,
+        encoder_layers=encoder_layers,
+        decoder_layers=decoder_layers,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
+    config = Config(run_dir=str(root), model=model_config, decode=DecodeConfig(beam_size=3, max_len_offset=4))
+    model = build_model(model_config, src_tok.vocab_size, tgt_tok.vocab_size).eval()
     return Translator(LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu")))
 
 

@@ -55,3 +55,44 @@ def test_token_budget_caps_padded_size_and_keeps_every_index():
 def test_token_budget_never_drops_a_sentence_longer_than_the_budget():
     batches = sorted_batches([5, 300, 7], batch_size=10, batch_tokens=100)
     assert sorted(i for b in batches for i in b) == [0, 1, 2] and [1] in batches
+
+
+def test_a_batch_padded_to_its_bucket_trains_as_the_batch_itself():
+    """The rows and positions added for a CUDA graph's shape (train.compile: reduce-overhead on a
+    GPU) change neither the loss nor any gradient, in both decoder orders and the Transformer."""
+    from nmt.data.batching import padded_to_bucket
+    from nmt.model.base import build_model
+    from nmt.train.step import token_loss
+
+    from .helpers import model_config
+
+    rng = random.Random(3)
+    examples = [
+        Example([rng.randrange(4, 20) for _ in range(rng.randint(1, 6))], [rng.randrange(4, 20) for _ in range(3)])
+        for _ in range(5)
+    ]
+    batch = collate(examples)
+    padded = padded_to_bucket(batch, 8, 8, 8)
+    assert padded.src.shape == (8, 8) and padded.tgt_in.shape == padded.tgt_out.shape == (8, 8)
+    assert padded_to_bucket(batch, 8, 8).tgt_in.shape == (8, batch.tgt_in.size(1))
+    assert padded.num_tgt_tokens == batch.num_tgt_tokens and padded.src_lengths.tolist()[5:] == [1, 1, 1]
+    assert padded_to_bucket(padded, 8, 8, 8) is padded  # a batch of a bucket's shape stays as it is
+    configs = [
+        model_config(attention="bahdanau"),
+        model_config(attention="luong-general", input_feeding=True),
+        model_config(arch="transformer", heads=2, ff_dim=32, encoder_layers=2, decoder_layers=2, attention_dropout=0.0),
+    ]
+    for config in configs:
+        torch.manual_seed(0)
+        model = build_model(config, 20, 20)
+        gradients = []
+        for each in (batch, padded):
+            model.zero_grad()
+            logits, _ = model(each.src, each.src_lengths, each.tgt_in)
+            loss = token_loss(logits, each.tgt_out)
+            loss.backward()
+            gradients.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+        (alone, alone_grads), (bucketed, bucketed_grads) = gradients
+        torch.testing.assert_close(bucketed, alone, rtol=1e-5, atol=1e-5)
+        for name, grad in alone_grads.items():
+            torch.testing.assert_close(bucketed_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)

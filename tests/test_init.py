@@ -62,6 +62,8 @@ def test_the_shipped_eng_mar_file_gets_the_cpu_recipe(tmp_path):
     assert config.data.dev_size == config.data.test_size == 1111  # 5 % of 22,211 distinct sources
     assert not config.model.input_feeding and config.tokenizer.src_vocab_size == 2000
     assert "33,725 pairs, 22,211 distinct en sentences" in text and "init_from" not in text  # no other corpus
+    family = "".join(recipes().family.measured.split())  # the comments wrap it at spaces and hyphens
+    assert config.model.arch == "rnn" and family in "".join(text.replace("\n#", "").split())
     prepares_and_trains(path, tmp_path)
 
 
@@ -137,6 +139,22 @@ def test_a_bad_file_is_named_with_its_line_and_nothing_is_overwritten(tmp_path):
 
 def test_recipes_by_size():
     assert [recipes().for_pairs(n).name for n in (2_549, 33_725, 500_000)] == ["small-corpus", "CPU", "large-corpus"]
+
+
+def test_on_a_cuda_machine_init_writes_token_batches_except_for_a_small_corpus(tmp_path, monkeypatch):
+    import nmt.pipelines.init as init_module
+
+    monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cuda"))
+    path, text = init_config([ROOT / "data" / "eng-mar" / "mar.txt"], tmp_path / "mar.yaml")
+    config = load_config(path)
+    assert (config.train.batch_tokens, config.train.batch_size, config.train.learning_rate) == (8000, 4000, 0.004)
+    assert "On this machine's CUDA GPU: batches by tokens" in text and "46.48 and 45.46" in text
+    write_anki(tmp_path / "eng-hin.tsv", synthetic_pairs())
+    path, text = init_config([tmp_path / "eng-hin.tsv"], tmp_path / "small.yaml")
+    assert load_config(path).train.batch_tokens == 0 and "CUDA" not in text
+    monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cpu"))
+    path, text = init_config([ROOT / "data" / "eng-mar" / "mar.txt"], tmp_path / "cpu.yaml")
+    assert load_config(path).train.batch_tokens == 0 and "CUDA" not in text
 
 
 LATIN, DEVANAGARI, TAMIL = "LATIN", "DEVANAGARI", "TAMIL"

@@ -84,6 +84,21 @@ def post(server: str, path: str, body: dict) -> dict:
         return json.loads(answer.read())
 
 
+def get(server: str, path: str) -> dict:
+    with urllib.request.urlopen(server + path, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def shown_weight(host, selector: str) -> float | None:
+    """The weight a heatmap cell shows, or None while it is (re)drawn."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    try:
+        return float(host.find_element("css selector", selector).get_attribute("data-weight"))
+    except (NoSuchElementException, StaleElementReferenceException):
+        return None
+
+
 def screenshot(browser, name: str) -> None:
     folder = os.environ.get("NMT_SCREENSHOT_DIR")
     if folder:
@@ -253,3 +268,100 @@ def test_the_beam_tree_of_a_long_sentence_fits_its_box_and_zooms(server, browser
     ActionChains(browser).double_click(svg).perform()
     assert view_box() == fitted
     screenshot(browser, "lab-tree-long")
+
+
+@pytest.fixture(scope="module")
+def side_by_side(tmp_path_factory):
+    """An RNN and a Transformer on the same vocabularies, served together."""
+    from .helpers import transformer_translator
+
+    root = tmp_path_factory.mktemp("transformer")
+    transformer = transformer_translator(root)
+    timeline = Timeline(root / "timeline.jsonl")  # two validations, every head recorded as training does
+    sources = transformer.source_ids(["I see apples.", "we like tea."])
+    for epoch in (1, 2):
+        tokenizers = (transformer.src_tok, transformer.tgt_tok)
+        probes = probe_translations(
+            transformer.model, sources, transformer.loaded.config, tokenizers, torch.device("cpu")
+        )
+        timeline.append({"epoch": epoch, "step": 10 * epoch, "dev_bleu": 1.0 * epoch, "probes": probes})
+    models = {"rnn": random_translator(tmp_path_factory.mktemp("rnn"), beam_size=3), "transformer": transformer}
+    with running_server(models) as url:
+        yield url
+
+
+def test_a_transformers_heads_beside_an_rnns_attention(side_by_side, browser):
+    """Both models translate the sentence side by side; for the Transformer the lab shows a grid
+    of every layer's heads (the API's numbers), a head clicked plays back with its scaled dot-products,
+    and the RNN's edit view gives way to the heads."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    text = "I see apples."
+    browser.get(side_by_side + "/")
+    wait_for(browser, lambda d: "Transformer 3+2 layers, 4 heads" in d.find_element(By.ID, "model-list").text)
+    browser.find_element(By.ID, "source").send_keys(text)
+    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".panel .heatmap svg rect.cell")) > 0)
+    wait_for(
+        browser,
+        lambda d: all(
+            p.find_elements(By.CSS_SELECTOR, ".heatmap svg") for p in d.find_elements(By.CSS_SELECTOR, ".panel")
+        ),
+    )
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".panel")) == 2  # the two models side by side
+
+    assert not browser.find_element(By.CSS_SELECTOR, "#lab .tabs button[data-view='heads']").is_displayed()
+    Select(browser.find_element(By.ID, "lab-model")).select_by_value("transformer")
+    wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#lab .tabs button[data-view='heads']").is_displayed())
+    assert not browser.find_element(By.CSS_SELECTOR, "#lab .tabs button[data-view='edit']").is_displayed()
+    view = open_tab(browser, "heads")
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, "svg.heads-figure g.head"))
+    translation = post(side_by_side, "/api/translate", {"text": text, "model": "transformer"})
+    expected = post(
+        side_by_side,
+        "/api/lab/heads",
+        {"text": text, "model": "transformer", "tokens": translation["translations"][0]["tokens"]},
+    )
+    heads = view.find_elements(By.CSS_SELECTOR, "svg.heads-figure g.head")
+    assert len(heads) == 2 * (4 + 1)  # decoder layers x (heads + their mean)
+    cell = view.find_element(
+        By.CSS_SELECTOR, "g.head[data-layer='1'][data-head='2'] rect.cell[data-row='0'][data-col='1']"
+    )
+    assert float(cell.get_attribute("data-weight")) == pytest.approx(expected["cross"][1][2][0][1], abs=1e-6)
+    Select(view.find_element(By.CSS_SELECTOR, ".heads-kind")).select_by_value("encoder_self")
+    wait_for(browser, lambda d: len(view.find_elements(By.CSS_SELECTOR, "svg.heads-figure g.head")) == 3 * 5)
+    screenshot(browser, "lab-heads")
+
+    Select(view.find_element(By.CSS_SELECTOR, ".heads-kind")).select_by_value("cross")
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, "g.head.playable[data-layer='0'][data-head='3']"))
+    view.find_element(By.CSS_SELECTOR, "g.head.playable[data-layer='0'][data-head='3']").click()
+    playback = browser.find_element(By.ID, "lab-playback")
+    wait_for(browser, lambda d: playback.find_elements(By.CSS_SELECTOR, ".pb-step") and playback.is_displayed())
+    assert Select(playback.find_element(By.CSS_SELECTOR, ".pb-head")).first_selected_option.text == "head 3"
+    played = post(
+        side_by_side,
+        "/api/lab/playback",
+        {
+            "text": text,
+            "model": "transformer",
+            "layer": 0,
+            "head": 3,
+            "tokens": translation["translations"][0]["tokens"],
+        },
+    )
+    shown = [
+        float(td.get_attribute("data-weight")) for td in playback.find_elements(By.CSS_SELECTOR, ".pb-table td.weight")
+    ]
+    assert shown == pytest.approx(played["steps"][0]["weights"], abs=1e-6)
+    assert "√d_k" in playback.text and "head 3's share" in playback.text
+    screenshot(browser, "lab-head-playback")
+
+    # The timeline follows one chosen head of one layer over the epochs (the file's numbers)
+    view = open_tab(browser, "timeline")
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, ".tl-head"))
+    Select(view.find_element(By.CSS_SELECTOR, ".tl-head")).select_by_value("1.2")
+    heads = get(side_by_side, "/api/timeline?model=transformer")["entries"][-1]["probes"][0]["heads"]
+    cell = "rect.cell[data-row='0'][data-col='1']"
+    wait_for(browser, lambda d: shown_weight(view, cell) == pytest.approx(heads[1][2][0][1], abs=1e-6))
+    Select(view.find_element(By.CSS_SELECTOR, ".tl-head")).select_by_value("0.3")
+    wait_for(browser, lambda d: shown_weight(view, cell) == pytest.approx(heads[0][3][0][1], abs=1e-6))

@@ -204,3 +204,51 @@ def test_a_full_disk_during_export_is_named_as_the_disk_not_the_model(package, t
     assert result.exit_code == 1 and "the disk is full (No space left on device)" in result.output, result.output
     assert "cannot be exported" not in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+
+
+TRANSFORMER_VARIANTS = [
+    dict(),
+    dict(positions="learned", tie_embeddings=True, encoder_layers=1, decoder_layers=3),
+]
+
+
+@pytest.mark.parametrize("overrides", TRANSFORMER_VARIANTS, ids=lambda o: variant_id(o) or "default")
+def test_a_transformer_exports_with_its_cache_and_searches_as_pytorch(overrides, tmp_path):
+    """The decoder step takes and returns each layer's key/value cache: greedy and beam search on
+    onnxruntime find PyTorch's hypotheses, scores and attention, and the step's every-layer heads
+    average to the attention search reads."""
+    from nmt.model.base import build_model
+
+    from .test_transformer import transformer_config
+
+    torch.manual_seed(1)
+    model = build_model(transformer_config(**overrides), 24, 24).eval()
+    onnx = exported(model, tmp_path)
+    src, lengths = random_sources(6, vocab=24, seed=2)
+    for found, expected in zip(
+        greedy_search(onnx, src, lengths, 12, with_attention=True),
+        greedy_search(model, src, lengths, 12, with_attention=True),
+    ):
+        assert found[0].tokens == expected[0].tokens
+        assert found[0].token_logprobs == pytest.approx(expected[0].token_logprobs, abs=1e-5)
+        assert torch.allclose(found[0].attention, expected[0].attention, atol=1e-5)
+    want = beam_search(model, src, lengths, 4, 12, n_best=3)
+    got = beam_search(onnx, src, lengths, 4, 12, n_best=3)
+    for expected, found in zip(want, got):
+        assert [h.tokens for h in found] == [h.tokens for h in expected]
+        assert [h.score for h in found] == pytest.approx([h.score for h in expected], abs=1e-4)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(
+        str(graph_file(tmp_path, "decoder_step")), providers=["CPUExecutionProvider"]
+    )
+    memory, state = onnx.encode(src, lengths)
+    feeds = dict(zip(onnx.step_names, [src[:, 0] * 0 + 2, torch.tensor([0]), *memory.tensors, *state.tensors]))
+    outputs = dict(
+        zip([o.name for o in session.get_outputs()], session.run(None, {k: v.numpy() for k, v in feeds.items()}))
+    )
+    layers = model.config.decoder_layers
+    assert outputs["heads"].shape == (6, layers, 4, src.size(1))
+    assert torch.allclose(
+        torch.from_numpy(outputs["heads"][:, -1].mean(1)), torch.from_numpy(outputs["attention"]), atol=1e-6
+    )

@@ -342,27 +342,26 @@ def test_a_transformer_trains_translates_and_evaluates_from_its_config(trained, 
 
 
 @pytest.mark.slow
-def test_a_transformer_package_translates_as_its_run_and_onnx_and_the_page_say_not_yet(trained, tmp_path):
+def test_a_transformer_package_and_its_onnx_graphs_translate_as_its_run(trained, tmp_path):
     run = load_config(trained).run_dir
-    result = runner.invoke(app, ["export", run, str(tmp_path / "pkg")])
+    result = runner.invoke(app, ["export", run, str(tmp_path / "pkg"), "--onnx"])
     assert result.exit_code == 0, result.output
     card = (tmp_path / "pkg" / "MODEL_CARD.md").read_text(encoding="utf-8")
     assert "Transformer translation model" in card and "4 heads" in card
-    sources = "I see apples.\nwe like tea.\nthey eat rice.\n"
-    packaged = runner.invoke(app, ["translate", "--model", str(tmp_path / "pkg")], input=sources)
-    from_run = runner.invoke(app, ["translate", "--config", str(trained)], input=sources)
-    assert packaged.exit_code == 0 and packaged.stdout == from_run.stdout, packaged.output
-    for command, where in [
-        (["export", run, str(tmp_path / "onnx"), "--onnx"], "onnx"),
-        (["export", run, str(tmp_path / "web"), "--web"], "web"),
-    ]:
-        result = runner.invoke(app, command)
-        assert result.exit_code == 1 and "this model is a transformer" in result.stderr, result.output
-        assert not (tmp_path / where).exists()
+    sources = "I see apples.\nwe like tea.\nthey eat rice.\nthe teacher reads a book.\n"
+    for beam in ("1", "3"):
+        from_run = runner.invoke(app, ["translate", "--config", str(trained), "--beam-size", beam], input=sources)
+        for engine in ("torch", "onnx"):
+            packaged = runner.invoke(
+                app,
+                ["translate", "--model", str(tmp_path / "pkg"), "--engine", engine, "--beam-size", beam],
+                input=sources,
+            )
+            assert packaged.exit_code == 0 and packaged.stdout == from_run.stdout, (engine, beam, packaged.output)
 
 
 @pytest.mark.slow
-def test_the_lab_says_a_transformers_heads_come_later(trained):
+def test_a_trained_transformer_on_the_page_and_in_the_lab(trained):
     from nmt.pipelines.translate import Translator
     from nmt.runtime.loading import load_checkpoints
     from nmt.serve.app import build_app
@@ -371,12 +370,22 @@ def test_the_lab_says_a_transformers_heads_come_later(trained):
 
     loaded = load_checkpoints(load_config(trained), ["best"], torch.device("cpu"))
     client = local_client(build_app({"t": Translator(loaded)}))
-    answer = client.post("/api/lab/playback", json={"text": "we like tea."})
-    assert answer.status_code == 422 and "this model is a transformer" in answer.text, answer.text
     translated = client.post("/api/translate", json={"text": "we like tea.", "attention": True}).json()
     assert translated["translations"][0]["text"] == "आम्ही चहा आवडते." and translated["attention"]
     info = client.get("/api/models").json()["models"][0]
     assert info["arch"] == "transformer" and info["heads"] == 4
+    played = client.post("/api/lab/playback", json={"text": "we like tea.", "layer": 0, "head": 1}).json()
+    assert [step["token"] for step in played["steps"]][-1] == "<eos>" and played["head"] == 1
+    edit = client.post("/api/lab/edit", json={"text": "we like tea.", "step": 0, "weights": [1, 0, 0, 0, 0, 0]})
+    assert edit.status_code == 422 and "cross-attention heads" in edit.text, edit.text
+    salient = client.post("/api/lab/saliency", json={"text": "we like tea.", "position": 1})
+    assert salient.status_code == 200 and len(salient.json()["saliency"]) == len(salient.json()["source_tokens"])
+    timeline = client.get("/api/timeline", params={"model": "t"}).json()["entries"]
+    assert timeline and timeline[-1]["epoch"] > timeline[0]["epoch"]
+    probe = timeline[-1]["probes"][0]  # every head of every layer, epoch by epoch: the lab follows one
+    heads = torch.tensor(probe["heads"])
+    assert heads.shape == (2, 4, len(probe["tokens"]), len(probe["source_tokens"]))
+    torch.testing.assert_close(heads[-1].mean(0), torch.tensor(probe["attention"]), rtol=0, atol=1e-4)
 
 
 @pytest.mark.slow
@@ -416,6 +425,27 @@ def test_transformer_members_average_and_a_child_of_a_transformer_parent(trained
     rnn_child = write_transformer_config(tmp_path, "rnn-child", epochs=1)
     result = runner.invoke(app, ["train", "--config", str(rnn_child), "--init-from", parent, "--set", "model.arch=rnn"])
     assert result.exit_code == 1 and "model.arch" in result.stderr, result.output
+
+
+@pytest.mark.slow
+def test_init_from_a_transformer_writes_one_child_with_the_parents_schedule(trained, tmp_path, monkeypatch):
+    """A Transformer parent's child is what was measured of one: one model, the parent's learning
+    rate and warm-up, no lexical model (an RNN's); before, init wrote the RNN's rate of 0.002 with no
+    warm-up, and lexical: true, which a Transformer cannot take."""
+    from nmt.pipelines.init import init_config
+
+    pairs = write_anki(tmp_path / "eng-mar.tsv", synthetic_pairs())
+    parent = str(Path(load_config(trained).run_dir).resolve())
+    monkeypatch.chdir(tmp_path)  # the config's run_dir, runs/child, is relative
+    path, text = init_config([pairs], tmp_path / "child.yaml", init_from=parent)
+    config = load_config(path)
+    assert config.model.arch == "transformer" and not config.model.lexical and config.train.members == 1
+    assert (config.train.learning_rate, config.train.lr_warmup) == (0.003, 50)
+    assert config.train.lr_schedule == "inverse_sqrt" and "a Transformer" in text
+    result = runner.invoke(
+        app, ["train", "--config", str(path), "--set", "train.max_minutes=0", "--set", "train.epochs=1"]
+    )
+    assert result.exit_code == 0, result.output
 
 
 def test_the_warm_up_ramps_then_inverse_sqrt_falls():

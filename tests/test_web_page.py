@@ -212,3 +212,59 @@ def test_the_files_the_export_copies_are_where_it_looks():
 
     assert (web_page.PAGE / "index.html").is_file() and web_page.HEATMAP.is_file()
     assert web_page.SERVED_FONT_FACES.is_file() and (web_page.CHECKOUT / "web" / "package.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def transformer_page(tmp_path_factory) -> tuple[Path, Path]:
+    """A tiny Transformer that has learned the synthetic pairs, as an offline page: (its config, the page)."""
+    tmp_path = tmp_path_factory.mktemp("web-transformer")
+    data = write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
+    model = {"arch": "transformer", "heads": 4, "ff_dim": 64, "encoder_layers": 2, "decoder_layers": 2, "dropout": 0.1}
+    train = {"epochs": 40, "learning_rate": 0.003, "lr_schedule": "inverse_sqrt", "lr_warmup": 50, "patience": 0}
+    raw = tiny_config(tmp_path, data, model=model, train=train, decode={"beam_size": 3})
+    config = tmp_path / "transformer.yaml"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    assert runner.invoke(app, ["train", "--config", str(config)]).exit_code == 0
+    out = tmp_path / "page"
+    result = runner.invoke(app, ["export", raw["run_dir"], str(out), "--web"])
+    assert result.exit_code == 0, result.output
+    return config, out
+
+
+def test_the_offline_page_translates_with_a_transformer_and_draws_each_head(transformer_page, browser):  # noqa: F811
+    config, page = transformer_page
+    expected = {}
+    for sentence in SENTENCES:
+        result = runner.invoke(app, ["translate", "--config", str(config), "--text", sentence])
+        assert result.exit_code == 0, result.output
+        expected[sentence] = result.output.strip()
+    with static_server(page) as url:
+        browser.get(f"{url}/index.html")
+        wait_for(browser, lambda d: d.execute_script("return document.body.dataset.ready"), timeout=60)
+        assert browser.execute_script("return document.body.dataset.ready") == "true"
+        box = browser.find_element("id", "source")
+        for sentence in SENTENCES:
+            before = browser.execute_script("return document.body.dataset.translated || '0'")
+            box.clear()
+            box.send_keys(sentence)
+            wait_for(
+                browser,
+                lambda d, b=before: d.execute_script("return document.body.dataset.translated") not in (None, b),
+            )
+            assert browser.find_element("id", "translation").text == expected[sentence], sentence
+        choices = browser.execute_script(
+            "return [...document.querySelectorAll('#head-choice option')].map(o => o.value)"
+        )
+        assert choices[0] == "1,-1" and len(choices) == 2 * (4 + 1)  # each layer's mean, then its four heads
+        mean = browser.execute_script(
+            "return [...document.querySelectorAll('#heatmap rect.cell')].map(r => r.getAttribute('data-weight'))"
+        )
+        browser.execute_script(
+            "const s = document.getElementById('head-choice'); s.value = '0,2'; s.dispatchEvent(new Event('change'));"
+        )
+        label = "return document.querySelector('#heatmap svg').getAttribute('aria-label')"
+        wait_for(browser, lambda d: d.execute_script(label) == "layer 0, head 2")
+        head = browser.execute_script(
+            "return [...document.querySelectorAll('#heatmap rect.cell')].map(r => r.getAttribute('data-weight'))"
+        )
+        assert len(head) == len(mean) and head != mean

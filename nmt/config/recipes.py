@@ -38,6 +38,7 @@ class Recipe:
     measured: str  # what it gave, as the config's comments quote it
     page: str  # where it was measured
     child_adds: Sections = field(default_factory=dict)  # a child of a parent adds these (--init-from)
+    on_gpu: Measured | None = None  # over ``settings`` where PyTorch sees a CUDA GPU
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Measured:
 @dataclass(frozen=True)
 class Recipes:
     common: Sections
+    family: Measured  # model.arch, and why
     by_size: list[Recipe]
     split: dict[str, float]
     transfer: Measured
@@ -69,7 +71,10 @@ class Recipes:
 def _recipe(raw: dict) -> Recipe:
     settings = {section: dict(values) for section, values in raw["settings"].items()}
     settings["model"] = {**dict.fromkeys(MODEL_WIDTHS, raw["width"]), **settings.get("model", {})}
-    return Recipe(raw["name"], raw["max_pairs"], settings, raw["measured"], raw["page"], raw.get("child_adds", {}))
+    on_gpu = _measured(raw["on_gpu"]) if "on_gpu" in raw else None
+    return Recipe(
+        raw["name"], raw["max_pairs"], settings, raw["measured"], raw["page"], raw.get("child_adds", {}), on_gpu
+    )
 
 
 def _measured(raw: dict, page: str = "") -> Measured:
@@ -84,6 +89,7 @@ def recipes(path: Path = RECIPES_FILE) -> Recipes:
     transfer = raw["transfer"]
     return Recipes(
         common=raw["common"],
+        family=_measured(raw["family"]),
         by_size=[_recipe(entry) for entry in raw["by_size"]],
         split=raw["split"],
         transfer=_measured(transfer),
@@ -131,6 +137,8 @@ EXAMPLE_CORPORA = (
             "data/eng-mar/README.md",
             "configs/eng-mar-cpu.yaml",
             "configs/eng-mar.yaml",
+            "configs/eng-mar-gpu.yaml",
+            "configs/eng-mar-transformer.yaml",
         ),
     ),
 )

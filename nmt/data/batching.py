@@ -43,6 +43,36 @@ class Batch:
         return Batch(self.src.pin_memory(), self.src_lengths, self.tgt_in.pin_memory(), self.tgt_out.pin_memory())
 
 
+def round_up(value: int, step: int) -> int:
+    """The smallest multiple of ``step`` that is >= ``value``."""
+    return -(-value // step) * step
+
+
+def padded_to_bucket(batch: Batch, row_step: int, length_step: int, target_step: int = 1) -> Batch:
+    """``batch`` grown to a bucket's shape: rows to a multiple of ``row_step``, source positions to
+    a multiple of ``length_step``, target positions to one of ``target_step`` (what a CUDA graph
+    captured for one shape can replay: see ``nmt.model.fast.GRAPH_BUCKET``). An added row is a
+    source of one <eos> and a target of nothing to predict (``tgt_out`` all <pad>): it adds no
+    loss and no gradient, and the real rows compute what they compute alone
+    (tests/test_batching.py). An RNN's target length sets how many steps run, not the shapes a
+    step sees: it keeps ``target_step`` 1; a Transformer's layers see every target position."""
+    rows, length = batch.src.shape
+    new_rows, new_length = round_up(rows, row_step), round_up(length, length_step)
+    target = round_up(batch.tgt_in.size(1), target_step)
+    if (new_rows, new_length, target) == (rows, length, batch.tgt_in.size(1)):
+        return batch
+    src = batch.src.new_full((new_rows, new_length), PAD_ID)
+    src[:rows, :length] = batch.src
+    src[rows:, 0] = EOS_ID
+    src_lengths = torch.cat([batch.src_lengths, batch.src_lengths.new_ones(new_rows - rows)])
+    tgt_in = batch.tgt_in.new_full((new_rows, target), PAD_ID)
+    tgt_in[:rows, : batch.tgt_in.size(1)] = batch.tgt_in
+    tgt_in[rows:, 0] = BOS_ID
+    tgt_out = batch.tgt_out.new_full((new_rows, target), PAD_ID)
+    tgt_out[:rows, : batch.tgt_out.size(1)] = batch.tgt_out
+    return Batch(src, src_lengths, tgt_in, tgt_out)
+
+
 def pad_sequences(sequences: list[list[int]]) -> torch.Tensor:
     """(B, max_len) LongTensor, right-padded with <pad>."""
     width = max(len(s) for s in sequences)

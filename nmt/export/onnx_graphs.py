@@ -18,12 +18,11 @@ from pathlib import Path
 
 import torch
 
-from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import disk_full
 from nmt.data.tokenizer import PAD_ID
 from nmt.model.base import TranslationModel
-from nmt.model.graphs import DecoderStepGraph, EncoderGraph, memory_names, state_names
+from nmt.model.graphs import graph_modules, memory_names, state_names
 from nmt.model.seq2seq import Seq2Seq
 from nmt.runtime.onnx_engine import GRAPHS, graph_file, onnxruntime_module
 
@@ -67,55 +66,40 @@ def _export(module: torch.nn.Module, args: tuple, path: Path, inputs: list[str],
     path.write_bytes(buffer.getvalue())
 
 
-def check_exportable(config: Config, what: str) -> None:
-    """Refuse, before anything is written, a model the graphs cannot hold yet: the graphs are the
-    RNN's (a Transformer's decoder step with its key/value cache comes with the lab's heads)."""
-    if config.model.arch != "rnn":
-        raise NmtError(
-            f"{what} runs the RNN's ONNX graphs, and this model is a {config.model.arch} (model.arch): its graphs "
-            "are not written yet. Package it without --onnx (`nmt export RUN PKG`) and translate or serve it "
-            "with PyTorch (`nmt translate --model PKG`, `nmt serve --model PKG`)."
-        )
-
-
 def export_graphs(model: TranslationModel, out_dir: Path) -> dict:
-    """Write encoder.onnx and decoder_step.onnx of ``model`` (a Seq2Seq) into ``out_dir`` and
-    check them against PyTorch; returns what the manifest records of them."""
-    check_exportable(Config(model=model.config), "ONNX export")
-    assert isinstance(model, Seq2Seq)
+    """Write encoder.onnx and decoder_step.onnx of ``model`` into ``out_dir`` and check them
+    against PyTorch; returns what the manifest records of them."""
     onnxruntime_module()  # a clear error when the extra is missing, before anything is exported
     model = copy.deepcopy(model).float().cpu().eval()
-    model.encoder.rnn_input = "padded"  # packed sequences do not export; the outputs are the same
+    if isinstance(model, Seq2Seq):
+        model.encoder.rnn_input = "padded"  # packed sequences do not export; the outputs are the same
     config = model.config
-    states = state_names(config)
-    src = _probe(model.decoder.vocab_size)
+    states, memory = state_names(config), memory_names(config)
+    src = _probe(model.tgt_vocab_size)
     source_length = src.size(1)
-    encoder, step = EncoderGraph(model).eval(), DecoderStepGraph(model).eval()
+    encoder, step = (graph.eval() for graph in graph_modules(model))
     with torch.no_grad():
         encoded = list(encoder(src))
         step_inputs = [torch.tensor([4, 5]), torch.tensor([0]), *encoded]
+        if config.arch == "transformer":  # traced and checked with a cache two positions long
+            for position in (0, 1):
+                stepped = list(step(*step_inputs))
+                caches = stepped[2 : 2 + len(states)]
+                step_inputs = [torch.tensor([6, 7]), torch.tensor([position + 1]), *encoded[: len(memory)], *caches]
         stepped = list(step(*step_inputs))
-    memory = memory_names(config)
     encoder_outputs = [*memory, *states]
     step_names = ["prev_tokens", "step", *memory, *states]
     step_outputs = ["logits", "attention", *(f"next_{name}" for name in states)]
+    step_outputs += ["heads"] if config.arch == "transformer" else []
+    if config.arch == "transformer":
+        encoder_axes = _transformer_axes(["src", *encoder_outputs])
+        step_axes = _transformer_axes([*step_names, *step_outputs])
+    else:
+        encoder_axes = _dynamic_axes(["src", *encoder_outputs], [src, *encoded], source_length)
+        step_axes = _dynamic_axes([*step_names, *step_outputs], [*step_inputs, *stepped], source_length)
     try:
-        _export(
-            encoder,
-            (src,),
-            graph_file(out_dir, "encoder"),
-            ["src"],
-            encoder_outputs,
-            _dynamic_axes(["src", *encoder_outputs], [src, *encoded], source_length),
-        )
-        _export(
-            step,
-            tuple(step_inputs),
-            graph_file(out_dir, "decoder_step"),
-            step_names,
-            step_outputs,
-            _dynamic_axes([*step_names, *step_outputs], [*step_inputs, *stepped], source_length),
-        )
+        _export(encoder, (src,), graph_file(out_dir, "encoder"), ["src"], encoder_outputs, encoder_axes)
+        _export(step, tuple(step_inputs), graph_file(out_dir, "decoder_step"), step_names, step_outputs, step_axes)
     except Exception as error:  # the exporter's own message names the operator it could not write
         full = disk_full(error)
         if full is not None:  # the disk, not the model: said as such (nmt/cli.py)
@@ -134,7 +118,34 @@ def export_graphs(model: TranslationModel, out_dir: Path) -> dict:
     }
 
 
+def _transformer_axes(names: list[str]) -> dict:
+    """A Transformer's dynamic axes, by name: the batch first; the source's length in the mask,
+    the cross-attention's keys and values, the attention and the heads; the cache's length, and
+    the next cache's (one longer), in the self-attention's."""
+    axes: dict[str, dict[int, str]] = {}
+    for name in names:
+        if name == "step":
+            continue
+        axes[name] = {0: "batch"}
+        if name in ("src", "mask", "attention"):
+            axes[name][1] = "source"
+        elif name.startswith("cross_"):
+            axes[name][2] = "source"
+        elif name == "heads":
+            axes[name][3] = "source"
+        elif name.startswith("self_"):
+            axes[name][2] = "steps"
+        elif name.startswith("next_self_"):
+            axes[name][2] = "steps_after"
+    return axes
+
+
 def _variant(config) -> str:
+    if config.arch == "transformer":
+        return (
+            f"The Transformer ({config.encoder_layers} + {config.decoder_layers} layers, {config.heads} heads, "
+            f"{config.positions} positions)"
+        )
     return (
         f"The model variant (model.rnn={config.rnn}, model.attention={config.attention}, "
         f"model.attention_window={config.attention_window}, model.input_feeding={config.input_feeding}, "

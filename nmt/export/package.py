@@ -119,12 +119,8 @@ def _onnx_graphs(config: Config, weights: dict, src_tok, tgt_tok, root: Path) ->
     return export_graphs(model, root)
 
 
-def _check_packageable(config: Config, run_dir: Path, onnx: bool) -> None:
-    """Refuse, before anything is written, a run of several members and graphs not written yet."""
-    if onnx:
-        from nmt.export.onnx_graphs import check_exportable
-
-        check_exportable(config, "--onnx")
+def _check_packageable(config: Config, run_dir: Path) -> None:
+    """Refuse, before anything is written, a run of several members."""
     if config.train.members > 1:
         members = range(1, config.train.members + 1)
         raise NmtError(
@@ -142,7 +138,7 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
     if out_dir.exists() and any(out_dir.iterdir()):
         raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the model package.")
     config = load_run(run_dir)
-    _check_packageable(config, run_dir, onnx)
+    _check_packageable(config, run_dir)
     src_tok, tgt_tok = load_tokenizers(config)
     payload = load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)
     # one copy per name: safetensors refuses tensors that share memory (tied embeddings)

@@ -28,7 +28,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, write_text_atomic
 from nmt.core.fonts import SCRIPT_FONTS, script_font, script_of
 from nmt.data.languages import language_name
-from nmt.export.onnx_graphs import check_exportable, export_graphs
+from nmt.export.onnx_graphs import export_graphs
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers, model_for_weights, weights_shapes
 
@@ -90,6 +90,10 @@ def page_config(config: Config, src_tok, tgt_tok, graphs: dict) -> dict:
         "decode": {key: getattr(config.decode, key) for key in PAGE_DECODING},
         "state": graphs["state"],
         "memory": graphs["memory"],  # the graphs' memory tensors, in order
+        # a Transformer's step also returns every layer's heads, which the page draws one at a time
+        "heads": {"layers": config.model.decoder_layers, "heads": config.model.heads}
+        if "heads" in graphs["decoder_step"]["outputs"]
+        else None,
         "spm": {"src": f"model/{src_tok.path.name}", "tgt": f"model/{tgt_tok.path.name}"},
         "pieces": {
             "src": src_tok.id_to_piece(list(range(src_tok.vocab_size))),
@@ -127,7 +131,6 @@ def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: 
         raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the page.")
     node_modules = find_runtime(runtime)  # before anything is written
     config = load_run(run_dir)
-    check_exportable(config, "The offline page (--web)")
     if config.train.members > 1:
         raise NmtError(f"{run_dir} trained {config.train.members} members: export one, e.g. {run_dir}/member-1.")
     if config.data.related:

@@ -24,6 +24,7 @@ class TranslationModel(nn.Module):
     maps row by row), ``encoder.`` and ``decoder.`` for the rest (what ``train.freeze`` names)."""
 
     config: ModelConfig
+    tgt_vocab_size: int  # the output layer's size
     # the model keys this family reads (nmt/config/schema.py refuses another family's keys)
     config_keys: tuple[str, ...] = ()
 

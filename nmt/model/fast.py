@@ -12,6 +12,9 @@ Every piece here has an equivalence test against the plain computation it replac
   direction over the padded batch, each sentence reversed within its length, instead of
   packed sequences.
 * **Compiled step bodies** (``train.compile``): ``torch.compile`` of the decoder's per-step body.
+  With ``reduce-overhead`` on a CUDA GPU the compiled body is replayed as a CUDA graph, one
+  launch for the step's kernels; a graph holds one shape, so training pads each batch to a
+  bucket of ``GRAPH_BUCKET`` (rows, source positions): a few dozen shapes, each captured once.
 
 Under mixed precision the recurrences stay in float32 (``run_in_float32``).
 """
@@ -127,6 +130,11 @@ def flatten_per_direction(rnn) -> None:
                 weights = rnn.layer_weights(layer, suffix)
                 # re-points these parameters into a fresh buffer (the tensors and their identity stay)
                 torch._cudnn_rnn_flatten_weight(weights, 4, input_size, mode, rnn.hidden_size, 0, 1, True, False)
+
+
+# train.compile: reduce-overhead on a GPU: batches padded to multiples of (rows, source positions),
+# so that CUDA graphs are captured for a bounded set of shapes (nmt.data.batching.padded_to_bucket)
+GRAPH_BUCKET = (64, 8)
 
 
 def compile_step_body(decoder: Any, mode: str, backend: str = "inductor") -> None:

@@ -45,6 +45,7 @@ class Seq2Seq(TranslationModel):
     def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
         super().__init__()
         self.config = config
+        self.tgt_vocab_size = tgt_vocab_size
         self.encoder = Encoder(config, src_vocab_size)
         # Bridge (Bahdanau et al., A.2.2): s_0 = tanh(W_s ←h_1); with bridge "both",
         # s_0 = tanh(W_s [→h_S; ←h_1]): each direction's summary of the whole sentence. One

@@ -92,6 +92,33 @@ class MultiHeadAttention(nn.Module):
             context = F.scaled_dot_product_attention(queries, keys, values, mask, dropout, is_causal=causal)
         return self.out(context.transpose(1, 2).flatten(2)), weights  # heads side by side again: (B, T, width)
 
+    def explain(
+        self,
+        x: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+        causal: bool = False,
+        with_weights: bool = False,
+    ) -> dict[str, torch.Tensor]:
+        """What a call with these inputs computes, each part of it (the lab's playback, after a
+        forward hook kept the call's inputs): ``queries`` (B, heads, T, d), ``keys`` and
+        ``values`` (B, heads, S, d), ``scores`` q·k/√d (B, heads, T, S) with −inf where masked,
+        ``weights`` their softmax, ``contexts`` Σ_j α_j v_j per head (B, heads, T, d), and
+        ``output`` (B, T, width), the call's own."""
+        queries = self.split_heads(self.query(x))
+        scores = queries @ keys.transpose(-1, -2) / math.sqrt(queries.size(-1))
+        if key_mask is not None:
+            scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
+        if causal:
+            future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        contexts = weights @ values
+        output = self.out(contexts.transpose(1, 2).flatten(2))
+        parts = {"queries": queries, "keys": keys, "values": values, "scores": scores, "weights": weights}
+        return parts | {"contexts": contexts, "output": output}
+
 
 def attend_explicitly(
     queries: torch.Tensor,
@@ -325,22 +352,23 @@ class TransformerDecoder(Embedder):
         return self.output(self.norm(x)), None if weights is None else weights.mean(1)
 
     def step(
-        self, prev_tokens: torch.Tensor, state: TransformerState, memory: TransformerMemory
-    ) -> tuple[torch.Tensor, TransformerState, torch.Tensor]:
-        """One position: prev_tokens (B,) -> logits (B, V), the cache one position longer, the
-        shown cross-attention (B, S)."""
+        self, prev_tokens: torch.Tensor, state: TransformerState, memory: TransformerMemory, every_layer: bool = False
+    ) -> tuple[torch.Tensor, TransformerState, list[torch.Tensor]]:
+        """One position: prev_tokens (B,) -> logits (B, V), the cache one position longer, and the
+        cross-attention weights (B, heads, S) of the last layer, or of every layer (``every_layer``:
+        the offline page draws each head)."""
         x = self.embed(prev_tokens[:, None], state.position)  # (B, 1, width)
-        keys, values, weights = [], [], None
+        keys, values, weights = [], [], []
         for index, layer in enumerate(self.layers):
-            shown = index == len(self.layers) - 1
+            shown = every_layer or index == len(self.layers) - 1
             cache = (state.keys[index], state.values[index])
             x, layer_weights, (layer_keys, layer_values) = layer(x, memory, index, cache, with_weights=shown)
             keys.append(layer_keys)
             values.append(layer_values)
-            weights = layer_weights if shown else weights
-        assert weights is not None
+            if layer_weights is not None:
+                weights.append(layer_weights[:, :, 0])  # (B, heads, S)
         logits = self.output(self.norm(x))[:, 0]
-        return logits, TransformerState(keys, values, state.position + 1), weights.mean(1)[:, 0]
+        return logits, TransformerState(keys, values, state.position + 1), weights
 
 
 @ARCHITECTURES.register("transformer")
@@ -354,6 +382,7 @@ class Transformer(TranslationModel):
     def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
         super().__init__()
         self.config = config
+        self.tgt_vocab_size = tgt_vocab_size
         self.encoder = TransformerEncoder(config, src_vocab_size)
         self.decoder = TransformerDecoder(config, tgt_vocab_size)
         if joint_vocabulary and src_vocab_size == tgt_vocab_size:  # tokenizer.joint: one table for both sides
@@ -368,9 +397,22 @@ class Transformer(TranslationModel):
     def decode_step(
         self, prev_tokens: torch.Tensor, state: TransformerState, memory: TransformerMemory
     ) -> tuple[torch.Tensor, TransformerState, torch.Tensor]:
-        """prev_tokens (B,) -> logits (B, V) float32, the longer cache, the shown attention (B, S)."""
+        """prev_tokens (B,) -> logits (B, V) float32, the longer cache, the shown attention (B, S):
+        the last layer's heads averaged."""
         logits, state, weights = self.decoder.step(prev_tokens, state, memory)
-        return logits.float(), state, weights.float()
+        return logits.float(), state, weights[-1].mean(1).float()
+
+    @torch.no_grad()
+    def every_head(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """The cross-attention of every head of every decoder layer along one translation: src
+        (1, S), tgt_in (1, T) <bos> and the tokens -> (layers, heads, T, S), step by step with the
+        cache as search decodes (the training timeline records it per epoch)."""
+        memory, state = self.encode(src, torch.tensor([src.size(1)]))
+        steps = []
+        for t in range(tgt_in.size(1)):
+            _, state, weights = self.decoder.step(tgt_in[:, t], state, memory, every_layer=True)
+            steps.append(torch.stack(weights)[:, 0])  # (layers, heads, S)
+        return torch.stack(steps, dim=2).float()  # (layers, heads, T, S)
 
     def forward(
         self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor, teacher_forcing: float = 1.0

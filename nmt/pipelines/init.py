@@ -26,6 +26,7 @@ import numpy as np
 import yaml
 
 from nmt.config.recipes import Measured, Recipe, example_corpora, recipes
+from nmt.core.device import select_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.core.fonts import script_of
@@ -202,6 +203,10 @@ def split_sizes(sources: int) -> tuple[int, int]:
     return dev, test
 
 
+# The training keys a Transformer child takes from its parent
+TRANSFORMER_SCHEDULE = ("learning_rate", "lr_schedule", "lr_hold", "lr_warmup")
+
+
 @dataclass
 class ParentPlan:
     """What ``--init-from`` adds: the parent, its model settings, and its own corpus where that
@@ -211,6 +216,11 @@ class ParentPlan:
     pair: str  # the parent's, e.g. en-mr
     model: dict
     related: dict[str, str] = field(default_factory=dict)
+    schedule: dict = field(default_factory=dict)  # a Transformer parent's learning rate and warm-up
+
+    @property
+    def transformer(self) -> bool:
+        return self.model.get("arch") == "transformer"
 
 
 def parent_plan(init_from: str, found: CorpusProfile, src_lang: str, tgt_lang: str) -> ParentPlan:
@@ -219,6 +229,9 @@ def parent_plan(init_from: str, found: CorpusProfile, src_lang: str, tgt_lang: s
     parent = load_parent(init_from)  # a clear error for anything but a run or a package
     data = parent.config.data
     plan = ParentPlan(init_from, f"{data.src_lang}-{data.tgt_lang}", asdict(parent.config.model))
+    if plan.transformer:  # the recipes' rate (0.002, no warm-up) derails a Transformer: its own, measured
+        train = parent.config.train
+        plan.schedule = {key: getattr(train, key) for key in TRANSFORMER_SCHEDULE}
     processor = parent.tgt_tok.processor  # its target's script: the letters of its pieces (bytes are not)
     words = (processor.id_to_piece(i) for i in range(processor.get_piece_size()) if not processor.is_byte(i))
     script = Counter(s for piece in words for s in _scripts(piece)).most_common(1)
@@ -260,8 +273,10 @@ def config_text(
     minutes: float,
     threads: int,
     parent: ParentPlan | None = None,
+    gpu: bool = False,
 ) -> str:
-    """The commented YAML config ``nmt init`` writes (``parent``: to continue a model, --init-from)."""
+    """The commented YAML config ``nmt init`` writes (``parent``: to continue a model, --init-from;
+    ``gpu``: for a machine where PyTorch sees a CUDA GPU)."""
     book = recipes()
     recipe = book.for_pairs(found.pairs)
     dev, test = split_sizes(found.sources)
@@ -269,12 +284,17 @@ def config_text(
     if len(found.files) == 2:
         data = {"train": {src_lang: str(found.files[0]), tgt_lang: str(found.files[1])}}
     data |= {"src_lang": src_lang, "tgt_lang": tgt_lang, "dev_size": dev, "test_size": test}
-    settings = _merged(book.common, recipe.settings)
+    on_gpu = recipe.on_gpu if gpu else None
+    settings = _merged(book.family.settings, book.common, recipe.settings, on_gpu.settings if on_gpu else {})
     config: dict[str, Any] = {"run_dir": run_dir, "data": data}
     config |= {section: settings.get(section, {}) for section in ("tokenizer", "model")}
     config["train"] = {"max_minutes": minutes, **settings["train"], "threads": threads}
     config["decode"] = settings["decode"]
     comments = _comments(found, recipe, src_lang, tgt_lang, minutes, threads, parent is not None)
+    if on_gpu is not None:
+        comments += _commented(
+            [f"On this machine's CUDA GPU: batches by tokens, {on_gpu.measured} ({on_gpu.page}).", ""]
+        )
     if parent is not None:
         config, comments = _child_config(config, comments, found, recipe, parent)
     text = comments + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
@@ -294,9 +314,12 @@ def _child_config(
         "init_from": parent.path,
         **{k: v for k, v in config.items() if k != "run_dir"},
     }
-    adds = recipe.child_adds.get("model", {})
+    # A Transformer child is what was measured of one (docs/transformer.md): one model, the parent's
+    # schedule, and none of the RNN's additions (the lexical model reads an RNN's attention)
+    adds = {} if parent.transformer else recipe.child_adds.get("model", {})
     config["model"] = {**parent.model, **adds}
-    ensembled = found.pairs <= book.children_up_to_pairs
+    config["train"] = {**config["train"], **parent.schedule}
+    ensembled = found.pairs <= book.children_up_to_pairs and not parent.transformer
     if ensembled:
         extra = book.children.settings
         train = config["train"]  # members right after the budget they share
@@ -308,6 +331,14 @@ def _child_config(
 
 def _parent_comments(parent: ParentPlan, adds_lexical: bool, ensembled: bool) -> str:
     book = recipes()
+    if parent.transformer:
+        return _commented(
+            [
+                f"Started from {parent.path} ({parent.pair}), a Transformer: its model settings and learning-rate "
+                f"schedule, every weight carried over, one model ({book.family.page}).",
+                "",
+            ]
+        )
     lexical = f", plus the lexical model (model.lexical: {book.lexical_measured})" if adds_lexical else ""
     children = f"; {book.children.measured}" if ensembled else ""
     lines = [
@@ -357,6 +388,7 @@ def _comments(
     threads: int,
     child: bool = False,
 ) -> str:
+    family = recipes().family
     lines = [
         f"Written by `nmt init` from {', '.join(map(str, found.files))}:",
         f"{found.pairs:,} pairs, {found.sources:,} distinct {src_lang} sentences"
@@ -373,6 +405,7 @@ def _comments(
             else f"The {recipe.name} recipe (up to {recipe.max_pairs:,} pairs): {recipe.measured} ({recipe.page})."
         ),
         f"A {minutes:g}-minute budget on this machine's {threads} thread(s): a faster machine trains more epochs.",
+        *([] if child else [f"An RNN, not a Transformer (model.arch): {family.measured} ({family.page})."]),
         "Dev and test keep every source sentence in one split and score it with all its translations.",
         "Next: nmt prepare --config THIS && nmt train --config THIS && nmt evaluate --config THIS",
         "",
@@ -460,6 +493,7 @@ def init_config(
         raise NmtError(f"{target} exists: give another file with --to (nmt init writes a new config, never over one).")
     threads = max(1, min(os.cpu_count() or 1, 8))
     parent = parent_plan(init_from, found, src, tgt) if init_from else None
-    text = config_text(found, src, tgt, f"runs/{target.stem}", minutes, threads, parent)
+    gpu = select_device("auto").type == "cuda"
+    text = config_text(found, src, tgt, f"runs/{target.stem}", minutes, threads, parent, gpu)
     write_text_atomic(target, text)
     return target, text

@@ -9,7 +9,9 @@
 * ``edit``: decoding resumed with the attention of one step replaced by given weights,
   beside decoding without the edit (does the model follow its attention?);
 * ``saliency``: gradient × input of each source subword for one target subword, beside its
-  attention row, with their rank correlation.
+  attention row, with their rank correlation;
+* ``heads`` (a Transformer's): every head of every layer, cross- and self-attention
+  (nmt/pipelines/heads.py); a Transformer's playback shows one layer's head.
 
 The numbers are the model's: playback and edit run the very ``decode_step`` search runs and
 read the attention module's inputs as it is called (``Attention.explain`` recomputes its
@@ -31,8 +33,11 @@ from nmt.decoding.beam_trace import BeamTrace
 from nmt.decoding.forced import PrefixedModel
 from nmt.decoding.search import Hypothesis, evaluating, search_batch
 from nmt.model.attention import WINDOW_FORMULAS
+from nmt.model.base import TranslationModel
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Seq2Seq
+from nmt.model.transformer import Transformer
+from nmt.pipelines.heads import FORMULA, Heads, all_heads, head_steps
 from nmt.pipelines.translate import Translator
 
 
@@ -128,11 +133,16 @@ class Step:
 class Playback:
     source_tokens: list[str]
     tokens: list[str]
-    attention: str  # model.attention
+    attention: str  # model.attention (a Transformer's: scaled-dot-product)
     window: str  # model.attention_window
     formula: list[str]
     query_is: str
     steps: list[Step]
+    layer: int | None = None  # a Transformer's: the decoder layer and head played back, of how many
+    head: int | None = None
+    layers: int | None = None
+    heads: int | None = None
+    keys: list[list[float]] | None = None  # that head's k_j, one per source position (d each)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -175,7 +185,7 @@ class Lab:
 
     # ---- inputs ----
 
-    def _model(self) -> Seq2Seq:
+    def _model(self) -> TranslationModel:
         model = self.translator.model
         if not isinstance(model, torch.nn.Module):  # another engine's model: nothing to look inside
             raise LabInputError(
@@ -187,14 +197,25 @@ class Lab:
             raise LabInputError(
                 "model", "the attention lab looks inside one model, not an ensemble: serve or load one checkpoint"
             )
+        if not isinstance(model, (Seq2Seq, Transformer)):
+            raise LabInputError("model", f"the attention lab knows the RNN and the Transformer, not a {type(model)}")
+        return model
+
+    def _rnn(self, view: str) -> Seq2Seq:
+        """The model, for a view only an RNN's single attention has."""
+        model = self._model()
         if not isinstance(model, Seq2Seq):
             raise LabInputError(
                 "model",
-                f"the attention lab shows an RNN's attention, and this model is a {self.config.model.arch} "
-                "(model.arch): its heads come to the lab later; translate it on the page, whose heatmaps show its "
-                "last layer's cross-attention, heads averaged",
+                f"{view} replaces one attention's weights, and a Transformer has {self._layers_and_heads(model)} "
+                "cross-attention heads, each one path of several from the source to the output: replacing one "
+                "does not make the model attend there, so this view is the RNN's (see heads and playback)",
             )
         return model
+
+    @staticmethod
+    def _layers_and_heads(model: TranslationModel) -> str:
+        return f"{model.config.decoder_layers} x {model.config.heads}"
 
     def _source(self, text: str) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
         ids = self.translator.source_ids([text])[0]
@@ -237,8 +258,14 @@ class Lab:
         return Tree(source_tokens, nodes, beam)
 
     @torch.inference_mode()
-    def playback(self, text: str, tokens: list[str] | None = None, top_k: int = 5) -> Playback:
-        model = self._model().eval()
+    def playback(
+        self, text: str, tokens: list[str] | None = None, top_k: int = 5, layer: int = -1, head: int = 0
+    ) -> Playback:
+        """Each step's attention with its numbers; a Transformer's for decoder ``layer`` (−1: the
+        last) and ``head``."""
+        if isinstance(self._model(), Transformer):
+            return self._head_playback(text, tokens, top_k, layer, head)
+        model = self._rnn("playback").eval()
         src, lengths, source_tokens = self._source(text)
         target = self.target_ids(text, tokens)
         model_config = self.config.model
@@ -297,7 +324,7 @@ class Lab:
         """Decode ``text`` with the first ``step`` subwords of ``tokens`` (default: the best
         translation) forced, and the attention of step ``step`` replaced by ``weights`` (one
         per source subword, <eos> included; normalised to sum 1); greedy after it."""
-        model = self._model().eval()
+        model = self._rnn("edit").eval()
         src, lengths, source_tokens = self._source(text)
         target = self.target_ids(text, tokens)
         if not 0 <= step < max(1, len(target)):
@@ -328,6 +355,61 @@ class Lab:
             " ".join(texts[1].split()),
         )
 
+    def _head_playback(self, text: str, tokens: list[str] | None, top_k: int, layer: int, head: int) -> Playback:
+        model = self._model()
+        assert isinstance(model, Transformer)
+        layers, heads = model.config.decoder_layers, model.config.heads
+        if not -layers <= layer < layers:
+            raise LabInputError("layer", f"layer must be from 0 to {layers - 1} (or -1, the last), got {layer}")
+        if not 0 <= head < heads:
+            raise LabInputError("head", f"head must be from 0 to {heads - 1}, got {head}")
+        layer %= layers
+        src, lengths, source_tokens = self._source(text)
+        target = self.target_ids(text, tokens)
+        keys, parts, logits = head_steps(model, src, lengths, target, layer, head)
+        steps = []
+        for t, (token, part, step_logits) in enumerate(zip(target, parts, logits)):
+            probabilities = step_logits.float().softmax(-1)
+            best = probabilities.topk(min(top_k, probabilities.numel()))
+            top = [
+                {"token": piece, "probability": p}
+                for piece, p in zip(self.labels(best.indices.tolist()), best.values.tolist())
+            ]
+            scores: list[float | None] = list(part.scores)
+            probability = probabilities[token].item()
+            label = self.labels([token])[0]
+            steps.append(Step(t, label, probability, part.query, None, scores, part.weights, part.context, top))
+        query_is = (
+            f"q_t = W^Q LN(x_t): decoder layer {layer}'s state at step t after its self-attention, "
+            f"head {head}'s share ({model.config.embed_dim // heads} of {model.config.embed_dim} dimensions)"
+        )
+        return Playback(
+            source_tokens,
+            self.labels(target),
+            "scaled-dot-product",
+            "global",
+            FORMULA,
+            query_is,
+            steps,
+            layer,
+            head,
+            layers,
+            heads,
+            keys,
+        )
+
+    def heads(self, text: str, tokens: list[str] | None = None) -> Heads:
+        """A Transformer's every head of every layer for ``tokens`` (default: the best translation)."""
+        model = self._model()
+        if not isinstance(model, Transformer):
+            raise LabInputError(
+                "model", "heads are a Transformer's (model.arch: transformer); an RNN has one attention: see playback"
+            )
+        src, lengths, source_tokens = self._source(text)
+        target = self.target_ids(text, tokens)
+        found = all_heads(model, src, lengths, target)
+        return Heads(source_tokens, self.labels(target), model.config.heads, **found)
+
     def _continue(self, model, src, lengths, prefix: list[int], replace) -> tuple[list[int], list[float]]:
         """Greedy decoding after ``prefix`` (the attention of some steps replaced): the
         continuation's ids and the first continued step's own attention weights."""
@@ -357,7 +439,7 @@ class Lab:
 
         was_training = model.training
         model.eval()
-        handle = model.encoder.embedding.register_forward_hook(keep)
+        handle = model.get_submodule("encoder.embedding").register_forward_hook(keep)
         try:
             with torch.enable_grad():
                 tgt_in = torch.tensor([[BOS_ID, *target[:position]]], device=src.device)

@@ -107,6 +107,8 @@ class OnnxModel:
         self.step_inputs = {arg.name for arg in self.decoder.get_inputs()}  # only those the graph reads
         self.memory_names = memory_names(self.config)
         self.step_names = ["prev_tokens", "step", *self.memory_names, *state_names(self.config)]
+        # the outputs search reads, by name (a Transformer's step also returns every layer's heads)
+        self.step_outputs = ["logits", "attention", *(f"next_{name}" for name in state_names(self.config))]
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[FlatTensors, FlatTensors]:
         """src (B, S) -> the memory (``memory_names``), the decoder's first state."""
@@ -124,7 +126,7 @@ class OnnxModel:
             for name, value in zip(self.step_names, values)
             if name in self.step_inputs
         }
-        logits, weights, *next_state = (torch.from_numpy(o) for o in self.decoder.run(None, feeds))
+        logits, weights, *next_state = (torch.from_numpy(o) for o in self.decoder.run(self.step_outputs, feeds))
         return logits, FlatTensors(next_state, state.position + 1), weights
 
 

@@ -50,7 +50,7 @@ from nmt.serve.scheduler import QueueFull, Scheduler, Ticket
 from nmt.train.timeline import read_timeline
 
 STATIC = Path(__file__).resolve().parent / "static"
-LAB_VIEWS = ("tree", "playback", "edit", "saliency")
+LAB_VIEWS = ("tree", "playback", "edit", "saliency", "heads")
 
 
 # A served model's output limit (ratio x source subwords + offset), whatever its package says:
@@ -129,7 +129,8 @@ class ServedModel:
         lab = self.lab
         calls = {
             "tree": lambda: lab.tree(request.text, request.beam_size),
-            "playback": lambda: lab.playback(request.text, request.tokens, request.top_k),
+            "playback": lambda: lab.playback(request.text, request.tokens, request.top_k, request.layer, request.head),
+            "heads": lambda: lab.heads(request.text, request.tokens),
             "edit": lambda: lab.edit(request.text, request.step, list(request.weights), request.tokens),
             "saliency": lambda: lab.saliency(request.text, request.position, request.tokens),
         }

@@ -262,6 +262,8 @@ class LabRequest:
     step: int = 0
     position: int = 0
     weights: tuple[float, ...] = ()
+    layer: int = -1  # a Transformer's playback: the decoder layer (-1: the last) and the head
+    head: int = 0
 
     @classmethod
     def tree(cls, data: dict, limits: Limits, default_beam: int) -> LabRequest:
@@ -271,7 +273,12 @@ class LabRequest:
     @classmethod
     def playback(cls, data: dict, limits: Limits) -> LabRequest:
         top_k = integer(data, "top_k", 5, 1, limits.max_alternatives)
-        return cls(text(data.get("text"), "text", limits), tokens_of(data, limits), top_k=top_k)
+        layer, head = integer(data, "layer", -1, -64, 63), integer(data, "head", 0, 0, 63)  # checked on the model
+        return cls(text(data.get("text"), "text", limits), tokens_of(data, limits), top_k=top_k, layer=layer, head=head)
+
+    @classmethod
+    def heads(cls, data: dict, limits: Limits) -> LabRequest:
+        return cls(text(data.get("text"), "text", limits), tokens_of(data, limits))
 
     @classmethod
     def edit(cls, data: dict, limits: Limits) -> LabRequest:

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from nmt.config.schema import Config
-from nmt.data.tokenizer import Tokenizer
-from nmt.decoding.search import search_sentences
+from nmt.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
+from nmt.decoding.search import evaluating, search_sentences
 from nmt.train.metrics import MetricsFile
 from nmt.train.state import Progress
 
@@ -43,14 +43,21 @@ def probe_translations(
     for ids, hypotheses in zip(sources, found):
         best = hypotheses[0]
         attention = best.attention.tolist() if best.attention is not None else []
-        probes.append(
-            {
-                "source_tokens": src_tok.labels(ids),
-                "tokens": tgt_tok.labels(best.tokens, with_eos=best.ended),
-                "translation": " ".join(tgt_tok.decode([best.tokens])[0].split()),
-                "attention": [[round(w, 5) for w in row] for row in attention],
-            }
-        )
+        probe = {
+            "source_tokens": src_tok.labels(ids),
+            "tokens": tgt_tok.labels(best.tokens, with_eos=best.ended),
+            "translation": " ".join(tgt_tok.decode([best.tokens])[0].split()),
+            "attention": [[round(w, 5) for w in row] for row in attention],
+        }
+        if hasattr(model, "every_head"):  # a Transformer: each head of each layer, for the lab's head picker
+            src = torch.tensor([[*ids, EOS_ID]], device=device)  # (1, S): <eos> closes the source
+            tgt_in = torch.tensor([[BOS_ID, *best.tokens]], device=device)[:, : len(probe["tokens"])]  # (1, T)
+            with evaluating(model):
+                heads = model.every_head(src, tgt_in).cpu()  # (layers, heads, T, S)
+            probe["heads"] = [
+                [[[round(w, 5) for w in row] for row in head] for head in layer] for layer in heads.tolist()
+            ]
+        probes.append(probe)
     return probes
 
 

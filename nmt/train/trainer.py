@@ -32,10 +32,11 @@ from nmt.core.fileio import remove_temporaries
 from nmt.core.hardware import hardware_description
 from nmt.core.plugins import load_config_plugins
 from nmt.core.progress import progress_bar
-from nmt.data.batching import Batch, padding_fraction
+from nmt.data.batching import Batch, padded_to_bucket, padding_fraction
 from nmt.data.tokenizer import Tokenizer
 from nmt.model.base import TranslationModel, count_parameters
 from nmt.model.encoder import Encoder, encoder_input
+from nmt.model.fast import GRAPH_BUCKET
 from nmt.runtime.checkpoint import save_training_checkpoint, training_checkpoint
 from nmt.runtime.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.runtime.parent import check_architecture, freeze, inherit_weights, load_parent
@@ -251,6 +252,10 @@ class Trainer:
         self.model = model.to(device)
         if self.config.train.compile != "none":
             self.model.compile_steps(self.config.train.compile)
+        # CUDA graphs replay one shape each: batches padded to buckets (nmt/model/fast.py)
+        self.graph_bucket = (
+            GRAPH_BUCKET if self.config.train.compile == "reduce-overhead" and device.type == "cuda" else None
+        )
         self.optimizer = build_optimizer(self.model, self.config.train)
         self.ema = EmaWeights(self.model, self.config.train.ema_decay) if self.config.train.ema_decay else None
         self.ema_is_better = False  # at the last validation
@@ -525,6 +530,8 @@ class Trainer:
             self.config.train, self.control.position(self.progress, epoch, number, self.epoch_length)
         )
         self.set_learning_rate(settings.learning_rate)
+        if self.graph_bucket is not None:
+            batch = padded_to_bucket(batch, *self.graph_bucket)
         batch = word_dropout(batch.to(self.device), settings.word_dropout)
         try:
             result = train_step(

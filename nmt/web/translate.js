@@ -68,7 +68,15 @@ async function decodeStep(prevTokens, step, memory, state) {
   const feeds = {};
   for (const name of page.decoder.inputNames) feeds[name] = values[name];  // a graph reads only some
   const out = await page.decoder.run(feeds);
-  return { logits: out.logits, attention: out.attention, state: page.config.state.map((n) => out[`next_${n}`]) };
+  return { logits: out.logits, attention: out.attention, heads: out.heads,
+           state: page.config.state.map((n) => out[`next_${n}`]) };
+}
+
+// a Transformer's every layer and head of row r (layers x heads x source, flat), or null
+function headsRow(out, r) {
+  if (!out.heads) return null;
+  const width = out.heads.dims.slice(1).reduce((a, b) => a * b, 1);
+  return Array.from(out.heads.data.subarray(r * width, (r + 1) * width));
 }
 
 // ---- search (nmt/decoding/search.py) ----
@@ -120,7 +128,7 @@ function maxOutputLength(sourceLength) {
 
 async function greedy(ids) {
   let { memory, state } = await encode(ids);
-  const tokens = [], logprobs = [], attention = [];
+  const tokens = [], logprobs = [], attention = [], heads = [];
   let prev = BOS, ended = false;
   for (let t = 0; t < maxOutputLength(ids.length); t++) {
     const out = await decodeStep([prev], t, memory, state);
@@ -131,19 +139,20 @@ async function greedy(ids) {
     for (let v = 0; v < logits.length; v++) if (!banned.has(v) && (best < 0 || logits[v] > logits[best])) best = v;
     logprobs.push(logits[best] - logZ);
     attention.push(Array.from(row(out.attention, 0)));
+    heads.push(headsRow(out, 0));
     state = out.state;
     if (best === EOS) { ended = true; break; }
     tokens.push(best);
     prev = best;
   }
   const logProb = logprobs.reduce((a, b) => a + b, 0);
-  return { tokens, logprobs, attention, score: logProb / lengthNorm(logprobs.length), ended };
+  return { tokens, logprobs, attention, heads, score: logProb / lengthNorm(logprobs.length), ended };
 }
 
 async function beamSearch(ids, beamSize) {
   const encoded = await encode(ids);
   let memory = encoded.memory, state = encoded.state;
-  let beams = [{ score: 0, tokens: [], logprobs: [], attention: [] }];
+  let beams = [{ score: 0, tokens: [], logprobs: [], attention: [], heads: [] }];
   const ended = [];
   const span = page.config.decode.no_repeat_span;
   let open = true;
@@ -163,7 +172,8 @@ async function beamSearch(ids, beamSize) {
     const top = candidates.slice(0, 2 * beamSize);
     const grow = (c) => ({ score: c.score, tokens: [...beams[c.r].tokens, c.v],
                            logprobs: [...beams[c.r].logprobs, c.logprob],
-                           attention: [...beams[c.r].attention, Array.from(row(out.attention, c.r))] });
+                           attention: [...beams[c.r].attention, Array.from(row(out.attention, c.r))],
+                           heads: [...beams[c.r].heads, headsRow(out, c.r)] });
     for (const c of top.slice(0, beamSize)) {  // what ends here, among the best beamSize
       if (c.v !== EOS || !Number.isFinite(c.score)) continue;
       const done = grow(c);
@@ -184,7 +194,8 @@ async function beamSearch(ids, beamSize) {
   }
   ended.sort((a, b) => b.norm - a.norm);  // stable: ties keep their order
   const best = ended[0];
-  return { tokens: best.tokens, logprobs: best.logprobs, attention: best.attention, score: best.norm, ended: best.ended };
+  return { tokens: best.tokens, logprobs: best.logprobs, attention: best.attention, heads: best.heads,
+           score: best.norm, ended: best.ended };
 }
 
 // ---- the page ----
@@ -207,6 +218,41 @@ async function translate(text, beamSize) {
 
 let generation = 0;  // a newer keystroke makes an older translation stale
 
+// The heatmap of the translation: the model's attention, or, for a Transformer, the head or the
+// layer's mean of heads chosen in #head-choice (its default: the last layer's mean, what search reads).
+async function drawAttention() {
+  const { rows, cols, result } = page.shown;
+  const choice = document.getElementById("head-choice").value;
+  let steps = result.found.attention;
+  let title = "attention";
+  if (page.config.heads && choice !== "") {
+    const [layer, head] = choice.split(",").map(Number);
+    const { heads } = page.config.heads;
+    const source = result.ids.length;
+    steps = result.found.heads.map((flat) => {
+      const at = (h, j) => flat[(layer * heads + h) * source + j];
+      return Array.from({ length: source }, (_, j) =>
+        head >= 0 ? at(head, j) : Array.from({ length: heads }, (_, h) => at(h, j)).reduce((a, b) => a + b, 0) / heads);
+    });
+    title = head >= 0 ? `layer ${layer}, head ${head}` : `layer ${layer}, heads averaged`;
+  }
+  const cells = steps.slice(0, rows.length).map((weights) => Array.from(weights).slice(0, cols.length));
+  await drawHeatmap(document.getElementById("heatmap"), rows, cols, cells, { rowScaled: true, title });
+}
+
+// A Transformer's choice of layer and head (or their mean) for the heatmap.
+function headChoices() {
+  const select = document.getElementById("head-choice");
+  const spec = page.config.heads;
+  select.hidden = !spec;
+  if (!spec) return;
+  for (let layer = spec.layers - 1; layer >= 0; layer--) {
+    select.appendChild(new Option(`layer ${layer}, heads averaged`, `${layer},-1`));
+    for (let head = 0; head < spec.heads; head++) select.appendChild(new Option(`layer ${layer}, head ${head}`, `${layer},${head}`));
+  }
+  select.addEventListener("change", () => { if (page.shown) drawAttention(); });
+}
+
 async function update() {
   const text = document.getElementById("source").value;
   const beamSize = Math.max(1, Math.min(16, Number(document.getElementById("beam").value) || 1));
@@ -223,8 +269,8 @@ async function update() {
   document.getElementById("translation").textContent = result.translation;
   const cols = result.ids.map((id) => page.config.pieces.src[id] ?? "<eos>");
   const rows = [...result.found.tokens.map((id) => page.config.pieces.tgt[id]), ...(result.found.ended ? ["<eos>"] : [])];
-  const cells = result.found.attention.slice(0, rows.length).map((weights) => Array.from(weights).slice(0, cols.length));
-  await drawHeatmap(document.getElementById("heatmap"), rows, cols, cells, { rowScaled: true, title: "attention" });
+  page.shown = { rows, cols, result };
+  await drawAttention();
   status.textContent = `Translated in ${result.milliseconds.toFixed(0)} ms (beam ${beamSize}).`;
   document.body.dataset.translated = String(generation);
 }
@@ -240,6 +286,7 @@ async function main() {
     document.getElementById("source-lang").textContent = `(${c.languages.src})`;
     document.getElementById("target-lang").textContent = `(${c.languages.tgt})`;
     document.getElementById("beam").value = c.decode.beam_size;
+    headChoices();
     const source = document.getElementById("source");
     let timer = null;
     const soon = () => { clearTimeout(timer); timer = setTimeout(update, 150); };

@@ -17,6 +17,10 @@ ours sorted by length, JoeyNMT's in file order as its `translate` does.
     python scripts/bench/bench_decode.py --sentences 1000
     python scripts/bench/bench_decode.py --sentences 1000 --train-steps 1000
     python scripts/bench/bench_decode.py --checkpoint runs/eng-mar/checkpoints/best.pt
+    python scripts/bench/bench_decode.py --transformer --sentences 500 --train-steps 500
+
+--transformer: both rows are the Transformer at JoeyNMT's Transformer sizes
+(joeynmt_peer.TRANSFORMER_OVERRIDES: 3 + 3 layers, 256 wide, 4 heads) instead of its RNN.
 """
 
 from __future__ import annotations
@@ -167,6 +171,7 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--onnx", action="store_true", help="also the same model's ONNX graphs on onnxruntime")
     parser.add_argument("--train-steps", type=int, default=0, help="train both models this many steps first")
+    parser.add_argument("--transformer", action="store_true", help="both rows: the Transformer at JoeyNMT's sizes")
     parser.add_argument("--weights-dir", default="", help="keep the trained weights here; reuse them if present")
     parser.add_argument(
         "--repeats", type=int, default=3, help="time every row this many times, interleaved; report the median"
@@ -175,7 +180,9 @@ def main() -> None:
     import tempfile
     from pathlib import Path
 
-    equivalent = args.set + joeynmt_peer.EQUIVALENT_OVERRIDES + SAME_LIMIT
+    if args.transformer:  # the peer reads the family from the same overrides
+        args.set = args.set + joeynmt_peer.TRANSFORMER_OVERRIDES
+    equivalent = args.set + ([] if args.transformer else joeynmt_peer.EQUIVALENT_OVERRIDES) + SAME_LIMIT
     peer = joeynmt_peer.AVAILABLE and not args.no_peer
     workdir = args.weights_dir or tempfile.mkdtemp(prefix="bench-decode-")
     Path(workdir).mkdir(parents=True, exist_ok=True)

@@ -6,10 +6,12 @@
 # status is 1 if any did). Resumable: run it again after an interruption and the training runs
 # go on where they stopped (a finished run is evaluated again, not retrained).
 # BENCH_GPU_MINUTES sets the quality runs' budget; BENCH_GPU_STEPS, BENCH_GPU_REPEATS,
-# BENCH_GPU_SENTENCES and BENCH_GPU_TRAIN_STEPS size the throughput parts. A short GPU loan
-# (about 8 minutes for everything, start included) fits
-#   BENCH_GPU_MINUTES=1 BENCH_GPU_STEPS=100 BENCH_GPU_REPEATS=1 BENCH_GPU_SENTENCES=500 \
-#   BENCH_GPU_TRAIN_STEPS=300 bash scripts/bench/bench_gpu.sh
+# BENCH_GPU_SENTENCES and BENCH_GPU_TRAIN_STEPS size the throughput parts.
+#
+# BENCH_GPU_SHORT=1: the short form for a 15-minute loan (start-up included): the GPU tier, then
+# scripts/main.sh end to end (configs/eng-mar-gpu.yaml, the GPU recipe), then training throughput
+# of the RNN eager and graphed (train.compile: reduce-overhead) and of the Transformer, 100 steps
+# each, one repeat; the decoding and quality parts are left out.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 minutes=${BENCH_GPU_MINUTES:-5}
@@ -31,6 +33,19 @@ python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version
 # 1. The GPU test tier: end to end, exact resume (mid-epoch, 2 layers), autocast dtypes, fp16
 #    loss scaling, no host sync in the steps, the variants, GPU -> CPU, compile, NCCL.
 part "gpu test tier" python -m pytest -q -m gpu -rs tests/test_gpu.py
+if [ "${BENCH_GPU_SHORT:-0}" = 1 ]; then
+  # the GPU recipe end to end: prepare, train (3 minutes), translate, evaluate; wall clock at the end
+  part "main.sh (configs/eng-mar-gpu.yaml)" bash scripts/main.sh
+  # target tokens/s: the GPU recipe's RNN eager and graphed, the Transformer at JoeyNMT's sizes
+  part "training throughput (short)" python scripts/bench/bench_train.py --device cuda \
+    --config configs/eng-mar-gpu.yaml --rows default compile transformer --steps 100 --repeats 1 --no-peer
+  if [ ${#failed[@]} -gt 0 ]; then
+    printf 'Failed parts: %s\n' "$(IFS=,; echo "${failed[*]}")"
+    exit 1
+  fi
+  echo "Every part ran."
+  exit 0
+fi
 # 2. Training throughput: precision, batches by tokens, packed against padded encoder input,
 #    the compiled step, the cost of deterministic mode.
 part "training throughput" python scripts/bench/bench_train.py --device cuda \

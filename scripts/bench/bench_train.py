@@ -9,6 +9,7 @@ Rows:
   JoeyNMT 2.3.0, own / our batches      when joeynmt is installed (see scripts/bench/joeynmt_peer.py)
   nmt, encoder packed / padded          the config as given, with model.rnn_input=packed / padded
   nmt, compiled decoder step            the config as given, with train.compile=default (against the first row)
+  nmt, graphed decoder step             on CUDA: train.compile=reduce-overhead, batches padded to the graph buckets
   nmt, GRU / LSTM / LSTM 2 + 2 layers   model.rnn: the config with each cell, and stacked
   transformer rows: this project's Transformer at JoeyNMT's Transformer sizes (3 + 3 layers, 256 wide,
   4 heads; joeynmt_peer.TRANSFORMER_OVERRIDES), JoeyNMT's Transformer on the same batches, and plain
@@ -71,7 +72,8 @@ def measure(
     warmup: int = 5,
 ) -> dict:
     from nmt.core.device import make_deterministic, select_precision
-    from nmt.data.batching import collate, padding_fraction
+    from nmt.data.batching import collate, padded_to_bucket, padding_fraction
+    from nmt.model.fast import GRAPH_BUCKET
     from nmt.runtime.loading import load_tokenizers
     from nmt.train.data import batch_lengths, load_train_data
     from nmt.train.step import train_step
@@ -99,6 +101,10 @@ def measure(
         def run_step(indices):
             batch = collate([data.train[i] for i in indices])
             tokens = batch.num_tgt_tokens
+            if cfg.compile == "reduce-overhead" and device.type == "cuda":
+                batch = padded_to_bucket(
+                    batch, *GRAPH_BUCKET, GRAPH_BUCKET[1] if config.model.arch == "transformer" else 1
+                )
             train_step(model, batch.to(device), optimizer, cfg, tokens, precision, scaler)
             return tokens
     elif tool == "torch":
@@ -210,6 +216,9 @@ def main() -> None:
         plan.append(("nmt, encoder padded", args.set + ["model.rnn_input=padded"], dict()))
     if "compile" in args.rows:
         plan.append(("nmt, compiled decoder step", args.set + ["train.compile=default"], dict(warmup=30)))
+        if args.device == "cuda":  # CUDA graphs: batches padded to the graph buckets, as the trainer pads them
+            graphed = args.set + ["train.compile=reduce-overhead"]
+            plan.append(("nmt, graphed decoder step", graphed, dict(warmup=60)))
     if "precision" in args.rows:
         plan.append(("nmt, float32", args.set + ["train.precision=float32"], dict()))
         plan.append(("nmt, precision auto", args.set + ["train.precision=auto"], dict()))
@@ -269,6 +278,7 @@ def main() -> None:
         ("encoder padded / packed", "nmt, encoder padded", "nmt, encoder packed"),
         ("LSTM / GRU", "nmt, LSTM", "nmt, GRU"),
         ("compiled decoder step / eager", "nmt, compiled decoder step", "nmt, config as given"),
+        ("graphed decoder step / eager", "nmt, graphed decoder step", "nmt, config as given"),
         ("precision auto / float32", "nmt, precision auto", "nmt, float32"),
         ("deterministic / default", "nmt, deterministic", "nmt, config as given"),
         (

@@ -27,6 +27,7 @@ from nmt.data.references import read_references
 
 HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi", "data.dev_size=200", "data.test_size=400"]
 PARENT_CONFIG = "configs/eng-mar-cpu.yaml"  # what `bash scripts/main.sh` trains into runs/eng-mar-cpu
+TRANSFORMER = "configs/eng-mar-transformer.yaml"
 FEEDING = ["model.input_feeding=true"]  # the recipe before round 3 (docs/quality.md, third measurement)
 
 # what the first eng-hin recipe tried on top of the eng-mar one (it lost: docs/transfer.md)
@@ -50,7 +51,8 @@ PLAIN = ["model.lexical=false", *ONE_CHILD]
 class Variant:
     config: str
     overrides: list[str]
-    parent: list[str] | None = None  # None: from scratch; else the parent's overrides on PARENT_CONFIG
+    parent: list[str] | None = None  # None: from scratch; else the parent's overrides on parent_config
+    parent_config: str = PARENT_CONFIG
 
 
 # name -> variant; runs of one variant share their prepared data. The eng-mar CPU recipe on
@@ -71,6 +73,11 @@ VARIANTS: dict[str, Variant] = {
     "transfer, with input feeding (before)": Variant(PARENT_CONFIG, [*HINDI, *FEEDING], parent=FEEDING),
     # the child adds input feeding to the shipped parent's fast decoder (its fed inputs start at zero)
     "transfer, input feeding added to the parent": Variant(PARENT_CONFIG, [*HINDI, *FEEDING], parent=[]),
+    # the Transformer (docs/transformer.md): configs/eng-mar-transformer.yaml on eng-hin, from scratch
+    # and as the child of that recipe trained on eng-mar, beside the RNN's shipped scratch recipe
+    "scratch, configs/eng-hin-scratch.yaml": Variant("configs/eng-hin-scratch.yaml", []),
+    "transformer, scratch": Variant(TRANSFORMER, HINDI),
+    "transformer, from a Transformer parent": Variant(TRANSFORMER, HINDI, parent=[], parent_config=TRANSFORMER),
     # mixed fine-tuning (docs/small-data.md): the parent continues on eng-hin beside eng-mar, tagged
     "mixed fine-tuning, eng-hin x6 beside eng-mar": Variant(
         "configs/eng-hin.yaml", [*PLAIN, *RELATED, "data.oversample=6"], parent=[]
@@ -115,7 +122,9 @@ def child_of_its_parent(variant: Variant, minutes: float, runs: Path, parents: P
     overrides = variant.overrides
     if variant.parent is not None:
         print(f"   its parent, seed {seed}", file=sys.stderr, flush=True)
-        parent = train_run(PARENT_CONFIG, variant.parent, seed, minutes, parents, device)
+        if variant.parent_config != PARENT_CONFIG:  # parents of another recipe: a folder of their own
+            parents = parents.with_name(f"parents-{Path(variant.parent_config).stem}")
+        parent = train_run(variant.parent_config, variant.parent, seed, minutes, parents, device)
         overrides = [*overrides, f"init_from={parent}"]
     return trained_and_scored(variant.config, overrides, [], minutes, runs, device, seed)
 

@@ -25,19 +25,30 @@ RNN = "configs/eng-mar-cpu.yaml"
 TRANSFORMER = "configs/eng-mar-transformer.yaml"
 
 # name -> (base config, training overrides, decoding overrides)
-VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
-    "rnn recipe": (RNN, [], []),
-    "transformer recipe": (TRANSFORMER, [], []),
-    # the first screening, one lever each on the Transformer recipe
+VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {"rnn recipe": (RNN, [], [])}
+# The first screening, one lever each on the first Transformer recipe (3 + 3 layers, a 1024-wide
+# feed-forward network, dropout 0.3, as JoeyNMT's and small-data work's), spelled out so that the
+# shipped config's later values do not change what these runs were
+FIRST = ["model.encoder_layers=3", "model.decoder_layers=3", "model.ff_dim=1024", "model.dropout=0.3"]
+VARIANTS |= {
+    "first recipe: 3 + 3 layers, feed-forward 1024, dropout 0.3": (TRANSFORMER, FIRST, []),
     "2 + 2 layers, feed-forward 512": (
         TRANSFORMER,
-        ["model.encoder_layers=2", "model.decoder_layers=2", "model.ff_dim=512"],
+        [*FIRST, "model.encoder_layers=2", "model.decoder_layers=2", "model.ff_dim=512"],
         [],
     ),
-    "learning rate 0.002": (TRANSFORMER, ["train.learning_rate=0.002"], []),
-    "inverse_sqrt schedule, warm-up 300": (TRANSFORMER, ["train.lr_schedule=inverse_sqrt"], []),
-    "dropout 0.1": (TRANSFORMER, ["model.dropout=0.1"], []),
-    "batch 128, learning rate 0.002": (TRANSFORMER, ["train.batch_size=128", "train.learning_rate=0.002"], []),
+    "learning rate 0.002": (TRANSFORMER, [*FIRST, "train.learning_rate=0.002"], []),
+    "inverse_sqrt schedule, warm-up 300": (TRANSFORMER, [*FIRST, "train.lr_schedule=inverse_sqrt"], []),
+    "dropout 0.1": (TRANSFORMER, [*FIRST, "model.dropout=0.1"], []),
+}
+# The second screening, on the first one's winners together: a shallower model with a narrower
+# feed-forward network (1.9x the tokens a second, +5.5 test BLEU) and dropout 0.1 (+6.6). Its
+# first variant won and is configs/eng-mar-transformer.yaml
+LIGHT = ["model.encoder_layers=2", "model.decoder_layers=2", "model.ff_dim=512", "model.dropout=0.1"]
+VARIANTS |= {
+    "transformer recipe: 2 + 2 layers, feed-forward 512, dropout 0.1": (TRANSFORMER, LIGHT, []),
+    "recipe, hold 0.7": (TRANSFORMER, [*LIGHT, "train.lr_hold=0.7"], []),
+    "recipe, 3 + 1 layers": (TRANSFORMER, [*LIGHT, "model.encoder_layers=3", "model.decoder_layers=1"], []),
 }
 
 

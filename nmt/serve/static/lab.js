@@ -4,7 +4,8 @@
 // /api/timeline and exports its figure (SVG, PNG) and data (JSON).
 "use strict";
 
-const lab = { model: null, text: "", result: null, view: "tree", data: {}, step: 0, timelineAt: 0, probe: 0 };
+const lab = { model: null, text: "", result: null, view: "tree", data: {}, step: 0, timelineAt: 0, timelineHead: "", probe: 0,
+  models: {}, layer: -1, head: 0 };  // layer, head: a Transformer's playback (-1: the last layer)
 const labEl = (id) => document.getElementById(id);
 
 function fmt(x, digits = 3) {
@@ -216,10 +217,11 @@ function drawPlaybackStep(host, data) {
   if (step.window) for (let j = step.window[0]; j <= step.window[1]; j++) marks[j] = "in-window";
   if (step.chosen !== null && step.chosen !== undefined) marks[step.chosen] = "chosen";
   sourceLabels(svg, 40, data.source_tokens, marks);
-  const finite = (step.energies || []).filter((e) => e !== null && Number.isFinite(e));
+  const energies = step.energies || (data.layer !== null && data.layer !== undefined ? step.scores : null) || [];
+  const finite = energies.filter((e) => e !== null && Number.isFinite(e));
   if (finite.length) {
     const span = Math.max(...finite.map(Math.abs), 1e-9);
-    barRow(svg, 62, data.source_tokens, step.energies.map((e) => (e === null ? 0 : e)), "scores e_j",
+    barRow(svg, 62, data.source_tokens, energies.map((e) => (e === null ? 0 : e)), "scores e_j",
       { scale: span, cls: "bar energy", fill: (v) => (v >= 0 ? "#2c728e" : "#b3261e") });
   }
   barRow(svg, 155, data.source_tokens, step.weights, "weights a_j", { cls: "bar weight" });
@@ -227,6 +229,7 @@ function drawPlaybackStep(host, data) {
   details.appendChild(element("p", { class: "pb-step" }, `step ${lab.step + 1} / ${n}: emits ${step.token} (p = ${fmt(step.probability)})`));
   const formula = element("ul", { class: "formula" });
   formula.appendChild(element("li", {}, `q = ${data.query_is}: ${step.query.length} numbers, |q| = ${fmt(norm(step.query))}`));
+  if (data.keys) formula.appendChild(element("li", {}, `k_j = W^K m_j, head ${data.head}'s share: ${data.keys[0].length} numbers for each source position`));
   data.formula.forEach((line) => formula.appendChild(element("li", {}, line)));
   if (step.centre !== null && step.centre !== undefined) {
     formula.appendChild(element("li", {}, `here p_t = ${fmt(step.centre, 2)}, window [${step.window[0]}, ${step.window[1]}]`));
@@ -239,12 +242,14 @@ function drawPlaybackStep(host, data) {
   details.appendChild(sparkline(step.context));
   const table = element("table", { class: "pb-table" });
   const head = element("tr");
-  ["source j", "e_j", "softmax input", "a_j"].forEach((h) => head.appendChild(element("th", {}, h)));
+  const dotProduct = !step.energies && data.keys;  // a Transformer's head: the scores are the softmax's input
+  (dotProduct ? ["source j", "q · k_j / √d", "a_j"] : ["source j", "e_j", "softmax input", "a_j"])
+    .forEach((h) => head.appendChild(element("th", {}, h)));
   table.appendChild(head);
   data.source_tokens.forEach((token, j) => {
     const row = element("tr", { "data-col": j });
     row.appendChild(element("td", {}, token));
-    row.appendChild(element("td", {}, fmt(step.energies ? step.energies[j] : null)));
+    if (!dotProduct) row.appendChild(element("td", {}, fmt(step.energies ? step.energies[j] : null)));
     row.appendChild(element("td", {}, step.scores ? (step.scores[j] === null ? "masked" : fmt(step.scores[j])) : "—"));
     row.appendChild(element("td", { class: "weight", "data-weight": step.weights[j] }, fmt(step.weights[j], 4)));
     table.appendChild(row);
@@ -288,7 +293,20 @@ function playbackControls(host, data) {
   next.addEventListener("click", () => go(lab.step + 1));
   slider.addEventListener("input", () => go(Number(slider.value)));
   bar.append(prev, slider, next);
+  if (data.layer !== null && data.layer !== undefined) bar.append(...headPickers(data));
   host.replaceChildren(bar, element("div", { class: "pb-body" }));
+}
+
+// A Transformer's playback plays one decoder layer's head: pick which.
+function headPickers(data) {
+  const picker = (name, count, value, label) => {
+    const select = element("select", { class: `pb-${name}`, "aria-label": name });
+    for (let i = 0; i < count; i++) select.appendChild(element("option", { value: i }, `${label} ${i}`));
+    select.value = value;
+    select.addEventListener("change", () => { lab[name] = Number(select.value); refresh(); });
+    return select;
+  };
+  return [picker("layer", data.layers, data.layer, "layer"), picker("head", data.heads, data.head, "head")];
 }
 
 // ---- attention editing ----
@@ -385,7 +403,10 @@ async function drawTimeline(host) {
   host.querySelector(".tl-label").textContent =
     `validation ${lab.timelineAt + 1} / ${entries.length}: epoch ${entry.epoch}, step ${entry.step}, dev BLEU ${fmt(entry.dev_bleu, 2)} — “${probe.translation}”`;
   const rows = probe.tokens, cols = probe.source_tokens;
-  const cells = probe.attention.length ? probe.attention : rows.map(() => cols.map(() => 0));
+  // a Transformer's timeline holds every head: the picker's "layer.head", or the last layer's mean
+  const [layer, head] = (lab.timelineHead || "").split(".").map(Number);
+  const chosen = probe.heads && lab.timelineHead ? probe.heads[layer][head] : probe.attention;
+  const cells = chosen.length ? chosen : rows.map(() => cols.map(() => 0));
   return drawHeatmap(host.querySelector(".tl-body"), rows, cols, cells, { rowScaled: labEl("rowscale").checked });
 }
 
@@ -406,6 +427,15 @@ async function timelineView(host) {
   probes.addEventListener("change", () => { lab.probe = Number(probes.value); drawTimeline(host); });
   const bar = element("div", { class: "tl-controls" });
   bar.append(element("span", {}, "probe "), probes, element("span", {}, " validation "), slider);
+  lab.timelineHead = "";
+  const heads = entries[0].probes[0].heads;
+  if (heads) {  // a Transformer: follow one head of one layer as it forms over the epochs
+    const picker = element("select", { class: "tl-head", "aria-label": "which head" });
+    picker.appendChild(element("option", { value: "" }, "all heads of the last layer (mean)"));
+    heads.forEach((layer, l) => layer.forEach((_, h) => picker.appendChild(element("option", { value: `${l}.${h}` }, `layer ${l}, head ${h}`))));
+    picker.addEventListener("change", () => { lab.timelineHead = picker.value; drawTimeline(host); });
+    bar.append(element("span", {}, " attention "), picker);
+  }
   host.replaceChildren(bar, element("p", { class: "tl-label" }), element("div", { class: "tl-body" }));
   await drawTimeline(host);
 }
@@ -418,7 +448,8 @@ const VIEWS = {
     await drawTree(host, lab.data.tree);
   },
   async playback(host) {
-    lab.data.playback = await labApi("/api/lab/playback", { text: lab.text, model: lab.model, tokens: lab.result.translations[0].tokens });
+    const heads = isTransformer() ? { layer: lab.layer, head: lab.head } : {};
+    lab.data.playback = await labApi("/api/lab/playback", { text: lab.text, model: lab.model, tokens: lab.result.translations[0].tokens, ...heads });
     lab.step = Math.min(lab.step, lab.data.playback.steps.length - 1);
     playbackControls(host, lab.data.playback);
     drawPlaybackStep(host, lab.data.playback);
@@ -433,7 +464,28 @@ const VIEWS = {
     saliencyControls(host, lab.result.translations[0].tokens);
   },
   timeline: timelineView,
+  async heads(host) {
+    lab.data.heads = await labApi("/api/lab/heads", { text: lab.text, model: lab.model, tokens: lab.result.translations[0].tokens });
+    window.headsView.controls(host, lab.data.heads);
+  },
 };
+
+function isTransformer() {
+  return (lab.models[lab.model] || {}).arch === "transformer";
+}
+
+// The tabs the chosen model has: a Transformer's heads, an RNN's single attention to edit.
+function showTabs() {
+  for (const tab of document.querySelectorAll("#lab .tabs button")) {
+    const hidden = (tab.dataset.view === "heads" && !isTransformer()) || (tab.dataset.view === "edit" && isTransformer());
+    tab.hidden = hidden;
+    if (hidden && tab.dataset.view === lab.view) document.querySelector("#lab .tabs button[data-view='tree']").click();
+  }
+}
+
+function selectView(view) {
+  document.querySelector(`#lab .tabs button[data-view='${view}']`).click();
+}
 
 async function refresh() {
   const host = viewHost(lab.view);
@@ -453,14 +505,18 @@ async function refresh() {
 }
 
 function figureOf(view) {
-  return viewHost(view).querySelector(`svg.${{ tree: "tree-figure", playback: "playback-figure", edit: "edit-figure", saliency: "saliency-figure", timeline: "heatmap-figure" }[view]}`);
+  return viewHost(view).querySelector(`svg.${{ tree: "tree-figure", playback: "playback-figure", edit: "edit-figure", saliency: "saliency-figure", timeline: "heatmap-figure", heads: "heads-figure" }[view]}`);
 }
 
 function startLab(models) {
   const select = labEl("lab-model");
   for (const m of models) select.appendChild(element("option", { value: m.name }, m.name));
+  for (const m of models) lab.models[m.name] = m;
   lab.model = models.length ? models[0].name : null;
-  select.addEventListener("change", () => { lab.model = select.value; lab.data = {}; lab.result = null; window.nmtPage.retranslate(); refresh(); });
+  select.addEventListener("change", () => {
+    lab.model = select.value; lab.data = {}; lab.result = null; lab.layer = -1; lab.head = 0;
+    showTabs(); window.nmtPage.retranslate(); refresh();
+  });
   for (const tab of document.querySelectorAll("#lab .tabs button")) {
     tab.addEventListener("click", () => {
       lab.view = tab.dataset.view;
@@ -476,7 +532,16 @@ function startLab(models) {
   document.querySelectorAll("#lab .tabs button").forEach((tab) => tab.addEventListener("click", () => {
     document.querySelectorAll("#lab .export").forEach((bar) => { bar.hidden = bar.dataset.view !== lab.view; });
   }));
+  showTabs();
 }
+
+window.nmtLab = {
+  playHead(layer, head) {  // from the Heads view: this head, step by step
+    lab.layer = layer;
+    lab.head = head;
+    selectView("playback");
+  },
+};
 
 window.lab = {
   start: startLab,
