@@ -56,12 +56,32 @@ def test_the_tour_runs_as_written(tmp_path, monkeypatch):
     found = commands(TOUR.read_text(encoding="utf-8"))
     assert [args[0] for args in found] == ["train", "train", "train", "export", "export", "export", "serve"]
     for args in found:
-        if args[0] == "serve":  # it blocks: the packages it names are what it would serve
-            packages = [args[i + 1] for i, a in enumerate(args) if a == "--model"]
-            assert len(packages) == 3 and all((tmp_path / p / "manifest.json").is_file() for p in packages)
+        if args[0] == "serve":  # it blocks: the app it builds from the packages answers instead
+            packages = [tmp_path / args[i + 1] for i, a in enumerate(args) if a == "--model"]
+            served(packages)
             continue
         result = runner.invoke(app, shrunk(args))
         assert result.exit_code == 0, (args, result.output)
+
+
+def served(packages: list[Path]) -> None:
+    """What `nmt serve --model A --model B --model C` serves: the three side by side, each
+    translating, and the lab taking the Transformer's heads apart and refusing an RNN's."""
+    from nmt.cli import _served
+    from nmt.serve.app import build_app
+
+    from .helpers import local_client
+
+    client = local_client(build_app(_served(None, None, None, packages, None, "torch", None)))
+    models = {m["name"]: m["arch"] for m in client.get("/api/models").json()["models"]}
+    assert models == {"bahdanau": "rnn", "luong": "rnn", "transformer": "transformer"}
+    for name in models:
+        answer = client.post("/api/translate", json={"text": "Where is the station?", "model": name})
+        assert answer.status_code == 200 and answer.json()["translations"], answer.text
+    heads = client.post("/api/lab/heads", json={"text": "Where is the station?", "model": "transformer"})
+    assert heads.status_code == 200 and len(heads.json()["cross"]) == 2  # the recipe's 2 decoder layers
+    refused = client.post("/api/lab/heads", json={"text": "Where is the station?", "model": "bahdanau"})
+    assert refused.status_code == 422, refused.text
 
 
 def test_every_picture_of_the_tour_is_in_the_docs():
