@@ -101,35 +101,51 @@ def test_the_folder_holds_the_page_the_graphs_the_tokenizers_and_the_runtime(pag
 SENTENCES = ["I see apples.", "they like tea.", "we eat rice."]
 
 
-def test_the_page_translates_like_the_cli_draws_attention_and_asks_no_other_host(page, run, browser):  # noqa: F811
-    config, _ = run
+def cli_translations(config: Path) -> dict[str, str]:
+    """What `nmt translate --config` writes for each of SENTENCES: what the page must show."""
     expected = {}
     for sentence in SENTENCES:
         result = runner.invoke(app, ["translate", "--config", str(config), "--text", sentence])
         assert result.exit_code == 0, result.output
         expected[sentence] = result.output.strip()
+    return expected
+
+
+def assert_page_translates(driver, url: str, expected: dict[str, str], each=None) -> None:
+    """The page at ``url`` loads its model and shows ``expected``'s translation of each sentence typed
+    (``each()``: more checks on the page after every sentence)."""
+    driver.get(f"{url}/index.html")
+    wait_for(driver, lambda d: d.execute_script("return document.body.dataset.ready"), timeout=60)
+    assert driver.execute_script("return document.body.dataset.ready") == "true", driver.find_element(
+        "id", "status"
+    ).text
+    box = driver.find_element("id", "source")
+    for sentence, translation in expected.items():
+        before = driver.execute_script("return document.body.dataset.translated || '0'")
+        box.clear()
+        box.send_keys(sentence)
+        wait_for(
+            driver,
+            lambda d, b=before: d.execute_script("return document.body.dataset.translated") not in (None, b),
+        )
+        assert driver.find_element("id", "translation").text == translation, sentence
+        if each is not None:
+            each()
+
+
+def test_the_page_translates_like_the_cli_draws_attention_and_asks_no_other_host(page, run, browser):  # noqa: F811
+    config, _ = run
+    expected = cli_translations(config)
+
+    def draws_attention():
+        rows = browser.execute_script("return document.querySelectorAll('#heatmap text.tgt').length")
+        cols = browser.execute_script("return document.querySelectorAll('#heatmap text.src').length")
+        cells = browser.execute_script("return document.querySelectorAll('#heatmap rect.cell').length")
+        assert rows >= 1 and cols >= 2 and cells == rows * cols
+
     browser.get_log("performance")  # drained: the browser is shared with other tests
     with static_server(page) as url:
-        browser.get(f"{url}/index.html")
-        wait_for(browser, lambda d: d.execute_script("return document.body.dataset.ready"), timeout=60)
-        assert browser.execute_script("return document.body.dataset.ready") == "true", browser.find_element(
-            "id", "status"
-        ).text
-        box = browser.find_element("id", "source")
-        for sentence in SENTENCES:
-            before = browser.execute_script("return document.body.dataset.translated || '0'")
-            box.clear()
-            box.send_keys(sentence)
-            wait_for(
-                browser,
-                lambda d, b=before: d.execute_script("return document.body.dataset.translated") not in (None, b),
-            )
-            shown = browser.find_element("id", "translation").text
-            assert shown == expected[sentence], sentence
-            rows = browser.execute_script("return document.querySelectorAll('#heatmap text.tgt').length")
-            cols = browser.execute_script("return document.querySelectorAll('#heatmap text.src').length")
-            cells = browser.execute_script("return document.querySelectorAll('#heatmap rect.cell').length")
-            assert rows >= 1 and cols >= 2 and cells == rows * cols
+        assert_page_translates(browser, url, expected, draws_attention)
         urls = {
             json.loads(entry["message"])["message"]["params"]["request"]["url"]
             for entry in browser.get_log("performance")
@@ -233,25 +249,9 @@ def transformer_page(tmp_path_factory) -> tuple[Path, Path]:
 
 def test_the_offline_page_translates_with_a_transformer_and_draws_each_head(transformer_page, browser):  # noqa: F811
     config, page = transformer_page
-    expected = {}
-    for sentence in SENTENCES:
-        result = runner.invoke(app, ["translate", "--config", str(config), "--text", sentence])
-        assert result.exit_code == 0, result.output
-        expected[sentence] = result.output.strip()
+    expected = cli_translations(config)
     with static_server(page) as url:
-        browser.get(f"{url}/index.html")
-        wait_for(browser, lambda d: d.execute_script("return document.body.dataset.ready"), timeout=60)
-        assert browser.execute_script("return document.body.dataset.ready") == "true"
-        box = browser.find_element("id", "source")
-        for sentence in SENTENCES:
-            before = browser.execute_script("return document.body.dataset.translated || '0'")
-            box.clear()
-            box.send_keys(sentence)
-            wait_for(
-                browser,
-                lambda d, b=before: d.execute_script("return document.body.dataset.translated") not in (None, b),
-            )
-            assert browser.find_element("id", "translation").text == expected[sentence], sentence
+        assert_page_translates(browser, url, expected)
         choices = browser.execute_script(
             "return [...document.querySelectorAll('#head-choice option')].map(o => o.value)"
         )

@@ -13,12 +13,14 @@ lab-timeline.png): README's and docs/lab.md's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
@@ -46,6 +48,30 @@ def wait_until_up(url: str, server: subprocess.Popen) -> None:
     sys.exit("the server did not answer")
 
 
+@contextlib.contextmanager
+def served_page(serve_args: list[str], window: str) -> Iterator:
+    """``nmt serve SERVE_ARGS`` on a free loopback port with no token (the page opens at the bare
+    address), and headless chromium of ``window`` pixels on its page; both stopped after."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", *serve_args, "--port", str(port), "--no-token"])
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "chromium"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={window}"):
+        options.add_argument(argument)
+    driver = None
+    try:
+        wait_until_up(url, server)
+        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
+        driver.get(url)
+        yield driver
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/eng-mar-cpu.yaml")
@@ -54,19 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/img/serve.png")
     parser.add_argument("--lab", help="also a picture of each attention-lab view, into this folder")
     args = parser.parse_args(argv)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    serve = [sys.executable, "-m", "nmt", "serve", "--config", args.config, "--port", str(port), "--no-token"]
-    server = subprocess.Popen(serve)  # loopback only, and no token: the page opens at the bare address
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "chromium"
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1300,950"):
-        options.add_argument(argument)
-    driver = None
-    try:
-        wait_until_up(url, server)
-        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
-        driver.get(url)
+    with served_page(["--config", args.config], "1300,950") as driver:
         WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "model-list").text)
         driver.find_element(By.ID, "source").send_keys(args.text)
         WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".heatmap svg rect"))
@@ -88,11 +102,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.lab:
             time.sleep(2)  # the words switch above re-translates: let the lab settle first
             lab_screenshots(driver, args.lab)
-    finally:
-        if driver is not None:
-            driver.quit()
-        server.terminate()
-        server.wait(timeout=30)
     return 0
 
 

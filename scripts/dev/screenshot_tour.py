@@ -14,15 +14,11 @@ tour-self-attention.png and tour-head-playback.png into --out.
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from screenshot_page import free_port, wait_in, wait_until_up
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+from screenshot_page import served_page, wait_in
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -37,32 +33,20 @@ def main(argv: list[str] | None = None) -> int:
     rnn, transformer = (Path(p).name for p in args.model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    serve = [sys.executable, "-m", "nmt", "serve", "--port", str(port), "--no-token"]
-    server = subprocess.Popen([*serve, *(part for p in args.model for part in ("--model", p))])
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "chromium"
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1300,1000"):
-        options.add_argument(argument)
-    driver = None
 
-    def shot(name: str, scroll_to: str | None = None) -> None:
+    def shot(driver, name: str, scroll_to: str | None = None) -> None:
         time.sleep(0.5)
         if scroll_to:
             driver.execute_script(f"document.getElementById('{scroll_to}').scrollIntoView();")
         driver.save_screenshot(str(out / f"{name}.png"))
         print(f"wrote {out / name}.png")
 
-    try:
-        wait_until_up(url, server)
-        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
-        driver.get(url)
+    with served_page([part for p in args.model for part in ("--model", p)], "1300,1000") as driver:
         WebDriverWait(driver, 30).until(lambda d: transformer in d.find_element(By.ID, "model-list").text)
         driver.find_element(By.ID, "source").send_keys(args.text)
         WebDriverWait(driver, 60).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".panel .heatmap svg")) == 2)
         driver.execute_async_script("document.fonts.ready.then(arguments[0]);")  # the served Devanagari font
-        shot("tour-side-by-side")
+        shot(driver, "tour-side-by-side")
 
         lab = driver.find_element(By.ID, "lab")
         Select(driver.find_element(By.ID, "lab-model")).select_by_value(rnn)
@@ -71,29 +55,24 @@ def main(argv: list[str] | None = None) -> int:
         playback = driver.find_element(By.ID, "lab-playback")
         wait_in(driver, playback, ".pb-next").click()
         wait_in(driver, playback, ".pb-table td.weight")
-        shot("tour-rnn-playback", "lab")
+        shot(driver, "tour-rnn-playback", "lab")
 
         Select(driver.find_element(By.ID, "lab-model")).select_by_value(transformer)
         time.sleep(1)
         lab.find_element(By.CSS_SELECTOR, ".tabs button[data-view='heads']").click()
         heads = driver.find_element(By.ID, "lab-heads")
         wait_in(driver, heads, "svg.heads-figure g.head")
-        shot("tour-heads", "lab")
+        shot(driver, "tour-heads", "lab")
         Select(heads.find_element(By.CSS_SELECTOR, ".heads-kind")).select_by_value("encoder_self")
         time.sleep(1)
-        shot("tour-self-attention", "lab")
+        shot(driver, "tour-self-attention", "lab")
         Select(heads.find_element(By.CSS_SELECTOR, ".heads-kind")).select_by_value("cross")
         layer, head = args.head
         wait_in(driver, heads, f"g.head.playable[data-layer='{layer}'][data-head='{head}']").click()
         wait_in(driver, playback, ".pb-step")
         wait_in(driver, playback, ".pb-next").click()
         wait_in(driver, playback, ".pb-table td.weight")
-        shot("tour-head-playback", "lab")
-    finally:
-        if driver is not None:
-            driver.quit()
-        server.terminate()
-        server.wait(timeout=30)
+        shot(driver, "tour-head-playback", "lab")
     return 0
 
 
