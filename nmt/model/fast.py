@@ -137,6 +137,14 @@ def flatten_per_direction(rnn) -> None:
 GRAPH_BUCKET = (64, 8)
 
 
+def graph_bucket(arch: str) -> tuple[int, int, int]:
+    """``padded_to_bucket``'s steps for a model family: rows and source positions by GRAPH_BUCKET,
+    and target positions too for a Transformer, whose layers see every one (an RNN's target length
+    only sets how many steps run)."""
+    rows, positions = GRAPH_BUCKET
+    return rows, positions, positions if arch == "transformer" else 1
+
+
 def compile_step_body(decoder: Any, mode: str, backend: str = "inductor") -> None:
     """``torch.compile`` the decoder's ``step_body``, the per-step body of its teacher-forced
     loop and of search, as one graph (shapes and the step number dynamic: no recompilation per

@@ -36,7 +36,7 @@ from nmt.data.batching import Batch, padded_to_bucket, padding_fraction
 from nmt.data.tokenizer import Tokenizer
 from nmt.model.base import TranslationModel, count_parameters
 from nmt.model.encoder import Encoder, encoder_input
-from nmt.model.fast import GRAPH_BUCKET
+from nmt.model.fast import graph_bucket
 from nmt.runtime.checkpoint import save_training_checkpoint, training_checkpoint
 from nmt.runtime.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.runtime.parent import check_architecture, freeze, inherit_weights, load_parent
@@ -253,9 +253,8 @@ class Trainer:
         if self.config.train.compile != "none":
             self.model.compile_steps(self.config.train.compile)
         # CUDA graphs replay one shape each: batches padded to buckets (nmt/model/fast.py)
-        self.graph_bucket = (
-            GRAPH_BUCKET if self.config.train.compile == "reduce-overhead" and device.type == "cuda" else None
-        )
+        graphed = self.config.train.compile == "reduce-overhead" and device.type == "cuda"
+        self.graph_bucket = graph_bucket(self.config.model.arch) if graphed else None
         self.optimizer = build_optimizer(self.model, self.config.train)
         self.ema = EmaWeights(self.model, self.config.train.ema_decay) if self.config.train.ema_decay else None
         self.ema_is_better = False  # at the last validation

@@ -73,7 +73,7 @@ def measure(
 ) -> dict:
     from nmt.core.device import make_deterministic, select_precision
     from nmt.data.batching import collate, padded_to_bucket, padding_fraction
-    from nmt.model.fast import GRAPH_BUCKET
+    from nmt.model.fast import graph_bucket
     from nmt.runtime.loading import load_tokenizers
     from nmt.train.data import batch_lengths, load_train_data
     from nmt.train.step import train_step
@@ -102,9 +102,7 @@ def measure(
             batch = collate([data.train[i] for i in indices])
             tokens = batch.num_tgt_tokens
             if cfg.compile == "reduce-overhead" and device.type == "cuda":
-                batch = padded_to_bucket(
-                    batch, *GRAPH_BUCKET, GRAPH_BUCKET[1] if config.model.arch == "transformer" else 1
-                )
+                batch = padded_to_bucket(batch, *graph_bucket(config.model.arch))
             train_step(model, batch.to(device), optimizer, cfg, tokens, precision, scaler)
             return tokens
     elif tool == "torch":

@@ -132,29 +132,38 @@ def test_dropout_between_stacked_layers_trains_on_cuda_without_a_host_sync(tmp_p
     assert figures(on_cuda) != figures(on_cpu)  # the fused kernel's dropout did run
 
 
-def test_reduce_overhead_on_cuda_pads_every_batch_to_a_graph_bucket(tmp_path, monkeypatch):
+@pytest.mark.parametrize("arch", ["rnn", "transformer"])
+def test_reduce_overhead_on_cuda_pads_every_batch_to_a_graph_bucket(tmp_path, monkeypatch, arch):
     """CUDA graphs replay one shape each: under train.compile reduce-overhead the trainer pads a
-    batch to GRAPH_BUCKET multiples before it reaches the device (the capture itself needs a GPU:
-    the compiler is left out here, and tests/test_batching.py checks the padding changes nothing)."""
+    batch to GRAPH_BUCKET multiples before it reaches the device, a Transformer's targets too (the
+    capture itself needs a GPU: the compiler is left out here, and tests/test_batching.py checks
+    the padding changes nothing)."""
     from nmt.model.fast import GRAPH_BUCKET
     from nmt.model.seq2seq import Seq2Seq
+    from nmt.model.transformer import Transformer
 
-    config = load_config(write_config(tmp_path, compile="reduce-overhead"))
+    model = TRANSFORMER if arch == "transformer" else {}
+    config = load_config(write_config(tmp_path, model=model, compile="reduce-overhead"))
     prepare(config, log=lambda _: None)
-    monkeypatch.setattr(Seq2Seq, "compile_steps", lambda self, mode, backend="inductor": None)
+    for family in (Seq2Seq, Transformer):
+        monkeypatch.setattr(family, "compile_steps", lambda self, mode, backend="inductor": None)
     shapes = []
     padded = trainer_module.padded_to_bucket
 
     def recorded(batch, *bucket):
         grown = padded(batch, *bucket)
-        shapes.append(tuple(grown.src.shape))
+        shapes.append((*grown.src.shape, grown.tgt_in.size(1)))
         return grown
 
     monkeypatch.setattr(trainer_module, "padded_to_bucket", recorded)
     with SimulatedCuda(strict=False) as mode:
         results, _ = train_steps(config, CUDA, mode)
-    assert len(shapes) == STEPS and all(r % GRAPH_BUCKET[0] == 0 and s % GRAPH_BUCKET[1] == 0 for r, s in shapes)
+    rows, positions = GRAPH_BUCKET
+    assert len(shapes) == STEPS and all(r % rows == 0 and s % positions == 0 for r, s, _ in shapes)
     assert all(loss > 0 for loss in figures(results)[::2])
+    if arch == "transformer":  # its layers see every target position: those are bucketed as well
+        assert all(t % positions == 0 for _, _, t in shapes)
+        return  # its padded batch against the plain one: tests/test_batching.py, parameter by parameter
     on_cpu, _ = train_steps(config, CPU)  # on the CPU nothing is graphed, nothing padded
     assert len(shapes) == STEPS
     # The first step's loss and gradient norm are the padded batch's against the plain one: equal
