@@ -195,12 +195,10 @@ def _device(config: Config, device: str | None):
 
 
 def _device_named(name: str):
-    """The device, with TF32 on where it is a GPU."""
-    from nmt.core.device import enable_tf32, select_device
+    """The device, set up as every command runs on it (TF32 on where it is a GPU)."""
+    from nmt.core.device import prepare_device
 
-    chosen = select_device(name)
-    enable_tf32(chosen)
-    return chosen
+    return prepare_device(name)
 
 
 @app.command()

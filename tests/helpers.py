@@ -68,6 +68,13 @@ def tiny_config(tmp_path: Path, data_path: Path, **sections) -> dict:
     return config
 
 
+RNN_WIDTHS = ("encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")
+# a tiny Transformer for write_run_config's model, and the schedule it trains with (it does not
+# train without a warm-up)
+TINY_TRANSFORMER = dict(arch="transformer", embed_dim=32, heads=4, ff_dim=64, encoder_layers=2, decoder_layers=2)
+TRANSFORMER_SCHEDULE = dict(lr_schedule="inverse_sqrt", lr_warmup=50, learning_rate=0.003)
+
+
 def write_run_config(tmp_path: Path, name: str, train: dict, model: dict) -> Path:
     """``tmp_path/<name>.yaml``: a tiny config on the synthetic pairs, its run in ``tmp_path/<name>``
     and its prepared data shared by every run of the test; ``train`` and ``model`` update it."""
@@ -80,6 +87,9 @@ def write_run_config(tmp_path: Path, name: str, train: dict, model: dict) -> Pat
         train=train,
         model=model,
     )
+    if raw["model"].get("arch") == "transformer":
+        for width in RNN_WIDTHS:
+            del raw["model"][width]  # a Transformer's config leaves the RNN's widths out
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     return path

@@ -10,7 +10,17 @@ import pytest
 import torch
 
 from nmt.config.schema import TrainConfig, check_model_combination, config_from_dict
-from nmt.core.device import BF16, FLOAT32, FP16, make_deterministic, select_device, select_precision
+from nmt.core.device import (
+    BF16,
+    FLOAT32,
+    FP16,
+    FUSED_ATTENTION,
+    ProcessSettings,
+    make_deterministic,
+    select_device,
+    select_precision,
+    skip_cudnn_attention,
+)
 from nmt.core.errors import NmtError
 from nmt.data.batching import Example, collate
 from nmt.train.state import rank_seed, rng_state, set_rng_state
@@ -197,3 +207,36 @@ def test_deterministic_mode_switches_the_global_flags():
     finally:
         torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.deterministic = False
+
+
+def test_deterministic_mode_on_cuda_switches_off_fused_attention_and_a_run_puts_it_back():
+    """In warn-only mode PyTorch still picks the flash and memory-efficient attention kernels,
+    whose backward passes are not deterministic: on CUDA the Transformer must run the math kernel.
+    The switches are process-wide flags, settable without a GPU."""
+    fused = [getattr(torch.backends.cuda, f"{switch}_sdp_enabled") for switch in FUSED_ATTENTION]
+    before = ProcessSettings.current()
+    try:
+        for switch in FUSED_ATTENTION:
+            getattr(torch.backends.cuda, f"enable_{switch}_sdp")(True)
+        make_deterministic(torch.device("cpu"))
+        assert all(enabled() for enabled in fused)  # the CPU's fused kernel is deterministic: kept
+        make_deterministic(torch.device("cuda"))
+        assert not any(enabled() for enabled in fused)
+    finally:
+        before.restore()
+    assert ProcessSettings.current() == before
+
+
+def test_cudnns_attention_kernel_is_switched_off_on_cuda_only():
+    """cuDNN's fused attention builds a plan for every new shape (364 ms against 30 ms a step on an
+    H200 at each new batch shape): switched off on CUDA, and nothing changes elsewhere."""
+    before = ProcessSettings.current()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        skip_cudnn_attention(torch.device("cpu"))
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        skip_cudnn_attention(torch.device("cuda"))  # a process-wide flag: settable without a GPU
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        before.restore()
+    assert ProcessSettings.current() == before  # where the trainer, a command and a load set it: tests/simcuda

@@ -23,7 +23,7 @@ from nmt.cli import app
 from nmt.core.device import BF16, FLOAT32, mps_available, select_precision
 from nmt.train import trainer as trainer_module
 
-from .helpers import model_config, small_model, write_run_config
+from .helpers import TINY_TRANSFORMER, TRANSFORMER_SCHEDULE, model_config, small_model, write_run_config
 from .test_device import batch_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,15 @@ if os.environ.get("NMT_GPU_TIER_ALSO") == "cpu":
 pytestmark = pytest.mark.gpu
 
 
-def write_config(tmp_path: Path, name: str, **train) -> Path:
+ARCHS = ["rnn", "transformer"]
+
+
+def write_config(tmp_path: Path, name: str, arch: str = "rnn", **train) -> Path:
+    """A tiny run of either family (the Transformer with its warm-up schedule); ``train`` updates it."""
+    if arch == "transformer":
+        return write_run_config(
+            tmp_path, name, {"epochs": 2, "batch_size": 16, **TRANSFORMER_SCHEDULE, **train}, TINY_TRANSFORMER
+        )
     return write_run_config(tmp_path, name, {"epochs": 2, "batch_size": 16, **train}, {"dropout": 0.2})
 
 
@@ -61,9 +69,10 @@ def last_checkpoint(tmp_path: Path, name: str) -> dict:
     return torch.load(tmp_path / name / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("device", ACCELERATORS)
-def test_train_translate_evaluate_end_to_end(tmp_path, device):
-    config = str(write_config(tmp_path, "run", epochs=3))
+def test_train_translate_evaluate_end_to_end(tmp_path, device, arch):
+    config = str(write_config(tmp_path, "run", arch, epochs=3))
     nmt("train", "--config", config, "--device", device)
     log = (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
     assert f"device {device}" in log
@@ -74,11 +83,14 @@ def test_train_translate_evaluate_end_to_end(tmp_path, device):
     assert "BLEU" in nmt("evaluate", "--config", config, "--device", device)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("device", ACCELERATORS)
-def test_deterministic_resume_is_bit_exact(tmp_path, device):
-    straight = str(write_config(tmp_path, "straight", deterministic=True, epochs=2))
+def test_deterministic_resume_is_bit_exact(tmp_path, device, arch):
+    """The Transformer's attention too: its fused kernels' backward is not deterministic, so
+    deterministic mode runs the math kernel on CUDA (nmt.core.device.make_deterministic)."""
+    straight = str(write_config(tmp_path, "straight", arch, deterministic=True, epochs=2))
     nmt("train", "--config", straight, "--device", device)
-    split = str(write_config(tmp_path, "split", deterministic=True, epochs=2))
+    split = str(write_config(tmp_path, "split", arch, deterministic=True, epochs=2))
     nmt("train", "--config", split, "--device", device, "--set", "train.epochs=1")
     nmt("train", "--config", split, "--device", device, "--resume")
     a, b = last_checkpoint(tmp_path, "straight"), last_checkpoint(tmp_path, "split")
@@ -108,10 +120,15 @@ def test_autocast_keeps_recurrences_float32_with_finite_gradients(device, order)
         assert torch.isfinite(parameter.grad).all() and parameter.grad.abs().sum() > 0, name
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("device", ACCELERATORS)
-def test_a_checkpoint_trained_on_the_gpu_translates_the_same_on_the_cpu(tmp_path, device):
-    config = str(write_config(tmp_path, "run", epochs=12))
-    nmt("train", "--config", config, "--device", device, "--set", "train.learning_rate=0.005")
+def test_a_checkpoint_trained_on_the_gpu_translates_the_same_on_the_cpu(tmp_path, device, arch):
+    if arch == "transformer":  # it learns the synthetic pairs in about 40 epochs (tests/test_transformer.py)
+        config = str(write_config(tmp_path, "run", arch, epochs=40, patience=0))
+        nmt("train", "--config", config, "--device", device)
+    else:
+        config = str(write_config(tmp_path, "run", epochs=12))
+        nmt("train", "--config", config, "--device", device, "--set", "train.learning_rate=0.005")
     source = tmp_path / "in.txt"
     source.write_text("I see apples.\nwe like tea.\nthey eat rice.\nshe wants water.\n", encoding="utf-8")
     on_device = translate(config, device, source)
@@ -122,11 +139,15 @@ def test_a_checkpoint_trained_on_the_gpu_translates_the_same_on_the_cpu(tmp_path
     assert all(on_device) and len(set(on_device)) >= 2, log
 
 
+@pytest.mark.parametrize(
+    ("arch", "mode"), [("rnn", "default"), ("rnn", "reduce-overhead"), ("transformer", "reduce-overhead")]
+)
 @pytest.mark.parametrize("device", ACCELERATORS)
-def test_compiled_steps_train_on_the_device(tmp_path, device):
+def test_compiled_steps_train_on_the_device(tmp_path, device, arch, mode):
+    """reduce-overhead: on CUDA, graphs replayed over batches padded to the graph buckets."""
     if device == "cpu" and not (shutil.which("g++") or shutil.which("c++")):
         pytest.skip("torch.compile on the CPU needs a C++ compiler")
-    config = str(write_config(tmp_path, "run", compile="default", epochs=1))
+    config = str(write_config(tmp_path, "run", arch, compile=mode, epochs=1))
     nmt("train", "--config", config, "--device", device)
     weights = last_checkpoint(tmp_path, "run")["model"]
     assert all(torch.isfinite(tensor).all() for tensor in weights.values() if tensor.is_floating_point())
@@ -162,17 +183,19 @@ def test_the_padded_encoder_runs_on_contiguous_weights_and_equals_the_packed(dev
     for _ in range(2):  # the second call finds the weights already laid out per direction
         out_padded, final_padded = padded.encoder(batch.src, batch.src_lengths)
     out_packed, final_packed = packed.encoder(batch.src, batch.src_lengths)
-    # TF32 (switched on by any CLI run before this test in the process) keeps 10 mantissa bits
-    tolerance = 1e-5 if device != "cuda" or not torch.backends.cuda.matmul.allow_tf32 else 2e-3
+    # TF32 keeps 10 mantissa bits: cuDNN's RNN kernels use it by default (torch.backends.cudnn.allow_tf32),
+    # whether or not a CLI run before this test in the process switched it on for matrix products
+    tolerance = 2e-3 if device == "cuda" else 1e-5
     assert torch.allclose(out_padded, out_packed, atol=tolerance)
     assert torch.allclose(final_padded, final_packed, atol=tolerance)
     assert not [w for w in recwarn if "contiguous chunk of memory" in str(w.message)]
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("device", ACCELERATORS)
-def test_fp16_with_loss_scaling_trains_on_any_gpu(tmp_path, device):
+def test_fp16_with_loss_scaling_trains_on_any_gpu(tmp_path, device, arch):
     """An H100 picks bf16 and never runs the scaler: fp16 is forced here so that its path runs."""
-    config = str(write_config(tmp_path, "run", precision="fp16", epochs=2))
+    config = str(write_config(tmp_path, "run", arch, precision="fp16", epochs=2))
     nmt("train", "--config", config, "--device", device)
     assert "fp16 autocast with loss scaling" in (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
     saved = last_checkpoint(tmp_path, "run")
@@ -182,14 +205,15 @@ def test_fp16_with_loss_scaling_trains_on_any_gpu(tmp_path, device):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU (PyTorch sees none)")
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("precision", ["float32", "bf16", "fp16"])
-def test_steady_state_training_steps_do_not_sync_the_host(tmp_path, precision):
+def test_steady_state_training_steps_do_not_sync_the_host(tmp_path, precision, arch):
     """torch.cuda.set_sync_debug_mode("error") raises on any host-device sync in the steps."""
     from nmt.config.schema import load_config
     from nmt.pipelines.prepare import prepare
     from nmt.train.trainer import build_trainer
 
-    config = load_config(write_config(tmp_path, "run", precision=precision, loader_workers=0))
+    config = load_config(write_config(tmp_path, "run", arch, precision=precision, loader_workers=0))
     prepare(config, log=lambda _: None)
     trainer = build_trainer(config, torch.device("cuda"), show_bar=False)
     batches = [b.pin_memory() for b in trainer.loader.batches(trainer.data.train, [list(range(16))] * 8)]
@@ -227,16 +251,21 @@ def test_variants_train_and_translate_on_the_device(tmp_path, device, model):
     assert len(translate(str(config), device, source)) == 2
 
 
-@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+@pytest.mark.parametrize("rnn", ["gru", "lstm", "transformer"])
 @pytest.mark.parametrize("device", ACCELERATORS)
 def test_mid_epoch_resume_with_two_layers_and_dropout_is_exact(tmp_path, monkeypatch, device, rnn):
     """Dropout between stacked encoder layers: on CUDA the encoder runs padded (auto), drawing it
-    from PyTorch's generator, which the checkpoint carries (cuDNN's own dropout state it could not)."""
+    from PyTorch's generator, which the checkpoint carries (cuDNN's own dropout state it could not).
+    The Transformer's dropout on the attention weights and every residual branch likewise."""
 
     def config(name: str) -> str:
-        path = write_config(tmp_path, name, deterministic=True, epochs=2, batch_size=8, checkpoint_every=5)
+        arch = "transformer" if rnn == "transformer" else "rnn"
+        path = write_config(tmp_path, name, arch, deterministic=True, epochs=2, batch_size=8, checkpoint_every=5)
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        raw["model"].update(rnn=rnn, encoder_layers=2, decoder_layers=2, dropout=0.3)
+        if arch == "transformer":
+            raw["model"].update(dropout=0.3, attention_dropout=0.3)
+        else:
+            raw["model"].update(rnn=rnn, encoder_layers=2, decoder_layers=2, dropout=0.3)
         path.write_text(yaml.safe_dump(raw), encoding="utf-8")
         return str(path)
 
@@ -262,9 +291,10 @@ def test_mid_epoch_resume_with_two_layers_and_dropout_is_exact(tmp_path, monkeyp
         assert torch.equal(tensor, b["model"][name]), name
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("device", ACCELERATORS)
-def test_a_gpu_checkpoint_resumes_training_on_the_cpu(tmp_path, device):
-    config = str(write_config(tmp_path, "run", epochs=2))
+def test_a_gpu_checkpoint_resumes_training_on_the_cpu(tmp_path, device, arch):
+    config = str(write_config(tmp_path, "run", arch, epochs=2))
     nmt("train", "--config", config, "--device", device, "--set", "train.epochs=1")
     nmt("train", "--config", config, "--device", "cpu", "--resume")
     saved = last_checkpoint(tmp_path, "run")

@@ -24,6 +24,7 @@ from nmt.train.step import train_step
 from nmt.train.trainer import build_trainer
 
 from .helpers import random_sources, small_model, synthetic_pairs, tiny_config, write_anki
+from .test_transformer import small_transformer
 
 
 class NoFloat64(TorchDispatchMode):
@@ -235,3 +236,25 @@ def test_the_data_loader_and_its_workers_are_kept_across_epochs(tmp_path, monkey
     assert trainer.progress.epoch == 3
     assert len(made) == 1 and made[0]["persistent_workers"]  # one loader, its worker forked once
     assert trainer.loader.loader is None  # and stopped when training ended
+
+
+@pytest.mark.parametrize("arch", ["rnn", "transformer"])
+def test_graphed_steps_run_in_training_only_and_search_runs_eagerly(arch):
+    """train.compile: reduce-overhead replays CUDA graphs, which treat every call without
+    gradients as a new iteration and overwrite outputs a search still holds (an H200 raised
+    "accessing tensor output of CUDAGraphs that has been overwritten" in validation): the
+    compiled code runs where gradients are on, search runs the same modules eagerly."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = small_transformer() if arch == "transformer" else small_model()
+    model.compile_steps("reduce-overhead", backend="eager")
+    src, lengths = random_sources(3, seed=1)
+    with torch.no_grad():
+        model.eval()
+        model(src, lengths, torch.randint(4, 20, (3, 5)))
+    assert counters["stats"]["unique_graphs"] == 0
+    model.train()
+    model(src, lengths, torch.randint(4, 20, (3, 5)))[0].sum().backward()
+    assert counters["stats"]["unique_graphs"] > 0

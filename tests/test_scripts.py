@@ -65,6 +65,11 @@ def test_a_benchmark_on_a_config_prints_its_table(tiny, args, printed):
     assert printed in script(*args, "--config", str(tiny)).stdout
 
 
+def test_the_attention_kernel_benchmark_prints_its_table():
+    done = script("scripts/bench/bench_attention_kernels.py", "--device", "cpu", "--shapes", "2", "--tokens", "200")
+    assert "| without cuDNN's: MATH (padding mask), MATH (causal) |" in done.stdout
+
+
 def test_the_large_corpus_benchmark_prepares_and_trains(tiny, tmp_path):
     done = script("scripts/bench/bench_large.py", "--pairs", "3000", "--train-minutes", "0.05", "--config", str(tiny),
                   "--work", str(tmp_path))  # fmt: skip

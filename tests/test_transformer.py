@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
@@ -24,7 +23,16 @@ from nmt.model.ensemble import Ensemble
 from nmt.model.transformer import DecoderLayer, EncoderLayer, MultiHeadAttention, Transformer, TransformerMemory
 from nmt.train.step import train_step
 
-from .helpers import random_sources, small_model, synthetic_pairs, tiny_config, write_anki
+from .helpers import (
+    TINY_TRANSFORMER,
+    TRANSFORMER_SCHEDULE,
+    random_sources,
+    small_model,
+    synthetic_pairs,
+    tiny_config,
+    write_anki,
+    write_run_config,
+)
 
 runner = CliRunner()
 
@@ -282,36 +290,8 @@ def test_the_config_checks_what_a_transformer_cannot_take(tmp_path):
 
 
 def write_transformer_config(tmp_path: Path, name: str, **train) -> Path:
-    data = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
-    raw = tiny_config(
-        tmp_path,
-        data,
-        run_dir=str(tmp_path / name),
-        data={"prepared_dir": str(tmp_path / "prepared")},
-        model={
-            "arch": "transformer",
-            "embed_dim": 32,
-            "heads": 4,
-            "ff_dim": 64,
-            "encoder_layers": 2,
-            "decoder_layers": 2,
-            "dropout": 0.1,
-        },
-        train={
-            "epochs": 40,
-            "batch_size": 16,
-            "lr_schedule": "inverse_sqrt",
-            "lr_warmup": 50,
-            "learning_rate": 0.003,
-            "patience": 0,
-            **train,
-        },
-    )
-    for width in ("encoder_hidden", "decoder_hidden", "attention_dim", "output_dim"):
-        del raw["model"][width]  # the RNN's widths: a Transformer's config leaves them out
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    return path
+    train = {"epochs": 40, "batch_size": 16, **TRANSFORMER_SCHEDULE, "patience": 0, **train}
+    return write_run_config(tmp_path, name, train, {**TINY_TRANSFORMER, "dropout": 0.1})
 
 
 @pytest.fixture(scope="module")

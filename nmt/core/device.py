@@ -92,6 +92,27 @@ def select_precision(name: str, device: torch.device) -> Precision:
     return BF16 if cuda_capability(device) >= NATIVE_BF16_CAPABILITY else FP16
 
 
+def prepare_device(name: str) -> torch.device:
+    """The device named (``select_device``), set up as every command runs on it: TF32 matrix
+    products on a CUDA GPU (``enable_tf32``). Commands, benchmarks and studies all start here,
+    so that what a study measures is what a command would run."""
+    device = select_device(name)
+    enable_tf32(device)
+    skip_cudnn_attention(device)
+    return device
+
+
+def skip_cudnn_attention(device: torch.device) -> None:
+    """On a CUDA device, switch off cuDNN's fused attention kernel (process-wide), leaving the
+    flash and memory-efficient ones. PyTorch 2.11 picks cuDNN's for the Transformer's padding
+    and causal masks, and cuDNN builds a plan for every new shape: on an H200, a training step
+    of a new batch shape took 364 ms with it against 30 ms without, and once built it was no
+    faster (22.3 against 20.6 ms a step). Batches by tokens bring new shapes all the time, and
+    search a new key length at every step. The commands, the trainer and loaded models set it."""
+    if device.type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def enable_tf32(device: torch.device) -> None:
     """On a CUDA device, let float32 matrix products and cuDNN RNNs use TF32 tensor cores
     (10-bit mantissa inputs, float32 accumulation). A process-wide switch; no-op elsewhere.
@@ -108,12 +129,23 @@ def enable_tf32(device: torch.device) -> None:
 def make_deterministic(device: torch.device) -> None:
     """``train.deterministic``: the same run gives the same bits, resumed or not, on a GPU too.
     cuBLAS gets a fixed workspace, cuDNN its deterministic algorithms and no autotuning, and
-    PyTorch refuses (warns about) any op without a deterministic implementation. Costs speed on
-    a GPU (docs/benchmarks.md); nothing on a CPU, whose kernels are deterministic already."""
+    PyTorch refuses (warns about) any op without a deterministic implementation. On CUDA the
+    fused attention kernels are switched off: in warn-only mode PyTorch still picks the flash
+    and memory-efficient kernels, whose backward passes add in a varying order, so the
+    Transformer's attention runs the plain (math) kernel. Costs speed on a GPU
+    (docs/benchmarks.md); nothing on a CPU, whose kernels are deterministic already."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
+    if device.type == "cuda":  # the CPU's fused attention is deterministic
+        for switch in FUSED_ATTENTION:
+            getattr(torch.backends.cuda, f"enable_{switch}_sdp")(False)
+
+
+# torch.backends.cuda's switches for the fused scaled_dot_product_attention kernels (each has an
+# enable_<name>_sdp setter and a <name>_sdp_enabled getter)
+FUSED_ATTENTION = ("flash", "mem_efficient", "cudnn")
 
 
 @dataclass(frozen=True)
@@ -128,6 +160,7 @@ class ProcessSettings:
     warn_only: bool
     cudnn_deterministic: bool
     cudnn_benchmark: bool
+    fused_attention: tuple[bool, ...]  # FUSED_ATTENTION's switches, in order
 
     @classmethod
     def current(cls) -> ProcessSettings:
@@ -137,6 +170,7 @@ class ProcessSettings:
             torch.is_deterministic_algorithms_warn_only_enabled(),
             torch.backends.cudnn.deterministic,
             torch.backends.cudnn.benchmark,
+            tuple(getattr(torch.backends.cuda, f"{switch}_sdp_enabled")() for switch in FUSED_ATTENTION),
         )
 
     def restore(self) -> None:
@@ -144,3 +178,5 @@ class ProcessSettings:
         torch.use_deterministic_algorithms(self.deterministic, warn_only=self.warn_only)
         torch.backends.cudnn.deterministic = self.cudnn_deterministic
         torch.backends.cudnn.benchmark = self.cudnn_benchmark
+        for switch, enabled in zip(FUSED_ATTENTION, self.fused_attention, strict=True):
+            getattr(torch.backends.cuda, f"enable_{switch}_sdp")(enabled)

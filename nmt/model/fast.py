@@ -15,6 +15,7 @@ Every piece here has an equivalence test against the plain computation it replac
   With ``reduce-overhead`` on a CUDA GPU the compiled body is replayed as a CUDA graph, one
   launch for the step's kernels; a graph holds one shape, so training pads each batch to a
   bucket of ``GRAPH_BUCKET`` (rows, source positions): a few dozen shapes, each captured once.
+  Search runs the body eagerly then (``graphed_in_training_only``).
 
 Under mixed precision the recurrences stay in float32 (``run_in_float32``).
 """
@@ -145,19 +146,32 @@ def graph_bucket(arch: str) -> tuple[int, int, int]:
     return rows, positions, positions if arch == "transformer" else 1
 
 
+def graphed_in_training_only(compiled, eager, mode: str):
+    """``compiled``, except that under ``reduce-overhead`` calls without gradients (validation's
+    search, each step fed the last one's outputs) run ``eager``: CUDA graphs treat every such
+    call as a new iteration and overwrite the outputs the search still holds (on an H200:
+    "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run")."""
+    if mode != "reduce-overhead":
+        return compiled
+
+    def body(*args, **kwargs):
+        return (compiled if torch.is_grad_enabled() else eager)(*args, **kwargs)
+
+    return body
+
+
 def compile_step_body(decoder: Any, mode: str, backend: str = "inductor") -> None:
     """``torch.compile`` the decoder's ``step_body``, the per-step body of its teacher-forced
     loop and of search, as one graph (shapes and the step number dynamic: no recompilation per
-    sentence length; mode ``reduce-overhead`` adds CUDA graphs)."""
+    sentence length; mode ``reduce-overhead`` adds CUDA graphs, in training only)."""
     if os.environ.get("ATEN_CPU_CAPABILITY") == "default":
         # ATen held to its scalar kernels ships no vector headers: the CPU code inductor
         # generates must not use them either (it fails to compile otherwise)
         import torch._inductor.config as inductor
 
         inductor.cpp.simdlen = 1
-    compiled = torch.compile(
-        decoder.step_body, mode=mode if backend == "inductor" else None, dynamic=True, backend=backend
-    )
+    eager = decoder.step_body
+    compiled = torch.compile(eager, mode=mode if backend == "inductor" else None, dynamic=True, backend=backend)
 
     def step_body(*args):
         # Dynamo will not trace through an nn.GRU / nn.LSTM by default and breaks the step into
@@ -166,4 +180,4 @@ def compile_step_body(decoder: Any, mode: str, backend: str = "inductor") -> Non
         with torch._dynamo.config.patch(allow_rnn=True):
             return compiled(*args)
 
-    decoder.step_body = step_body
+    decoder.step_body = graphed_in_training_only(step_body, eager, mode)

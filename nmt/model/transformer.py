@@ -40,6 +40,7 @@ from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import PAD_ID
 from nmt.model.base import TranslationModel
 from nmt.model.dropout import Dropout
+from nmt.model.fast import graphed_in_training_only
 from nmt.model.seq2seq import SHARED_KEYS
 
 # model.positions: learned: one row per position up to this many; later positions share the last row
@@ -425,6 +426,9 @@ class Transformer(TranslationModel):
         return self.decoder(tgt_in, memory, with_weights=not self.training)
 
     def compile_steps(self, mode: str, backend: str = "inductor") -> None:
-        """``train.compile``: compile each layer (shapes dynamic: no recompilation per length)."""
+        """``train.compile``: compile each layer (shapes dynamic: no recompilation per length);
+        under ``reduce-overhead``, search runs the layers eagerly (``graphed_in_training_only``)."""
         for layer in [*self.encoder.layers, *self.decoder.layers]:
-            layer.compile(mode=mode if backend == "inductor" else None, dynamic=True, backend=backend)
+            eager = layer.forward
+            compiled = torch.compile(eager, mode=mode if backend == "inductor" else None, dynamic=True, backend=backend)
+            layer.forward = graphed_in_training_only(compiled, eager, mode)

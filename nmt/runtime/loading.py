@@ -19,6 +19,7 @@ import yaml
 
 from nmt.config.paths import CHECKPOINT_NAMES, PackagePaths, RunPaths, prepared_paths, run_paths
 from nmt.config.schema import Config, config_from_dict
+from nmt.core.device import skip_cudnn_attention
 from nmt.core.errors import NmtError
 from nmt.core.fileio import refuse_link, sha256_file
 from nmt.core.plugins import missing_plugins
@@ -307,4 +308,5 @@ def trained_weights_files(path: Path) -> list[Path]:
 
 def _one_or_ensemble(models: list[TranslationModel], device: torch.device) -> SearchModel:
     model = models[0] if len(models) == 1 else Ensemble(models)
+    skip_cudnn_attention(device)  # search meets a new key length at every step
     return model.to(device).eval()

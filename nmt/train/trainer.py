@@ -26,7 +26,7 @@ import torch
 
 from nmt.config.paths import run_paths
 from nmt.config.schema import Config, TrainConfig, keys_not_read, save_config
-from nmt.core.device import ProcessSettings, make_deterministic, select_precision
+from nmt.core.device import ProcessSettings, make_deterministic, select_precision, skip_cudnn_attention
 from nmt.core.errors import NmtError
 from nmt.core.fileio import remove_temporaries
 from nmt.core.hardware import hardware_description
@@ -185,6 +185,7 @@ def build_trainer(
         torch.set_num_threads(config.train.threads)
     if config.train.deterministic:
         make_deterministic(device)  # before the model reaches the GPU: cuBLAS reads its workspace setting then
+    skip_cudnn_attention(device)
     seed_everything(config.train.seed)  # before the model: its initial weights come from this seed
     src_tok, tgt_tok = load_tokenizers(config)
     data = load_train_data(config, src_tok, tgt_tok)
@@ -531,6 +532,7 @@ class Trainer:
         self.set_learning_rate(settings.learning_rate)
         if self.graph_bucket is not None:
             batch = padded_to_bucket(batch, *self.graph_bucket)
+            torch.compiler.cudagraph_mark_step_begin()  # a new iteration: the last step's graph outputs are dead
         batch = word_dropout(batch.to(self.device), settings.word_dropout)
         try:
             result = train_step(

@@ -25,12 +25,11 @@ def load(config_path: str, overrides: list[str]) -> Config:
 
 
 def setup_device(name: str, threads: int) -> torch.device:
-    from nmt.core.device import enable_tf32, select_device
+    from nmt.core.device import prepare_device
 
     if threads:
         torch.set_num_threads(threads)
-    device = select_device(name)
-    enable_tf32(device)  # as in training
+    device = prepare_device(name)  # as in training
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     return device

@@ -31,15 +31,18 @@ import joeynmt_peer
 import torch
 
 
-def _timed_steps(run_step, batches, steps: int, warmup: int, device) -> tuple[float, int, int]:
-    """Run ``warmup`` untimed steps, then ``steps`` timed ones; returns (seconds, tokens, sentences)."""
-    for indices in batches[:warmup]:
-        run_step(indices)
+def _timed_steps(make, run_step, batches, steps: int, warmup: int, device) -> tuple[float, int, int]:
+    """Make every batch first (collated and on the device, as the trainer's loader workers have
+    them ready), run ``warmup`` untimed steps, then ``steps`` timed ones; returns (seconds,
+    tokens, sentences)."""
+    made = [make(indices) for indices in batches[: warmup + steps]]
+    for batch in made[:warmup]:
+        run_step(batch)
     bc.settle(device)
     start = time.perf_counter()
     tokens = sentences = 0
-    for indices in batches[warmup : warmup + steps]:
-        tokens += run_step(indices)
+    for indices, batch in zip(batches[warmup : warmup + steps], made[warmup:], strict=True):
+        tokens += run_step(batch)
         sentences += len(indices)
     bc.sync(device)
     return time.perf_counter() - start, tokens, sentences
@@ -98,24 +101,33 @@ def measure(
         precision = select_precision(cfg.precision, device)
         scaler = torch.amp.GradScaler(device.type) if precision.loss_scaling else None
 
-        def run_step(indices):
+        def make(indices):
             batch = collate([data.train[i] for i in indices])
             tokens = batch.num_tgt_tokens
             if cfg.compile == "reduce-overhead" and device.type == "cuda":
                 batch = padded_to_bucket(batch, *graph_bucket(config.model.arch))
-            train_step(model, batch.to(device), optimizer, cfg, tokens, precision, scaler)
+            return batch.to(device), tokens
+
+        def run_step(made):
+            batch, tokens = made
+            train_step(model, batch, optimizer, cfg, tokens, precision, scaler)
             return tokens
     elif tool == "torch":
-        model, run_step = _plain_transformer(config, src_tok.vocab_size, tgt_tok.vocab_size, data, device)
+        model, run_step = _plain_transformer(config, src_tok.vocab_size, tgt_tok.vocab_size, device)
+
+        def make(indices):
+            return collate([data.train[i] for i in indices]).to(device)
     else:
         model = joeynmt_peer.build(config.model, src_tok.vocab_size, tgt_tok.vocab_size, device)
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
 
-        def run_step(indices):
-            batch = joeynmt_peer.make_batch([data.train[i] for i in indices], device)
+        def make(indices):
+            return joeynmt_peer.make_batch([data.train[i] for i in indices], device)
+
+        def run_step(batch):
             return joeynmt_peer.train_step(model, batch, optimizer, cfg.clip_grad_norm)
 
-    seconds, tokens, sentences = _timed_steps(run_step, batches, steps, warmup, device)
+    seconds, tokens, sentences = _timed_steps(make, run_step, batches, steps, warmup, device)
     used = batches[warmup : warmup + steps]
     return {
         "label": label,
@@ -128,10 +140,9 @@ def measure(
     }
 
 
-def _plain_transformer(config, src_vocab: int, tgt_vocab: int, data, device):
+def _plain_transformer(config, src_vocab: int, tgt_vocab: int, device):
     """torch.nn.Transformer (pre-norm, batch_first) of the config's sizes, with scaled embeddings,
     sinusoidal positions and an output layer as ours: what PyTorch's own layers run at."""
-    from nmt.data.batching import collate
     from nmt.data.tokenizer import PAD_ID
     from nmt.model.transformer import Positions
     from nmt.train.step import token_loss
@@ -152,8 +163,7 @@ def _plain_transformer(config, src_vocab: int, tgt_vocab: int, data, device):
     optimizer = torch.optim.Adam(parts.parameters(), lr=cfg.learning_rate)
     scale = m.embed_dim**0.5
 
-    def run_step(indices):
-        batch = collate([data.train[i] for i in indices]).to(device)
+    def run_step(batch):
         src, tgt_in = batch.src, batch.tgt_in
         optimizer.zero_grad(set_to_none=True)
         causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=device)
@@ -246,8 +256,8 @@ def main() -> None:
     runs = bc.interleaved_runs(jobs, args.repeats)
     rows = [bc.median_run(label_runs, "tokens_per_s") for label_runs in runs.values()]
     print(
-        f"\nTraining, {args.steps} steps after 5 warm-up steps (compiled row: 30), {args.config} {' '.join(args.set)}; "
-        f"median of {args.repeats} run(s)"
+        f"\nTraining, {args.steps} steps after 5 warm-up steps (compiled row: 30), batches collated ahead, "
+        f"{args.config} {' '.join(args.set)}; median of {args.repeats} run(s)"
     )
     print(f"Hardware: {bc.hardware()}\n")
     bc.print_table(

@@ -25,7 +25,7 @@ import torch
 
 from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.schema import load_config
-from nmt.core.device import select_device
+from nmt.core.device import prepare_device
 from nmt.core.fileio import write_text_atomic
 from nmt.core.plotting import plot_attention, plot_bleu_by_length
 from nmt.core.registry import ATTENTIONS
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", default="runs/compare-attention", help="where the runs go")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
-    device = select_device(args.device)
+    device = prepare_device(args.device)
     results = []
     for name in args.variants:
         print(f"== {name}", file=sys.stderr, flush=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from nmt.config.schema import load_config
-from nmt.core.device import enable_tf32, select_device
+from nmt.core.device import prepare_device
 from nmt.pipelines.prepare import prepare
 from nmt.train.trainer import build_trainer
 
@@ -56,8 +56,7 @@ def train_variant(args, variant: str) -> dict:
     config = load_config(args.config, overrides)
     config.data.prepared_dir = str(Path(load_config(args.config).prepared_dir))  # share the prepared data
     prepare(config, log=lambda message: None)
-    device = select_device(args.device)
-    enable_tf32(device)
+    device = prepare_device(args.device)
     start = time.perf_counter()
     with sixteen_bit_recurrences() if variant.endswith("16-bit recurrences") else contextlib.nullcontext():
         trainer = build_trainer(config, device)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from nmt.config.paths import RunPaths, prepared_paths, run_paths
 from nmt.config.schema import load_config
-from nmt.core.device import select_device
+from nmt.core.device import prepare_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.data.references import read_references
@@ -309,6 +309,8 @@ def evaluate_run(
         "epochs": round(epochs_reached(records), 2),
         "tokens_per_s": round(statistics.fmean(r["tokens_per_s"] for r in records), 1) if records else 0.0,
         "best_dev_bleu": max((r["dev_bleu"] for r in records), default=0.0),
+        # seconds since the run started (validations included) and dev BLEU at each validation
+        "dev_curve": [[r["elapsed_seconds"], r["dev_bleu"]] for r in records if "elapsed_seconds" in r],
         "beam_size": config.decode.beam_size,
         "signature": scores["signature"]["bleu"],
         "samples": hypotheses[:samples],
@@ -384,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check:
         return check_variants([(name, args.config, [*train, *decode]) for name, (train, decode) in VARIANTS.items()])
-    device = select_device(args.device)
+    device = prepare_device(args.device)
     runs = Path(args.runs) / f"{Path(args.config).stem}-{args.minutes:g}min"
     results_path = Path(args.out) / f"results-{Path(args.config).stem}-{args.minutes:g}min.json"
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}

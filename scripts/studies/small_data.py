@@ -29,7 +29,7 @@ from quality import check_variants, measure_seeds, prepared_dir, study_arguments
 from transfer import ONE_CHILD, PLAIN, side_by_side  # PLAIN: every variant the third measurement trained
 
 from nmt.config.schema import load_config
-from nmt.core.device import select_device
+from nmt.core.device import prepare_device
 from nmt.pipelines.prepare import prepare
 from nmt.runtime.loading import trained_weights_files
 
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         for path, count in ((SYNTHETIC, 3000),):
             if any(f"data.synthetic_from={path}" in VARIANTS[name].overrides for name in args.variants):
                 synthetic_sample(path, count)
-    device = select_device(args.device)
+    device = prepare_device(args.device)
     for name in args.variants:
         variant = VARIANTS[name]
         runs, overrides = training_of(name, args)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from quality import check_variants, measure_seeds, study_arguments, table, train_run, trained_and_scored
 
-from nmt.core.device import select_device
+from nmt.core.device import prepare_device
 from nmt.data.references import read_references
 
 HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi", "data.dev_size=200", "data.test_size=400"]
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check:
         return check_variants([(name, v.config, v.overrides) for name, v in VARIANTS.items()])
-    device = select_device(args.device)
+    device = prepare_device(args.device)
     results_path = Path(args.out) / "results.json"
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     if args.report:

@@ -4,11 +4,15 @@ budget, with several seeds, scored on the same test split (beam search, all refe
 
     python scripts/studies/transformer.py --minutes 5 --seeds 1 2
     python scripts/studies/transformer.py --minutes 5 --seeds 1 --variants "transformer recipe" "2 + 2 layers"
+    python scripts/studies/transformer.py --device cuda --minutes 1 --seeds 1 --variants "rnn gpu recipe" \
+        "transformer gpu recipe: 2 + 2 layers, feed-forward 512, dropout 0.1"
 
 A variant is a base config (the RNN's configs/eng-mar-cpu.yaml or the Transformer's
 configs/eng-mar-transformer.yaml) and overrides. Runs, reuse and scoring are quality.py's: each
 family's runs share one prepared copy of the data (both configs split and segment alike), and a
-finished run is reused. Writes <out>/results-<minutes>min.json and prints a markdown table.
+finished run is reused. Writes <out>/results-<minutes>min.json (results-gpu-<minutes>min.json on a
+CUDA device) and prints a markdown table, then how soon each run reached its best dev BLEU and
+the first variant's (validations included in the time).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from pathlib import Path
 
 from quality import check_variants, measure_seeds, study_arguments, table, trained_and_scored
 
-from nmt.core.device import select_device
+from nmt.core.device import prepare_device
 
 RNN = "configs/eng-mar-cpu.yaml"
 TRANSFORMER = "configs/eng-mar-transformer.yaml"
+RNN_GPU = "configs/eng-mar-gpu.yaml"
+TRANSFORMER_GPU = "configs/eng-mar-transformer-gpu.yaml"
 
 # name -> (base config, training overrides, decoding overrides)
 VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {"rnn recipe": (RNN, [], [])}
@@ -51,14 +57,44 @@ VARIANTS |= {
     "recipe, 3 + 1 layers": (TRANSFORMER, [*LIGHT, "model.encoder_layers=3", "model.decoder_layers=1"], []),
 }
 
+# On one GPU: the RNN's GPU recipe, and the Transformer at the GPU's batches with the CPU
+# recipe's sizes (configs/eng-mar-transformer-gpu.yaml: it won) and with JoeyNMT's (FIRST), the
+# same data and vocabulary
+VARIANTS |= {
+    "rnn gpu recipe": (RNN_GPU, [], []),
+    "transformer gpu recipe: 2 + 2 layers, feed-forward 512, dropout 0.1": (TRANSFORMER_GPU, [], []),
+    "transformer gpu: 3 + 3 layers, feed-forward 1024, dropout 0.3": (TRANSFORMER_GPU, FIRST, []),
+}
+
+
+def time_to_quality(results: dict, names: list[str]) -> str:
+    """When each run reached its best dev BLEU, and the first run's best (its target), in seconds
+    since training started, validations included."""
+    rows = [(name, row) for name in names for row in results[name] if row.get("dev_curve")]
+    if not rows:
+        return ""
+    target_name, target_row = rows[0]
+    target = target_row["best_dev_bleu"]
+    lines = [
+        f"| run | best dev BLEU | reached after | dev BLEU {target:.2f} ({target_name}'s best) reached after |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, row in rows:
+        curve = row["dev_curve"]
+        best_seconds = next(seconds for seconds, bleu in curve if bleu == row["best_dev_bleu"])
+        reached = next((f"{seconds:.0f} s" for seconds, bleu in curve if bleu >= target), "not reached")
+        lines.append(f"| {name}, seed {row['seed']} | {row['best_dev_bleu']:.2f} | {best_seconds:.0f} s | {reached} |")
+    return "\n".join(lines) + "\n"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = study_arguments(__doc__, list(VARIANTS), "runs/transformer-study", "docs/transformer", "auto")
     args = parser.parse_args(argv)
     if args.check:
         return check_variants([(name, base, [*train, *decode]) for name, (base, train, decode) in VARIANTS.items()])
-    device = select_device(args.device)
-    results_path = Path(args.out) / f"results-{args.minutes:g}min.json"
+    device = prepare_device(args.device)
+    on_gpu = "gpu-" if device.type == "cuda" else ""
+    results_path = Path(args.out) / f"results-{on_gpu}{args.minutes:g}min.json"
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
     for name in args.variants:
         base, train_overrides, decode_overrides = VARIANTS[name]
@@ -67,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             trained_and_scored, base, train_overrides, decode_overrides, args.minutes, runs, device, samples=8
         )
         measure_seeds(name, args.seeds, measure, results, results_path)
-    print(table(results, [n for n in VARIANTS if n in results], args.minutes))
+    measured = [n for n in VARIANTS if n in results]
+    print(table(results, measured, args.minutes))
+    print(time_to_quality(results, [n for n in args.variants if n in results]))
     return 0
 
 

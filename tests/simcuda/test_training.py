@@ -171,3 +171,29 @@ def test_reduce_overhead_on_cuda_pads_every_batch_to_a_graph_bucket(tmp_path, mo
     # rounding noise on parameters a softmax ignores into full-size steps, as for any two kernels.
     assert figures(results)[:2] == pytest.approx(figures(on_cpu)[:2], rel=1e-4)
     assert figures(results) == pytest.approx(figures(on_cpu), rel=1e-2)
+
+
+def test_a_command_the_trainer_and_a_loaded_model_on_cuda_switch_cudnns_attention_off(tmp_path):
+    """cuDNN's attention builds a plan for every new shape (docs/benchmarks.md): each way onto a
+    CUDA device switches it off (nmt.core.device.skip_cudnn_attention), and a run puts it back."""
+    from nmt.core.device import ProcessSettings, prepare_device
+    from nmt.runtime.loading import _one_or_ensemble
+
+    from ..helpers import small_model
+
+    config = load_config(write_config(tmp_path, model=TRANSFORMER))
+    prepare(config, log=lambda _: None)
+    before = ProcessSettings.current()
+    with SimulatedCuda(strict=False):
+        try:
+            for way_onto_cuda in (
+                lambda: prepare_device("cuda"),  # every command
+                lambda: build_trainer(config, CUDA, show_bar=False),  # training from Python
+                lambda: _one_or_ensemble([small_model()], CUDA),  # a model loaded for search
+            ):
+                torch.backends.cuda.enable_cudnn_sdp(True)
+                way_onto_cuda()
+                assert not torch.backends.cuda.cudnn_sdp_enabled()
+        finally:
+            before.restore()
+    assert ProcessSettings.current() == before
