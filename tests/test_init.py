@@ -286,3 +286,28 @@ def test_a_toy_corpus_gets_a_config_prepare_accepts(tmp_path, pairs):
     config = load_config(target, [f"run_dir={tmp_path / 'run'}"])
     report = prepare(config, log=lambda _: None, show_bar=False)
     assert report.split_pairs["train"] > 0 and report.split_sources["dev"] >= 1 and report.split_sources["test"] >= 1
+
+
+def test_given_a_long_budget_on_a_cpu_init_writes_the_transformer(tmp_path, monkeypatch):
+    """The CPU recipe's long budget (nmt/recipes.yaml): from its minutes on, on a CPU, a corpus of
+    the CPU recipe's size gets the Transformer; a shorter budget, a GPU (not measured there at that
+    budget) and a small corpus keep the RNN."""
+    import nmt.pipelines.init as init_module
+
+    long = recipes().for_pairs(33_725).long_budget
+    assert long is not None
+    mar = ROOT / "data" / "eng-mar" / "mar.txt"
+    monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cpu"))
+    path, text = init_config([mar], tmp_path / "long.yaml", minutes=long.from_minutes)
+    config = load_config(path)
+    assert config.model.arch == "transformer" and config.train.lr_warmup > 0
+    assert "A Transformer, not an RNN" in text and "An RNN, not a Transformer" not in text
+    assert "Not read by" not in text
+    path, text = init_config([mar], tmp_path / "short.yaml", minutes=long.from_minutes - 1)
+    assert load_config(path).model.arch == "rnn" and "An RNN, not a Transformer" in text
+    write_anki(tmp_path / "eng-hin.tsv", synthetic_pairs())
+    path, _ = init_config([tmp_path / "eng-hin.tsv"], tmp_path / "small.yaml", minutes=long.from_minutes)
+    assert load_config(path).model.arch == "rnn"
+    monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cuda"))
+    path, _ = init_config([mar], tmp_path / "gpu.yaml", minutes=long.from_minutes)
+    assert load_config(path).model.arch == "rnn"

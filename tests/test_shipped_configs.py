@@ -109,3 +109,18 @@ def test_no_measured_figure_lives_in_nmt_inits_code():
     assert quoted == []
     every = recipes()
     assert all(recipe.measured and recipe.page.startswith("docs/") for recipe in every.by_size)
+
+
+def test_the_transformer_config_is_nmt_inits_recipe_for_a_long_cpu_budget():
+    """configs/eng-mar-transformer.yaml is what the CPU recipe's long budget writes, key for key
+    (the tokenizer and training settings of the recipe, the Transformer's model whole)."""
+    book = recipes()
+    shipped = load_config(ROOT / "configs/eng-mar-transformer.yaml")
+    recipe = book.for_pairs(33_725)
+    long = recipe.long_budget
+    assert long is not None and "configs/eng-mar-transformer.yaml" in long.measured
+    common, training = (
+        {section: values for section, values in settings.items() if section != "model"}
+        for settings in (book.common, recipe.settings)
+    )
+    same_recipe(shipped, recipe_config(shipped, common, training, long.settings))

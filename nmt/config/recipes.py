@@ -39,6 +39,18 @@ class Recipe:
     page: str  # where it was measured
     child_adds: Sections = field(default_factory=dict)  # a child of a parent adds these (--init-from)
     on_gpu: Measured | None = None  # over ``settings`` where PyTorch sees a CUDA GPU
+    long_budget: LongBudget | None = None  # another model from a longer CPU budget on
+
+
+@dataclass(frozen=True)
+class LongBudget:
+    """From ``from_minutes`` of training on a CPU: ``settings`` over the recipe's tokenizer and
+    training keys, and the model whole (another family's: none of the recipe's model keys)."""
+
+    from_minutes: float
+    settings: Sections
+    measured: str
+    page: str
 
 
 @dataclass(frozen=True)
@@ -72,8 +84,17 @@ def _recipe(raw: dict) -> Recipe:
     settings = {section: dict(values) for section, values in raw["settings"].items()}
     settings["model"] = {**dict.fromkeys(MODEL_WIDTHS, raw["width"]), **settings.get("model", {})}
     on_gpu = _measured(raw["on_gpu"]) if "on_gpu" in raw else None
+    long = raw.get("long_budget")
+    long_budget = LongBudget(long["from_minutes"], long["settings"], long["measured"], long["page"]) if long else None
     return Recipe(
-        raw["name"], raw["max_pairs"], settings, raw["measured"], raw["page"], raw.get("child_adds", {}), on_gpu
+        raw["name"],
+        raw["max_pairs"],
+        settings,
+        raw["measured"],
+        raw["page"],
+        raw.get("child_adds", {}),
+        on_gpu,
+        long_budget,
     )
 
 
@@ -139,6 +160,7 @@ EXAMPLE_CORPORA = (
             "configs/eng-mar.yaml",
             "configs/eng-mar-gpu.yaml",
             "configs/eng-mar-transformer.yaml",
+            "configs/eng-mar-transformer-gpu.yaml",
         ),
     ),
 )

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from nmt.config.recipes import Measured, Recipe, example_corpora, recipes
+from nmt.config.recipes import LongBudget, Measured, Recipe, example_corpora, recipes
 from nmt.core.device import select_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
@@ -285,12 +285,16 @@ def config_text(
         data = {"train": {src_lang: str(found.files[0]), tgt_lang: str(found.files[1])}}
     data |= {"src_lang": src_lang, "tgt_lang": tgt_lang, "dev_size": dev, "test_size": test}
     on_gpu = recipe.on_gpu if gpu else None
+    long = recipe.long_budget
+    long = long if long and not gpu and parent is None and minutes >= long.from_minutes else None
     settings = _merged(book.family.settings, book.common, recipe.settings, on_gpu.settings if on_gpu else {})
+    if long is not None:  # another family: its model whole, its keys over the recipe's training ones
+        settings = _merged({**settings, "model": {}}, long.settings)
     config: dict[str, Any] = {"run_dir": run_dir, "data": data}
     config |= {section: settings.get(section, {}) for section in ("tokenizer", "model")}
     config["train"] = {"max_minutes": minutes, **settings["train"], "threads": threads}
     config["decode"] = settings["decode"]
-    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, threads, parent is not None)
+    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, threads, parent is not None, long)
     if on_gpu is not None:
         comments += _commented(
             [f"On this machine's CUDA GPU: batches by tokens, {on_gpu.measured} ({on_gpu.page}).", ""]
@@ -387,8 +391,15 @@ def _comments(
     minutes: float,
     threads: int,
     child: bool = False,
+    long: LongBudget | None = None,
 ) -> str:
     family = recipes().family
+    if child:
+        which = []
+    elif long is not None:
+        which = [f"A Transformer, not an RNN, from {long.from_minutes:g} minutes on: {long.measured} ({long.page})."]
+    else:
+        which = [f"An RNN, not a Transformer (model.arch): {family.measured} ({family.page})."]
     lines = [
         f"Written by `nmt init` from {', '.join(map(str, found.files))}:",
         f"{found.pairs:,} pairs, {found.sources:,} distinct {src_lang} sentences"
@@ -405,7 +416,7 @@ def _comments(
             else f"The {recipe.name} recipe (up to {recipe.max_pairs:,} pairs): {recipe.measured} ({recipe.page})."
         ),
         f"A {minutes:g}-minute budget on this machine's {threads} thread(s): a faster machine trains more epochs.",
-        *([] if child else [f"An RNN, not a Transformer (model.arch): {family.measured} ({family.page})."]),
+        *which,
         "Dev and test keep every source sentence in one split and score it with all its translations.",
         "Next: nmt prepare --config THIS && nmt train --config THIS && nmt evaluate --config THIS",
         "",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from quality import check_variants, prepared_dir, study_arguments, trained_and_scored
 
-from nmt.core.device import select_device
+from nmt.core.device import prepare_device
 from nmt.core.fileio import write_text_atomic
 
 SOURCE = Path("data/eng-mar/mar.txt")
@@ -43,6 +43,8 @@ RECIPES = {
         "configs/eng-hin-scratch.yaml",
         ["data.tgt_lang=mr", "data.oversample=2", "train.related_per_epoch=3000", "train.related_until=0.6"],
     ),
+    # the Transformer's CPU recipe (docs/transformer.md): where its line crosses the RNN's
+    "Transformer recipe (2 + 2 layers)": ("configs/eng-mar-transformer.yaml", []),
 }
 HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi"]
 # the related corpus of each corpus: the eng-mar subsets learn beside the eng-hin file, eng-hin beside eng-mar
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         return check_variants(
             [(name, config, [*overrides, *HINDI, *related[name]]) for name, (config, overrides) in RECIPES.items()]
         )
-    device = select_device(args.device)
+    device = prepare_device(args.device)
     out = Path(args.out)
     results_path = out / "curve.json"
     results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
