@@ -124,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
             overrides = [*recipe_overrides, *corpus_overrides, *related]
             for seed in args.seeds:
                 print(f"== {recipe} on {corpus}, seed {seed}", file=sys.stderr, flush=True)
-                row = trained_and_scored(config, overrides, [], args.minutes, Path(args.runs), device, seed, samples=0)
-                report = json.loads((prepared_dir(Path(args.runs), overrides) / "report.json").read_text())
+                # a folder per config: two recipes with the same overrides (none) must not share runs
+                runs = Path(args.runs) / Path(config).stem
+                row = trained_and_scored(config, overrides, [], args.minutes, runs, device, seed, samples=0)
+                report = json.loads((prepared_dir(runs, overrides) / "report.json").read_text())
                 own = report["pairs_kept"] - report["split_pairs"]["dev"] - report["split_pairs"]["test"]
                 point = {"corpus": name, "seed": seed, "pairs": own, **row}  # the pair's own, without related ones
                 same = (point["corpus"], point["pairs"], seed)
