@@ -80,6 +80,7 @@ def test_fp16_always_comes_with_loss_scaling_and_bf16_never():
     assert FP16.autocast is torch.float16 and FP16.loss_scaling
     assert BF16.autocast is torch.bfloat16 and not BF16.loss_scaling
     assert "loss scaling" in FP16.describe() and "float32 recurrences" in BF16.describe()
+    assert BF16.describe(recurrent=False) == "bf16 autocast"  # a Transformer has no recurrence to keep
 
 
 @pytest.mark.parametrize("device", ["cpu", "mps"])

@@ -65,11 +65,13 @@ class Precision:
     autocast: torch.dtype | None  # None: plain float32
     loss_scaling: bool  # a GradScaler (fp16 only)
 
-    def describe(self) -> str:
+    def describe(self, recurrent: bool = True) -> str:
+        """For the training log; ``recurrent``: the model has recurrences, which stay in float32."""
         if self.autocast is None:
             return "float32"
         name = "bf16" if self.autocast is torch.bfloat16 else "fp16"
-        return f"{name} autocast" + (" with loss scaling" if self.loss_scaling else "") + ", float32 recurrences"
+        kept = ", float32 recurrences" if recurrent else ""
+        return f"{name} autocast" + (" with loss scaling" if self.loss_scaling else "") + kept
 
 
 FLOAT32 = Precision(None, False)

@@ -646,7 +646,8 @@ class Trainer:
         self.log(
             f"Model: {count_parameters(self.model):,} parameters; {len(data.train):,} training pairs "
             f"({data.skipped_long} longer than {train.max_len} subwords skipped); device {self.device}, "
-            f"{self.precision.describe()}{', deterministic' if train.deterministic else ''}."
+            f"{self.precision.describe(recurrent=self.config.model.arch == 'rnn')}"
+            f"{', deterministic' if train.deterministic else ''}."
         )
         self.log_encoder_choice()
         self.log_model_notes()
