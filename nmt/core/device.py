@@ -95,9 +95,10 @@ def select_precision(name: str, device: torch.device) -> Precision:
 
 
 def prepare_device(name: str) -> torch.device:
-    """The device named (``select_device``), set up as every command runs on it: TF32 matrix
-    products on a CUDA GPU (``enable_tf32``). Commands, benchmarks and studies all start here,
-    so that what a study measures is what a command would run."""
+    """The device named (``select_device``), set up as every command runs on it: on a CUDA GPU,
+    TF32 matrix products (``enable_tf32``) and attention without cuDNN's kernel
+    (``skip_cudnn_attention``). Commands, benchmarks and studies all start here, so that what a
+    study measures is what a command would run."""
     device = select_device(name)
     enable_tf32(device)
     skip_cudnn_attention(device)

@@ -15,7 +15,8 @@ Every piece here has an equivalence test against the plain computation it replac
   With ``reduce-overhead`` on a CUDA GPU the compiled body is replayed as a CUDA graph, one
   launch for the step's kernels; a graph holds one shape, so training pads each batch to a
   bucket of ``GRAPH_BUCKET`` (rows, source positions): a few dozen shapes, each captured once.
-  Search runs the body eagerly then (``graphed_in_training_only``).
+  Search runs the body eagerly then (``graphed_in_training_only``). A Transformer's layers are
+  compiled the same way (``compiled_for_training``).
 
 Under mixed precision the recurrences stay in float32 (``run_in_float32``).
 """
@@ -160,24 +161,32 @@ def graphed_in_training_only(compiled, eager, mode: str):
     return body
 
 
-def compile_step_body(decoder: Any, mode: str, backend: str = "inductor") -> None:
-    """``torch.compile`` the decoder's ``step_body``, the per-step body of its teacher-forced
-    loop and of search, as one graph (shapes and the step number dynamic: no recompilation per
-    sentence length; mode ``reduce-overhead`` adds CUDA graphs, in training only)."""
+def compiled_for_training(function, mode: str, backend: str = "inductor", allow_rnn: bool = False):
+    """``torch.compile`` of ``function`` as ``train.compile`` asks, for either family: shapes
+    dynamic (no recompilation per sentence length), and under ``reduce-overhead`` CUDA graphs in
+    training only (``graphed_in_training_only``). ``allow_rnn``: the function uses a recurrent
+    cell (see ``compile_step_body``)."""
     if os.environ.get("ATEN_CPU_CAPABILITY") == "default":
         # ATen held to its scalar kernels ships no vector headers: the CPU code inductor
         # generates must not use them either (it fails to compile otherwise)
         import torch._inductor.config as inductor
 
         inductor.cpp.simdlen = 1
-    eager = decoder.step_body
-    compiled = torch.compile(eager, mode=mode if backend == "inductor" else None, dynamic=True, backend=backend)
+    compiled = torch.compile(function, mode=mode if backend == "inductor" else None, dynamic=True, backend=backend)
+    if not allow_rnn:
+        return graphed_in_training_only(compiled, function, mode)
 
-    def step_body(*args):
-        # Dynamo will not trace through an nn.GRU / nn.LSTM by default and breaks the step into
-        # pieces around every use of the cell; the step only reads the cell's weights and calls
-        # its one-step kernel (never the module's own forward), which traces into one graph.
+    def with_rnn(*args):
         with torch._dynamo.config.patch(allow_rnn=True):
             return compiled(*args)
 
-    decoder.step_body = graphed_in_training_only(step_body, eager, mode)
+    return graphed_in_training_only(with_rnn, function, mode)
+
+
+def compile_step_body(decoder: Any, mode: str, backend: str = "inductor") -> None:
+    """``torch.compile`` the decoder's ``step_body``, the per-step body of its teacher-forced
+    loop and of search, as one graph (the step number dynamic too). Dynamo will not trace
+    through an nn.GRU / nn.LSTM by default and breaks the step into pieces around every use of
+    the cell; the step only reads the cell's weights and calls its one-step kernel (never the
+    module's own forward), which traces into one graph: ``allow_rnn``."""
+    decoder.step_body = compiled_for_training(decoder.step_body, mode, backend, allow_rnn=True)

@@ -40,7 +40,7 @@ from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import PAD_ID
 from nmt.model.base import TranslationModel
 from nmt.model.dropout import Dropout
-from nmt.model.fast import graphed_in_training_only
+from nmt.model.fast import compiled_for_training
 from nmt.model.seq2seq import SHARED_KEYS
 
 # model.positions: learned: one row per position up to this many; later positions share the last row
@@ -427,8 +427,6 @@ class Transformer(TranslationModel):
 
     def compile_steps(self, mode: str, backend: str = "inductor") -> None:
         """``train.compile``: compile each layer (shapes dynamic: no recompilation per length);
-        under ``reduce-overhead``, search runs the layers eagerly (``graphed_in_training_only``)."""
+        under ``reduce-overhead``, search runs the layers eagerly (``compiled_for_training``)."""
         for layer in [*self.encoder.layers, *self.decoder.layers]:
-            eager = layer.forward
-            compiled = torch.compile(eager, mode=mode if backend == "inductor" else None, dynamic=True, backend=backend)
-            layer.forward = graphed_in_training_only(compiled, eager, mode)
+            layer.forward = compiled_for_training(layer.forward, mode, backend)
