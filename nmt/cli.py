@@ -282,8 +282,9 @@ def init(
     ] = None,
 ) -> None:
     """Write a first config for your corpus: it counts pairs, sources and lengths, finds the scripts and the
-    languages, and picks the recipe measured for a corpus of that size on this machine (with --init-from: the
-    recipe that continues that model, beside its own corpus where its target shares your target's script).
+    languages, and picks the recipe and the model family (RNN or Transformer) measured for a corpus of that size,
+    that budget and this machine (with --init-from: the recipe that continues that model, beside its own corpus
+    where its target shares your target's script).
     With --example NAME, copy an example corpus and its configs here instead."""
     if example is not None:
         from nmt.config.recipes import copy_example

@@ -68,7 +68,10 @@ def test_the_shipped_eng_mar_file_gets_the_cpu_recipe(tmp_path):
 
 
 @pytest.mark.skipif(not SHARED_HINDI.is_file(), reason="../shared/data/eng-hin is not beside this checkout")
-def test_the_shared_eng_hin_file_gets_the_small_corpus_recipe_and_the_related_corpus(tmp_path):
+def test_the_shared_eng_hin_file_gets_the_small_corpus_transformer_and_the_related_corpus(tmp_path):
+    """At the default 5 minutes on a CPU, 2,549 pairs get the Transformer over the small-corpus
+    recipe's tokenizer and batches (nmt/recipes.yaml's first Transformer rule), and the comments offer
+    the Marathi corpus beside them with what it measured beside a Transformer."""
     done = subprocess.run(
         [sys.executable, "-m", "nmt", "init", str(SHARED_HINDI), "--to", str(tmp_path / "hin.yaml")],
         capture_output=True,
@@ -78,7 +81,9 @@ def test_the_shared_eng_hin_file_gets_the_small_corpus_recipe_and_the_related_co
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "hin.yaml").read_text(encoding="utf-8")
     config = load_config(tmp_path / "hin.yaml")
-    assert (config.data.tgt_lang, config.model.input_feeding) == ("hi", True)
+    assert (config.data.tgt_lang, config.model.arch) == ("hi", "transformer")
+    beside = "".join(recipes().related_from_scratch_transformer.measured.split())
+    assert beside in "".join(text.replace("\n#", "").split())  # the comments wrap it at spaces
     assert (config.data.dev_size, config.data.test_size) == (50, 353)  # of 2,353 distinct sources
     assert "the header row 'Eng\\tHin\\tOth'" in text and "devanagari" in text
     assert "--init-from runs/eng-mar-cpu" in text  # the shipped Marathi corpus shares the script
@@ -117,7 +122,7 @@ def test_an_anki_zip_and_aligned_files(tmp_path):
     path, text = init_config([tmp_path / "train.en", tmp_path / "train.mr"], tmp_path / "aligned.yaml")
     config = load_config(path)
     assert config.data.train == {"en": str(tmp_path / "train.en"), "mr": str(tmp_path / "train.mr")}
-    assert config.model.input_feeding and "small-corpus recipe" in text
+    assert config.model.arch == "transformer" and "small-corpus recipe" in text
     prepares_and_trains(path, tmp_path / "aligned")
 
 
@@ -288,26 +293,36 @@ def test_a_toy_corpus_gets_a_config_prepare_accepts(tmp_path, pairs):
     assert report.split_pairs["train"] > 0 and report.split_sources["dev"] >= 1 and report.split_sources["test"] >= 1
 
 
-def test_given_a_long_budget_on_a_cpu_init_writes_the_transformer(tmp_path, monkeypatch):
-    """The CPU recipe's long budget (nmt/recipes.yaml): from its minutes on, on a CPU, a corpus of
-    the CPU recipe's size gets the Transformer; a shorter budget, a GPU (not measured there at that
-    budget) and a small corpus keep the RNN."""
+def test_init_writes_the_transformer_where_a_rule_holds_the_corpus_and_the_budget(tmp_path, monkeypatch):
+    """nmt/recipes.yaml's Transformer rules, on a CPU: a small corpus gets it from the first rule's
+    minutes on, a corpus of the CPU recipe's size from the second's; a shorter budget, a GPU (where
+    the RNN led) and a large corpus keep the RNN."""
     import nmt.pipelines.init as init_module
 
-    long = recipes().for_pairs(33_725).long_budget
-    assert long is not None
-    mar = ROOT / "data" / "eng-mar" / "mar.txt"
+    book = recipes()
+    small, long = book.transformer_rules
+    assert small.up_to_pairs < 33_725 <= long.up_to_pairs and small.from_minutes < long.from_minutes
     monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cpu"))
-    path, text = init_config([mar], tmp_path / "long.yaml", minutes=long.from_minutes)
+    hin = write_anki(tmp_path / "eng-hin.tsv", synthetic_pairs())
+    path, text = init_config([hin], tmp_path / "small.yaml", minutes=small.from_minutes)
     config = load_config(path)
     assert config.model.arch == "transformer" and config.train.lr_warmup > 0
+    assert config.tokenizer.src_vocab_size == book.for_pairs(300).settings["tokenizer"]["src_vocab_size"]
     assert "A Transformer, not an RNN" in text and "An RNN, not a Transformer" not in text
     assert "Not read by" not in text
-    path, text = init_config([mar], tmp_path / "short.yaml", minutes=long.from_minutes - 1)
+    prepares_and_trains(path, tmp_path / "small")
+    path, text = init_config([hin], tmp_path / "shorter.yaml", minutes=small.from_minutes - 1)
+    config = load_config(path)
+    assert (config.model.arch, config.model.input_feeding) == ("rnn", True) and "An RNN, not a Transformer" in text
+
+    mar = ROOT / "data" / "eng-mar" / "mar.txt"
+    path, text = init_config([mar], tmp_path / "long.yaml", minutes=long.from_minutes)
+    assert load_config(path).model.arch == "transformer" and "A Transformer, not an RNN" in text
+    path, text = init_config([mar], tmp_path / "mar.yaml", minutes=long.from_minutes - 1)
     assert load_config(path).model.arch == "rnn" and "An RNN, not a Transformer" in text
-    write_anki(tmp_path / "eng-hin.tsv", synthetic_pairs())
-    path, _ = init_config([tmp_path / "eng-hin.tsv"], tmp_path / "small.yaml", minutes=long.from_minutes)
-    assert load_config(path).model.arch == "rnn"
+    assert book.transformer_for(long.up_to_pairs + 1, 1_000) is None  # the large-corpus recipe: not measured
     monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cuda"))
+    path, _ = init_config([hin], tmp_path / "gpu-small.yaml", minutes=small.from_minutes)
+    assert load_config(path).model.arch == "rnn"
     path, _ = init_config([mar], tmp_path / "gpu.yaml", minutes=long.from_minutes)
     assert load_config(path).model.arch == "rnn"

@@ -112,15 +112,17 @@ def test_no_measured_figure_lives_in_nmt_inits_code():
 
 
 def test_the_transformer_config_is_nmt_inits_recipe_for_a_long_cpu_budget():
-    """configs/eng-mar-transformer.yaml is what the CPU recipe's long budget writes, key for key
-    (the tokenizer and training settings of the recipe, the Transformer's model whole)."""
+    """configs/eng-mar-transformer.yaml is what the Transformer's rule for a long budget writes for
+    its corpus, key for key (the tokenizer and training settings of the CPU recipe, the
+    Transformer's model whole and its training keys over them)."""
     book = recipes()
     shipped = load_config(ROOT / "configs/eng-mar-transformer.yaml")
     recipe = book.for_pairs(33_725)
-    long = recipe.long_budget
+    long = book.transformer_for(33_725, 25)
     assert long is not None and "configs/eng-mar-transformer.yaml" in long.measured
+    assert book.transformer_for(33_725, shipped.train.max_minutes) is None  # at 5 minutes the RNN led
     common, training = (
         {section: values for section, values in settings.items() if section != "model"}
         for settings in (book.common, recipe.settings)
     )
-    same_recipe(shipped, recipe_config(shipped, common, training, long.settings))
+    same_recipe(shipped, recipe_config(shipped, common, training, book.transformer))

@@ -39,16 +39,15 @@ class Recipe:
     page: str  # where it was measured
     child_adds: Sections = field(default_factory=dict)  # a child of a parent adds these (--init-from)
     on_gpu: Measured | None = None  # over ``settings`` where PyTorch sees a CUDA GPU
-    long_budget: LongBudget | None = None  # another model from a longer CPU budget on
 
 
 @dataclass(frozen=True)
-class LongBudget:
-    """From ``from_minutes`` of training on a CPU: ``settings`` over the recipe's tokenizer and
-    training keys, and the model whole (another family's: none of the recipe's model keys)."""
+class TransformerRule:
+    """Where the Transformer measured ahead of the RNN on a CPU: corpora of up to ``up_to_pairs``
+    pairs, given ``from_minutes`` of training or more."""
 
+    up_to_pairs: int
     from_minutes: float
-    settings: Sections
     measured: str
     page: str
 
@@ -66,6 +65,8 @@ class Measured:
 class Recipes:
     common: Sections
     family: Measured  # model.arch, and why
+    transformer: Sections  # the Transformer's model whole, and its training keys over a recipe's
+    transformer_rules: list[TransformerRule]
     by_size: list[Recipe]
     split: dict[str, float]
     transfer: Measured
@@ -73,29 +74,26 @@ class Recipes:
     children: Measured
     children_up_to_pairs: int
     related_to_parent: Measured
-    related_from_scratch: Measured
+    related_from_scratch: Measured  # trained beside an RNN
+    related_from_scratch_transformer: Measured  # the same keys beside a Transformer
 
     def for_pairs(self, pairs: int) -> Recipe:
         """The first recipe whose size holds a corpus of ``pairs`` pairs."""
         return next(recipe for recipe in self.by_size if pairs <= recipe.max_pairs)
+
+    def transformer_for(self, pairs: int, minutes: float) -> TransformerRule | None:
+        """The first rule that holds a corpus of ``pairs`` pairs trained for ``minutes`` on a CPU;
+        None where the RNN stays."""
+        fits = (rule for rule in self.transformer_rules if pairs <= rule.up_to_pairs and minutes >= rule.from_minutes)
+        return next(fits, None)
 
 
 def _recipe(raw: dict) -> Recipe:
     settings = {section: dict(values) for section, values in raw["settings"].items()}
     settings["model"] = {**dict.fromkeys(MODEL_WIDTHS, raw["width"]), **settings.get("model", {})}
     on_gpu = _measured(raw["on_gpu"]) if "on_gpu" in raw else None
-    long = raw.get("long_budget")
-    long_budget = LongBudget(long["from_minutes"], long["settings"], long["measured"], long["page"]) if long else None
-    return Recipe(
-        raw["name"],
-        raw["max_pairs"],
-        settings,
-        raw["measured"],
-        raw["page"],
-        raw.get("child_adds", {}),
-        on_gpu,
-        long_budget,
-    )
+    child_adds = raw.get("child_adds", {})
+    return Recipe(raw["name"], raw["max_pairs"], settings, raw["measured"], raw["page"], child_adds, on_gpu)
 
 
 def _measured(raw: dict, page: str = "") -> Measured:
@@ -111,6 +109,8 @@ def recipes(path: Path = RECIPES_FILE) -> Recipes:
     return Recipes(
         common=raw["common"],
         family=_measured(raw["family"]),
+        transformer=raw["transformer"]["settings"],
+        transformer_rules=[TransformerRule(**rule) for rule in raw["transformer"]["rules"]],
         by_size=[_recipe(entry) for entry in raw["by_size"]],
         split=raw["split"],
         transfer=_measured(transfer),
@@ -119,6 +119,9 @@ def recipes(path: Path = RECIPES_FILE) -> Recipes:
         children_up_to_pairs=transfer["children"]["up_to_pairs"],
         related_to_parent=_measured(raw["related_to_parent"]),
         related_from_scratch=_measured(raw["related_from_scratch"]),
+        related_from_scratch_transformer=_measured(
+            {**raw["related_from_scratch"], "measured": raw["related_from_scratch"]["transformer_measured"]}
+        ),
     )
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from nmt.config.recipes import LongBudget, Measured, Recipe, example_corpora, recipes
+from nmt.config.recipes import Measured, Recipe, TransformerRule, example_corpora, recipes
 from nmt.core.device import select_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
@@ -285,16 +285,16 @@ def config_text(
         data = {"train": {src_lang: str(found.files[0]), tgt_lang: str(found.files[1])}}
     data |= {"src_lang": src_lang, "tgt_lang": tgt_lang, "dev_size": dev, "test_size": test}
     on_gpu = recipe.on_gpu if gpu else None
-    long = recipe.long_budget
-    long = long if long and not gpu and parent is None and minutes >= long.from_minutes else None
+    # measured on a CPU (on a GPU the RNN led); a child is of its parent's family
+    transformer = book.transformer_for(found.pairs, minutes) if not gpu and parent is None else None
     settings = _merged(book.family.settings, book.common, recipe.settings, on_gpu.settings if on_gpu else {})
-    if long is not None:  # another family: its model whole, its keys over the recipe's training ones
-        settings = _merged({**settings, "model": {}}, long.settings)
+    if transformer is not None:  # another family: its model whole, its keys over the recipe's training ones
+        settings = _merged({**settings, "model": {}}, book.transformer)
     config: dict[str, Any] = {"run_dir": run_dir, "data": data}
     config |= {section: settings.get(section, {}) for section in ("tokenizer", "model")}
     config["train"] = {"max_minutes": minutes, **settings["train"], "threads": threads}
     config["decode"] = settings["decode"]
-    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, threads, parent is not None, long)
+    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, threads, parent is not None, transformer)
     if on_gpu is not None:
         comments += _commented(
             [f"On this machine's CUDA GPU: batches by tokens, {on_gpu.measured} ({on_gpu.page}).", ""]
@@ -303,7 +303,7 @@ def config_text(
         config, comments = _child_config(config, comments, found, recipe, parent)
     text = comments + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
     if parent is None:
-        return text + _related_lines(found, src_lang, tgt_lang)
+        return text + _related_lines(found, src_lang, tgt_lang, transformer is not None)
     return text + _parent_related_lines(parent, tgt_lang)
 
 
@@ -391,13 +391,16 @@ def _comments(
     minutes: float,
     threads: int,
     child: bool = False,
-    long: LongBudget | None = None,
+    transformer: TransformerRule | None = None,
 ) -> str:
     family = recipes().family
     if child:
         which = []
-    elif long is not None:
-        which = [f"A Transformer, not an RNN, from {long.from_minutes:g} minutes on: {long.measured} ({long.page})."]
+    elif transformer is not None:
+        which = [
+            f"A Transformer, not an RNN (model.arch), for up to {transformer.up_to_pairs:,} pairs from "
+            f"{transformer.from_minutes:g} minutes on: {transformer.measured} ({transformer.page})."
+        ]
     else:
         which = [f"An RNN, not a Transformer (model.arch): {family.measured} ({family.page})."]
     lines = [
@@ -409,12 +412,7 @@ def _comments(
         found.describe("src", f"{src_lang} ({language_name(src_lang)})") + ";",
         found.describe("tgt", f"{tgt_lang} ({language_name(tgt_lang)})") + ".",
         "",
-        (
-            f"The training settings of the {recipe.name} recipe (up to {recipe.max_pairs:,} pairs); the model's "
-            "are the parent's."
-            if child
-            else f"The {recipe.name} recipe (up to {recipe.max_pairs:,} pairs): {recipe.measured} ({recipe.page})."
-        ),
+        _recipe_line(recipe, child, transformer is not None),
         f"A {minutes:g}-minute budget on this machine's {threads} thread(s): a faster machine trains more epochs.",
         *which,
         "Dev and test keep every source sentence in one split and score it with all its translations.",
@@ -424,12 +422,26 @@ def _comments(
     return _commented(lines)
 
 
-def _related_lines(found: CorpusProfile, src_lang: str, tgt_lang: str) -> str:
+def _recipe_line(recipe: Recipe, child: bool, transformer: bool) -> str:
+    """Which recipe the settings come from, and what it measured where its model is the one written."""
+    named = f"{recipe.name} recipe (up to {recipe.max_pairs:,} pairs"
+    if child:
+        return f"The training settings of the {named}); the model's are the parent's."
+    if transformer:
+        return (
+            f"The tokenizer and batches of the {named}, {recipe.page}); the model and its schedule are the "
+            "Transformer's."
+        )
+    return f"The {named}): {recipe.measured} ({recipe.page})."
+
+
+def _related_lines(found: CorpusProfile, src_lang: str, tgt_lang: str, transformer: bool) -> str:
     """Commented lines for a corpus the package ships in the target's script (another language),
     if any: a model trained on it as a parent (the better measured), or the corpus itself trained
-    beside this one from scratch (the learning curve's related-language line), with the keys to add."""
+    beside this one from scratch (the learning curve's related-language lines: the RNN's, or the
+    Transformer's where the config trains one), with the keys to add."""
     book = recipes()
-    offered = book.related_from_scratch
+    offered = book.related_from_scratch_transformer if transformer else book.related_from_scratch
     text = ""
     for corpus in example_corpora():
         if corpus.src_lang != src_lang or corpus.tgt_lang == tgt_lang or corpus.script != found.script("tgt"):
