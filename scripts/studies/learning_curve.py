@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """A learning curve: test BLEU against corpus size, one line per recipe (docs/small-data.md).
 
-    python scripts/studies/learning_curve.py --sizes 1000 2500 5000 10000 --seeds 1 2
+    python scripts/studies/learning_curve.py --seeds 1 2 --hindi   # every size, every recipe (hours)
 
 eng-mar is subsampled by English source (every translation of a sentence stays together, a
 seeded order of the sources): a subset of N pairs holds N training pairs plus the 200 dev and
@@ -104,7 +104,7 @@ def plot(results: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = study_arguments(__doc__, list(RECIPES), "runs/curve", "docs/small-data", "cpu")
-    parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 2500, 5000, 10000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 2500, 5000, 10000, 15000, 20000])
     parser.add_argument("--hindi", action="store_true", help="also train each recipe on eng-hin")
     args = parser.parse_args(argv)
     if args.check:
