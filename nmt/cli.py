@@ -92,6 +92,14 @@ EngineOption = Annotated[
         "or a plugin's engine.",
     ),
 ]
+ThreadsOption = Annotated[
+    str,
+    typer.Option(
+        "--threads",
+        help="CPU threads: auto (measured while it decodes, and kept right when another program gets busy) "
+        "or a number (0: PyTorch's default).",
+    ),
+]
 PlotAttentionOption = Annotated[
     Path | None,
     typer.Option(
@@ -300,7 +308,7 @@ def init(
         raise NmtError("Give the corpus to write a config for (nmt init FILE), or --example NAME.")
     from nmt.pipelines.init import init_config
 
-    path, text = init_config(data, to, minutes, src_lang, tgt_lang, init_from or "")
+    path, text = init_config(data, to, _finite_minutes(minutes), src_lang, tgt_lang, init_from or "")
     typer.echo(text.rstrip())
     typer.echo(f"\nWrote {path}. Next: nmt prepare --config {path} && nmt train --config {path}")
 
@@ -335,7 +343,7 @@ def train(
     cfg = _load(config, set_)
     cfg.init_from = init_from or cfg.init_from
     if minutes is not None:
-        cfg.train.max_minutes = minutes
+        cfg.train.max_minutes = _finite_minutes(minutes)
     elif resume:
         _keep_the_runs_budget(cfg, set_, log=lambda msg: typer.echo(msg, err=True))
     requested = _device(cfg, device)
@@ -366,6 +374,13 @@ def train(
         typer.echo(f"{told}; learning curves in {RunPaths(model.run_dir).learning_curves}")
     if len(trained) > 1:
         typer.echo(f"Translation and evaluation of {cfg.run_dir} ensemble the members' best checkpoints.")
+
+
+def _finite_minutes(minutes: float) -> float:
+    """--minutes as a budget: a number of minutes (``inf`` or ``nan`` is no budget to plan a run by)."""
+    if not math.isfinite(minutes):
+        raise NmtError(f"--minutes: got {minutes}, expected a number of minutes (0: no budget).")
+    return minutes
 
 
 BUDGET_KEYS = ("max_minutes",)  # the time budget; an epoch cap is the file's, as any other setting
@@ -444,6 +459,7 @@ def translate(
     device: DeviceOption = None,
     engine: EngineOption = "torch",
     tgt_lang: TgtLangOption = None,
+    threads: ThreadsOption = "auto",
 ) -> None:
     """Translate text: exactly one output line per input line (an empty line gives an empty line).
 
@@ -455,7 +471,7 @@ def translate(
 
     if text is not None and input_ is not None:
         raise NmtError("Give either --text or --input, not both.")
-    translator = _translator(config, set_, checkpoint, model, device, engine, tgt_lang, beam_size)
+    translator = _translator(config, set_, checkpoint, model, device, engine, tgt_lang, beam_size, threads)
     lines = [text] if text is not None else read_input_lines(str(input_) if input_ else None)
     if n_best is None:
         written = translator.translate(lines, progress=input_ is not None)
@@ -574,6 +590,7 @@ def evaluate(
     beam_size: BeamOption = None,
     device: DeviceOption = None,
     engine: EngineOption = "torch",
+    threads: ThreadsOption = "auto",
 ) -> None:
     """Translate a test set and score it with sacrebleu (BLEU, chrF, TER) against all references.
 
@@ -585,7 +602,7 @@ def evaluate(
 
     if model and src is None:
         raise NmtError("With --model, give the sentences to score: --src FILE --ref FILE [--ref FILE ...].")
-    translator = _translator(config, set_, checkpoint, model, device, engine, beam_size=beam_size)
+    translator = _translator(config, set_, checkpoint, model, device, engine, beam_size=beam_size, threads=threads)
     cfg = translator.loaded.config
     test_set, name = evaluation_set(cfg, src, ref or [])
     report = run_evaluate(translator, test_set, name, checkpoint or ["best"])
@@ -613,30 +630,39 @@ def _translator(
     engine: str = "torch",
     tgt_lang: str | None = None,
     beam_size: int | None = None,
+    threads: str = "auto",
 ):
     """A Translator from --config (+ --checkpoint ...) or from --model package(s), into ``tgt_lang``,
     with the command's decoding settings made in one place: the config's (a package's own, or
-    --config's with every --set), then --set decode.* for a package, then --beam-size."""
+    --config's with every --set), then --set decode.* for a package, then --beam-size; and its CPU
+    threads (--threads: a count is set before the model loads, which onnxruntime reads; auto paces
+    PyTorch's decoding steps)."""
     from nmt.config.schema import decoding_settings
+    from nmt.core.threads import DECODING, make_tuner, parse_setting
     from nmt.pipelines.translate import Translator
     from nmt.runtime.loading import check_engine, load_checkpoints, load_packages
 
     check_engine(engine)
+    setting = parse_setting(threads, "--threads")
     if models:
         if config is not None or checkpoints:
             raise NmtError(
                 "--model carries its own config and weights: give --model alone (with --set decode.KEY=VALUE to "
                 "change how it decodes), not with --config or --checkpoint."
             )
-        loaded = load_packages(models, _device_named(device or "auto"), engine)
-        return Translator(loaded, tgt_lang, decoding_settings(loaded.config.decode, set_, beam_size))
+        chosen = _device_named(device or "auto")
+        tuner = make_tuner(setting, chosen, settings=DECODING) if engine == "torch" or setting != "auto" else None
+        loaded = load_packages(models, chosen, engine)
+        return Translator(loaded, tgt_lang, decoding_settings(loaded.config.decode, set_, beam_size), tuner)
     if engine != "torch":
         raise NmtError(f"--engine {engine} runs model packages: give --model PKG (nmt export RUN PKG).")
     if config is None:
         raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
     cfg = _load(config, set_)
-    loaded = load_checkpoints(cfg, checkpoints or ["best"], _device(cfg, device))
-    return Translator(loaded, tgt_lang, decoding_settings(cfg.decode, beam_size=beam_size))
+    chosen = _device(cfg, device)
+    tuner = make_tuner(setting, chosen, settings=DECODING)
+    loaded = load_checkpoints(cfg, checkpoints or ["best"], chosen)
+    return Translator(loaded, tgt_lang, decoding_settings(cfg.decode, beam_size=beam_size), tuner)
 
 
 TokenOption = Annotated[
@@ -702,6 +728,7 @@ def serve(
     ] = None,
     engine: EngineOption = "torch",
     tgt_lang: TgtLangOption = None,
+    threads: ThreadsOption = "auto",
 ) -> None:
     """A local page that translates as you type and draws attention, and its JSON API.
 
@@ -711,7 +738,7 @@ def serve(
     from nmt.serve.app import LOCAL_HOSTS, bind, build_app, page_address, run_server
     from nmt.serve.requests import Limits
 
-    translators = _served(config, set_, checkpoint, model, device, engine, tgt_lang)
+    translators = _served(config, set_, checkpoint, model, device, engine, tgt_lang, threads)
     token = _serve_token(token, no_token)
     listening = bind(host, port)  # before a word is printed: a busy port is an error, not an address
     address = page_address(host, listening.getsockname()[1], token)
@@ -726,17 +753,17 @@ def serve(
     run_server(build_app(translators, limits, token, hosts), listening)
 
 
-def _served(config, set_, checkpoint, models, device, engine, tgt_lang) -> dict:
+def _served(config, set_, checkpoint, models, device, engine, tgt_lang, threads: str = "auto") -> dict:
     """The models to serve by name: each --model package (named after its folder; a repeated
-    name gets a number), side by side, or the run of --config."""
+    name gets a number), side by side, or the run of --config; each paces its own decoding."""
     if not models:
-        translator = _translator(config, set_, checkpoint, None, device, engine, tgt_lang)
+        translator = _translator(config, set_, checkpoint, None, device, engine, tgt_lang, threads=threads)
         return {Path(translator.loaded.config.run_dir).name: translator}
     translators: dict = {}
     for path in models:
         name = path.resolve().name
         name = name if name not in translators else f"{name}-{len(translators) + 1}"
-        translators[name] = _translator(config, set_, checkpoint, [path], device, engine, tgt_lang)
+        translators[name] = _translator(config, set_, checkpoint, [path], device, engine, tgt_lang, threads=threads)
     return translators
 
 
@@ -884,7 +911,7 @@ def tune(
 
     cfg = _load(config, set_)
     if minutes is not None:
-        cfg.train.max_minutes = minutes
+        cfg.train.max_minutes = _finite_minutes(minutes)
     if trials is not None:
         cfg.tune.trials = trials
     if workers is not None:
@@ -925,6 +952,7 @@ def average(
     run = RunPaths(run_dir)
     path = output or run.averaged
     with holding(run_dir, f"nmt average {run_dir}", create=False):
+        run.writable(path)
         chosen = average_newest(run, last, path)
     typer.echo(f"Averaged {', '.join(p.name for p in chosen)} into {path}")
 

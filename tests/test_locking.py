@@ -67,13 +67,56 @@ def test_a_linked_lock_file_is_refused_and_its_target_untouched(tmp_path):
     assert target.read_text(encoding="utf-8") == "keep me\n"
 
 
+# A run held alive by a file, not by a budget: after its first epoch (and checkpoint) it waits
+# at each step while RUN/hold exists, however slow or loaded the machine (before, a 15-second
+# budget ended first on a loaded machine, and the writer it should have refused succeeded).
+HOLD_PLUGIN = """
+import time
+
+from nmt.core.registry import CALLBACKS
+from nmt.train.callbacks import Callback
+
+
+@CALLBACKS.register("hold-while-file")
+class HoldWhileFile(Callback):
+    every_steps = 1
+
+    def after_step(self, trainer, step):
+        hold = trainer.run_dir.root / "hold"
+        for _ in range(60_000):  # ten minutes at most: a test that forgot the file still ends
+            if trainer.progress.epoch < 1 or not hold.exists():
+                return
+            time.sleep(0.01)
+"""
+
+
 @pytest.fixture
 def config(tmp_path) -> Path:
     data = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
-    train = {"epochs": 400, "max_minutes": 0.25, "patience": 0}  # a run that lasts 15 s
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(tiny_config(tmp_path, data, train=train)), encoding="utf-8")
+    path = tmp_path / "plain.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(tmp_path, data, train={"epochs": 1})), encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def held_config(tmp_path) -> Path:
+    """A run that waits after its first epoch while RUN/hold exists (HOLD_PLUGIN)."""
+    data = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
+    (tmp_path / "nmt_hold_plugin.py").write_text(HOLD_PLUGIN, encoding="utf-8")
+    train = {"epochs": 15, "patience": 0, "callbacks": ["hold-while-file"]}
+    path = tmp_path / "c.yaml"
+    raw = tiny_config(tmp_path, data, train=train, plugins=["nmt_hold_plugin"])
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+def nmt_with_plugin(*args: str, cwd: Path, wait: bool = True):
+    """``nmt --plugin nmt_hold_plugin ARGS`` (the config names the plugin), the test folder on the path."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(cwd), str(ROOT)])}
+    command = [sys.executable, "-m", "nmt", "--plugin", "nmt_hold_plugin", *args]
+    if wait:
+        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for(condition, seconds: float = 60) -> None:
@@ -84,11 +127,15 @@ def wait_for(condition, seconds: float = 60) -> None:
 
 
 @pytest.mark.slow
-def test_while_a_run_trains_writers_are_refused_at_once_and_readers_go_on(tmp_path, config):
+def test_while_a_run_trains_writers_are_refused_at_once_and_readers_go_on(tmp_path, held_config):
+    config = held_config
     run = tmp_path / "run"
-    first = nmt("train", "--config", str(config), cwd=tmp_path)
+    run.mkdir()
+    (run / "hold").touch()  # the run waits after its first epoch until the test is done with it
+    first = nmt_with_plugin("train", "--config", str(config), cwd=tmp_path, wait=False)
     try:
-        wait_for(lambda: (run / "checkpoints" / "best.pt").is_file())  # an epoch is done: it trains on
+        wait_for(lambda: (run / "checkpoints" / "best.pt").is_file() or first.poll() is not None, 300)
+        assert first.poll() is None, first.communicate()
         refused = {
             "train --resume": ["train", "--config", str(config), "--resume"],
             "train, another data.max_pairs": ["train", "--config", str(config), "--set", "data.max_pairs=100"],
@@ -97,32 +144,25 @@ def test_while_a_run_trains_writers_are_refused_at_once_and_readers_go_on(tmp_pa
             "average": ["average", str(run)],
         }
         for what, args in refused.items():
-            started = time.monotonic()
-            second = subprocess.run(
-                [sys.executable, "-m", "nmt", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
-            )
+            second = nmt_with_plugin(*args, cwd=tmp_path)
             assert second.returncode == 1, (what, second.stderr)
             assert f"in use by process {first.pid} (nmt train --config" in second.stderr, (what, second.stderr)
-            assert time.monotonic() - started < 20, what  # at once, not after the first ends
-            assert first.poll() is None, what
+            assert first.poll() is None, what  # refused while the run holds it, not after it ended
         assert not (tmp_path / "package").exists()
         for args in (
             ["translate", "--config", str(config), "--text", "I see tea."],
             ["evaluate", "--config", str(config)],
         ):
-            reader = subprocess.run([sys.executable, "-m", "nmt", *args], cwd=tmp_path, capture_output=True, text=True)
+            reader = nmt_with_plugin(*args, cwd=tmp_path)
             assert reader.returncode == 0, reader.stderr
+        assert first.poll() is None  # held through every command above
     finally:
-        _, err = first.communicate(timeout=120)
+        (run / "hold").unlink(missing_ok=True)
+        _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     epochs = [json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     assert epochs == sorted(set(epochs)), epochs  # each validation once
-    again = subprocess.run(
-        [sys.executable, "-m", "nmt", "translate", "--config", str(config), "--text", "I see tea."],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    again = nmt_with_plugin("translate", "--config", str(config), "--text", "I see tea.", cwd=tmp_path)
     assert again.returncode == 0 and again.stdout.strip(), again.stderr  # the run is whole
 
 

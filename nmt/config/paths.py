@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config.schema import Config
+from nmt.core.fileio import refuse_links_under
 
 SPLITS = ("train", "dev", "test")
 CHECKPOINT_NAMES = ("best", "last")
@@ -156,6 +157,14 @@ class RunPaths:
     @property
     def eval_dir(self) -> Path:
         return self.root / "eval"
+
+    def writable(self, *paths: Path) -> None:
+        """Refuse to write ``paths`` (by default the run's folders: checkpoints, eval, tensorboard)
+        when one, or a folder between the run and it, is a symbolic link: a crafted run would have
+        a command write elsewhere. Files are written by rename (a link is replaced, not followed)
+        or appended without following one (nmt.core.fileio.appending)."""
+        for path in paths or (self.checkpoints, self.eval_dir, self.tensorboard):
+            refuse_links_under(self.root, path)
 
     def eval_hypotheses(self, name: str) -> Path:
         return self.eval_dir / f"{name}.hyp"

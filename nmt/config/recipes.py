@@ -10,7 +10,6 @@ copies), found where the package is installed, never relative to the working fol
 from __future__ import annotations
 
 import functools
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import yaml
 
 from nmt.config.schema import MODEL_WIDTHS
 from nmt.core.errors import NmtError
+from nmt.core.fileio import create_new, refuse_links_under
 
 PACKAGE = Path(__file__).resolve().parents[1]
 RECIPES_FILE = PACKAGE / "recipes.yaml"
@@ -185,12 +185,17 @@ def copy_example(name: str, into: Path) -> list[Path]:
     missing = [file for file in example.files if not (EXAMPLES / file).is_file()]
     if missing:
         raise NmtError(f"This installation of nmt holds no {', '.join(missing)} (a package built without examples).")
-    taken = [into / file for file in example.files if (into / file).exists()]
+    taken = [into / file for file in example.files if (into / file).exists() or (into / file).is_symlink()]
     if taken:
-        raise NmtError(f"{taken[0]} exists: nmt init --example never overwrites a file. Nothing was copied.")
+        what = "is a symbolic link" if taken[0].is_symlink() else "exists"
+        raise NmtError(
+            f"{taken[0]} {what}: nmt init --example never writes over or through a file. Nothing was copied."
+        )
+    for file in example.files:  # a folder on the way that is a link would take the files elsewhere
+        refuse_links_under(into, into / file)
     written = []
     for file in example.files:
         (into / file).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(EXAMPLES / file, into / file)
+        create_new(into / file, (EXAMPLES / file).read_bytes())
         written.append(into / file)
     return written

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import math
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from nmt.core.device import DEVICE_NAMES, PRECISION_NAMES
 from nmt.core.errors import NmtError
 from nmt.core.plugins import load_config_plugins, requested_plugins
 from nmt.core.registry import ARCHITECTURES, ATTENTIONS, CALLBACKS, CELLS, STRATEGIES
+from nmt.core.threads import ThreadSetting
 
 # Allowed values come from the registries, read when a config is validated: a new attention
 # (nmt/model/attention.py) or cell (nmt/model/cells.py) is one entry there, nothing here.
@@ -191,7 +194,10 @@ class TrainConfig:
     # auto: bf16 autocast on CUDA GPUs with native bf16, fp16 + loss scaling on older ones, else float32
     precision: PrecisionName = "auto"
     deterministic: bool = False  # the same bits on a GPU too, a resume included (costs GPU speed)
-    threads: int = 0  # CPU threads for torch (0 = torch's default)
+    # CPU threads: auto measures the step rate at 1, 2, 4, ... threads at the start and again while the
+    # run goes on (another program's load can make fewer threads faster), and keeps the fastest; a
+    # number pins it (0 = torch's default). Members and torchrun processes share the cores among them.
+    threads: ThreadSetting = "auto"
     # torch.compile the decoder's per-step body: none | default | reduce-overhead (+ CUDA graphs on a GPU)
     compile: Literal["none", "default", "reduce-overhead"] = "none"
     loader_workers: int = -1  # processes collating batches ahead of training (-1 = auto: 2 on a GPU, 0 on CPU)
@@ -349,7 +355,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.lr_patience": _NON_NEGATIVE,
     "train.lr_factor": (lambda v: 0.0 < v < 1.0, "a number in (0, 1)"),
     "train.min_lr": _NON_NEGATIVE,
-    "train.threads": _NON_NEGATIVE,
+    "train.threads": (lambda v: v == "auto" or v >= 0, "'auto' or a number of threads >= 0 (0 = torch's default)"),
     "train.members": (lambda v: v >= 1, "an integer >= 1"),
     "train.loader_workers": (lambda v: v >= -1, "an integer >= 0, or -1 for auto"),
     "train.checkpoint_every": _NON_NEGATIVE,
@@ -390,6 +396,8 @@ def _allowed(tp: Any) -> tuple:
 
 
 def _describe_type(tp: Any) -> str:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_describe_type(member) for member in typing.get_args(tp))
     if typing.get_origin(tp) in (Literal, Annotated):
         # strings as Python writes them, booleans as YAML does: one of 'auto', true, false
         return "one of " + ", ".join(repr(a) if isinstance(a, str) else str(a).lower() for a in _allowed(tp))
@@ -405,7 +413,12 @@ def _describe_type(tp: Any) -> str:
 def _coerce(key: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the field type ``tp``; return it (ints widen to floats)."""
     ok = False
-    if typing.get_origin(tp) in (Literal, Annotated):  # by type too: 1 is not true
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):  # the first member that takes it
+        for member in typing.get_args(tp):
+            with contextlib.suppress(NmtError):
+                value, ok = _coerce("", value, member), True
+                break
+    elif typing.get_origin(tp) in (Literal, Annotated):  # by type too: 1 is not true
         ok = any(value == allowed and type(value) is type(allowed) for allowed in _allowed(tp))
     elif typing.get_origin(tp) is list:
         item_type = typing.get_args(tp)[0]
@@ -428,6 +441,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
             with contextlib.suppress(ValueError):
                 value = float(value)
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and not math.isfinite(value):  # YAML's .inf and .nan: no budget, rate or size is infinite
+            raise NmtError(f"Config key '{key}': got {value!r}, expected a finite number.")
         value = float(value) if ok else value
     elif tp is str:
         ok = isinstance(value, str)

@@ -113,6 +113,53 @@ def refuse_link(path: str | Path) -> None:
         raise NmtError(f"{path} is a symbolic link: a run directory or a model package holds its own files.")
 
 
+LINK_REFUSED = "nmt writes a run's files in the run's own folders, never through a link: remove the link"
+
+
+def refuse_links_under(root: str | Path, path: str | Path) -> None:
+    """Refuse to write ``path`` when it, or a folder between ``root`` and it, is a symbolic link
+    (a crafted run folder's ``eval`` linked elsewhere would have a command write there). A
+    path outside ``root`` is not this check's business."""
+    root, path = Path(root), Path(path)
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return
+    current = root
+    for part in parts:
+        current = current / part
+        if current.is_symlink():
+            raise NmtError(f"{current} is a symbolic link: {LINK_REFUSED} (or give another run_dir).")
+
+
+@contextmanager
+def appending(path: str | Path, newline: str | None = "\n") -> Iterator[IO[str]]:
+    """A UTF-8 text file opened to append to, created if absent: never through a symbolic link
+    (``O_NOFOLLOW``: refused with an error naming it, where opening would have written its target)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as error:
+        if error.errno == errno.ELOOP or Path(path).is_symlink():
+            raise NmtError(f"{path} is a symbolic link: {LINK_REFUSED}.") from None
+        raise
+    with open(fd, "a", encoding="utf-8", newline=newline) as handle:
+        yield handle
+
+
+def create_new(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, which must not exist: not as a file, nor as a link (a dangling
+    one included: it would be written through)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except FileExistsError:
+        kind = "a symbolic link" if Path(path).is_symlink() else "there"
+        raise NmtError(f"{path} is {kind}: nothing is written over or through it.") from None
+    with open(fd, "wb") as handle:
+        handle.write(data)
+
+
 def fsync_file(path: str | Path) -> None:
     """Flush a file another library wrote to the disk (before a rename publishes it)."""
     with open(path, "rb") as handle:

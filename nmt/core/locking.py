@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,14 +71,20 @@ def holding(folder: str | Path, command: str, create: bool = True) -> Iterator[N
 
 def _open(path: Path) -> int | None:
     """The lock file, opened for writing; None where this user cannot write the folder."""
-    try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:  # O_NONBLOCK: a FIFO put there must not hold the command at its open
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0), 0o666)
     except OSError as error:
         if error.errno == errno.ELOOP:  # never written through: it could point at any file of yours
             raise NmtError(f"{path} is a symbolic link: a run folder holds its own files.") from None
-        if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENXIO):
+            if error.errno == errno.ENXIO:  # a FIFO or socket no one reads
+                raise NmtError(f"{path} is not a file: a run folder's lock is a file nmt writes. Remove it.") from None
             return None
         raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, a device: nothing to lock or write
+        os.close(fd)
+        raise NmtError(f"{path} is not a file: a run folder's lock is a file nmt writes. Remove it.")
+    return fd
 
 
 def holder(fd: int) -> str:

@@ -14,7 +14,7 @@ from nmt.config.schema import DecodeConfig
 from nmt.core.progress import progress_bar
 from nmt.data.batching import pad_sequences, sorted_batches, source_tensor
 from nmt.data.tokenizer import BOS_ID, EOS_ID
-from nmt.decoding.search import Hypothesis, SearchModel, evaluating
+from nmt.decoding.search import NEVER_CHOSEN, Hypothesis, SearchModel, evaluating, forbid_never_chosen
 
 
 @torch.inference_mode()
@@ -46,11 +46,12 @@ def forced_steps(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tenso
 
 @torch.inference_mode()
 def next_tokens(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor, prefix: list[int], k: int):
-    """The ``k`` most probable tokens after ``prefix`` (one sentence: src (1, S)): their ids
-    and log-probabilities, most probable first."""
+    """The ``k`` most probable tokens after ``prefix`` (one sentence: src (1, S)) that search
+    could choose (never <pad> or <bos>): their ids and log-probabilities, most probable first."""
     fed = torch.tensor([[*prefix, EOS_ID]], dtype=torch.long, device=src.device)  # the last column is not fed
     log_probs, _, _ = forced_steps(model, src, src_lengths, fed)
-    best = log_probs[0, -1].topk(min(k, log_probs.size(-1)))
+    choosable = forbid_never_chosen(log_probs[0, -1:].clone())[0]  # what search could choose next
+    best = choosable.topk(min(k, log_probs.size(-1) - len(NEVER_CHOSEN)))
     return best.indices.tolist(), best.values.tolist()
 
 

@@ -22,7 +22,7 @@ from nmt.core.errors import NmtError
 from nmt.core.progress import progress_bar
 from nmt.core.registry import STRATEGIES
 from nmt.data.batching import sorted_batches, source_tensor
-from nmt.data.tokenizer import BOS_ID, EOS_ID
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from nmt.decoding.beam_trace import BeamTrace, kept_column_ids
 from nmt.decoding.topk import best_candidates
 
@@ -126,6 +126,17 @@ def block_repeats(logits: torch.Tensor, history: torch.Tensor, max_span: int) ->
         logits.scatter_add_(1, history[:, steps - span].unsqueeze(1), blocked)
 
 
+# Tokens no search may choose: <pad> fills batches and <bos> only starts a translation. An early
+# model gives them probability (a briefly trained Transformer put 0.56 on <bos>): masked after
+# the step's normaliser is taken, so the log-probabilities stay the model's own.
+NEVER_CHOSEN = (PAD_ID, BOS_ID)
+
+
+def forbid_never_chosen(logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` (R, V) with <pad> and <bos> at -inf, in place (and returned)."""
+    return logits.index_fill_(1, torch.tensor(NEVER_CHOSEN, device=logits.device), float("-inf"))
+
+
 def max_output_lengths(src_lengths: list[int], ratio: float, offset: int) -> list[int]:
     """Each sentence's own output limit (subwords, <eos> included): a sentence is cut the same
     way whichever sentences share its batch (in ``nmt serve``, other people's)."""
@@ -192,6 +203,7 @@ def greedy_search(
     for step in range(1, max(max_len) + 1):
         logits, state, weights = model.decode_step(prev, state, memory)  # (A, V)
         log_z = torch.logsumexp(logits, dim=-1)  # of the model's own distribution, before any guard
+        forbid_never_chosen(logits)
         if no_repeat_span:
             block_repeats(logits, history, no_repeat_span)
         best_logits, best_tokens = best_candidates(logits, None, 1, 1)  # (A, 1) each
@@ -276,6 +288,9 @@ class _Beams:
         self.attention = torch.empty((batch, 0, source_width), device=device) if with_attention else None
         self.active = list(range(batch))  # original sentence of each row of ``scores``
         self.set_aside_count = [0] * batch  # hypotheses each sentence has set aside
+        # how many it had set aside when it had its answer (the search of one hypothesis would stop
+        # there): its best among those is its best whatever the n-best (None: it had none yet)
+        self.answered: list[int | None] = [None] * batch
         self.pending: list[_SetAside] = []  # in the order they were set aside
 
     def coverage_logs(self, rows: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
@@ -298,6 +313,9 @@ class _Beams:
     ) -> tuple[torch.Tensor, Kept, bool] | None:
         """Drop the sentences that are done from the (A, K) candidate tensors: (scores, kept,
         whether any was dropped), or None when every sentence is done."""
+        for row, sentence in enumerate(self.active):
+            if self.answered[sentence] is None and self.done(row, best_ended[row], beam_size, 1):
+                self.answered[sentence] = self.set_aside_count[sentence]
         still = [r for r in range(len(self.active)) if not self.done(r, best_ended[r], beam_size, n_best)]
         if not still:
             self.active = []
@@ -412,12 +430,24 @@ class _Beams:
         return ended
 
     def best(self, n_best: int, src_lengths: torch.Tensor) -> list[list[Hypothesis]]:
+        """Each sentence's ``n_best``: first the best it had when it had its answer (what a search
+        for one hypothesis returns, so that asking for more never changes the best), then the
+        best of the others it found by searching on."""
         lengths = src_lengths.tolist()
-        # stable: ties keep the order they were set aside in
-        ranked = [sorted(ended, key=lambda e: e.norm, reverse=True)[:n_best] for ended in self.ended()]
+        ranked = [self._ranked(ended, self.answered[s])[:n_best] for s, ended in enumerate(self.ended())]
         chosen = [(sentence, e) for sentence, hypotheses in enumerate(ranked) for e in hypotheses]
         matrices = iter(_attention_on_host([e.attention for _, e in chosen], [lengths[s] for s, _ in chosen]))
         return [[Hypothesis(e.tokens, e.logprobs, e.norm, next(matrices)) for e in hypotheses] for hypotheses in ranked]
+
+    @staticmethod
+    def _ranked(ended: list[_Ended], answered: int | None) -> list[_Ended]:
+        """``ended`` best first (stable: ties keep the order they were set aside in), the best of
+        the first ``answered`` of them leading (None: all compete)."""
+        ranked = sorted(ended, key=lambda e: e.norm, reverse=True)
+        if answered is None or not ended[:answered]:
+            return ranked
+        first = max(ended[:answered], key=lambda e: e.norm)  # max keeps the first of equals, as sorted does
+        return [first, *(e for e in ranked if e is not first)]
 
 
 def _candidates(logits: torch.Tensor, log_z: torch.Tensor, scores: torch.Tensor, count: int):
@@ -480,6 +510,7 @@ def beam_search(
     for step in range(1, max(limits) + 1):
         logits, state, weights = model.decode_step(prev, state, memory)  # (A*beams, V)
         log_z = torch.logsumexp(logits, dim=-1)  # (A*beams,) of the model's own distribution, before any guard
+        forbid_never_chosen(logits)
         if no_repeat_span:
             block_repeats(logits, beams.tokens, no_repeat_span)
         top_scores, top_tokens, origins, token_logprobs = _candidates(logits, log_z, beams.scores, 2 * k)

@@ -26,6 +26,7 @@ from nmt.runtime.loading import (
     load_tokenizers,
     new_model,
     spm_hashes,
+    weights_metadata,
     weights_shapes,
 )
 from nmt.train.metrics import MetricsFile, RunSummary
@@ -35,6 +36,26 @@ from nmt.train.timeline import read_timeline
 def checkpoint_label(checkpoint: str) -> str:
     """A checkpoint as a manifest names it: best, last or a file's name (never a local path)."""
     return checkpoint if checkpoint in CHECKPOINT_NAMES else Path(checkpoint).name
+
+
+def _file_name(path: str) -> str:
+    return Path(path).name if path else path
+
+
+def without_local_paths(raw: dict) -> dict:
+    """A config as a package carries it: the files it was trained from by name only (a record of
+    which files, not of this machine's folders), its run and data folders the package itself
+    (loading places both where the package is: nmt.runtime.loading.load_run)."""
+    data = dict(raw["data"])
+    for key in ("path", "distill_from", "synthetic_from"):
+        data[key] = _file_name(data[key])
+    for key in ("train", "dev", "test"):
+        data[key] = {
+            lang: [_file_name(p) for p in f] if isinstance(f, list) else _file_name(f) for lang, f in data[key].items()
+        }
+    data["related"] = {lang: _file_name(path) for lang, path in data["related"].items()}
+    data["prepared_dir"] = "."
+    return {**raw, "run_dir": ".", "init_from": _file_name(raw.get("init_from", "")), "data": data}
 
 
 def _architecture(m: ModelConfig) -> tuple[str, str]:
@@ -73,7 +94,7 @@ def _model_card(
         given = report.get("given_sets", {})
         how = f"{' and '.join(given)} given as files;" if given else "split by source sentence into"
         lines.append(
-            f"- **Data**: `{report['input_path']}` (sha256 {report['input_sha256'][:16]}…): "
+            f"- **Data**: `{_file_name(report['input_path'])}` (sha256 {report['input_sha256'][:16]}…): "
             f"{report['pairs_kept']:,} pairs kept; {how} train/dev/test = "
             + " / ".join(
                 f"{report['split_pairs'][s]:,} pairs ({report['split_sources'][s]:,} sources)"
@@ -155,12 +176,10 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
     staging = PackagePaths(Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent)))
     as_umask_allows(staging.root, directory=True)  # mkdtemp's 0700 would stay the package's
     try:
-        save_file(weights, str(staging.weights))
+        save_file(weights, str(staging.weights), metadata=weights_metadata(config))
         as_umask_allows(staging.weights)  # safetensors writes it private
         fsync_file(staging.weights)  # on disk before the folder's rename makes the package visible
-        packaged = config_from_dict({**config.to_dict(), "run_dir": str(out_dir)})
-        packaged.data.prepared_dir = str(out_dir)
-        save_config(packaged, staging.config)
+        save_config(config_from_dict(without_local_paths(config.to_dict())), staging.config)
         for tokenizer in (src_tok, tgt_tok):
             shutil.copyfile(tokenizer.path, staging.root / tokenizer.path.name)
         timeline = run_paths(config).timeline  # the probes' attention over training, for the page

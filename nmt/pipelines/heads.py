@@ -63,9 +63,11 @@ def attention_inputs(model: Transformer, only: str = "") -> Iterator[list[Call]]
             handle.remove()
 
 
-def rows(weights: torch.Tensor, queries: int, keys: int) -> list[list[list[float]]]:
-    """One call's weights (1, heads, T, S) as [head][query][key] lists, cut to the real positions."""
-    return weights[0, :, :queries, :keys].float().cpu().tolist()
+def rows(weights: torch.Tensor, queries: int, keys: int, head: int | None = None) -> list[list[list[float]]]:
+    """One call's weights (1, heads, T, S) as [head][query][key] lists (``head``: that one only),
+    cut to the real positions."""
+    kept = weights[0, :, :queries, :keys] if head is None else weights[0, head : head + 1, :queries, :keys]
+    return kept.float().cpu().tolist()
 
 
 @dataclass
@@ -78,28 +80,39 @@ class Heads:
     cross: list  # decoder layer -> head -> target step -> source position
     decoder_self: list  # decoder layer -> head -> target step -> target step (causal: later ones are 0)
     encoder_self: list  # encoder layer -> head -> source position -> source position
+    layer: int | None = None  # asked for one layer (of each kind): the lists hold it alone
+    head: int | None = None  # asked for one head: each layer's list holds it alone
 
     def to_json(self) -> dict:
         return self.__dict__
 
 
 @torch.inference_mode()
-def all_heads(model: Transformer, src: torch.Tensor, lengths: torch.Tensor, target: list[int]) -> dict:
+def all_heads(
+    model: Transformer,
+    src: torch.Tensor,
+    lengths: torch.Tensor,
+    target: list[int],
+    layer: int | None = None,
+    head: int | None = None,
+) -> dict:
     """The weights of every attention call of the teacher-forced pass over ``target`` (the ids
-    each step emitted): a dict of ``Heads``' three lists."""
+    each step emitted), or of ``layer`` (of each kind) and ``head`` alone: ``Heads``' three lists."""
     tgt_in = torch.tensor([[BOS_ID, *target[:-1]]], device=src.device)  # step t is fed what step t-1 emitted
     with attention_inputs(model) as calls:
         model.eval()(src, lengths, tgt_in)
     source, steps = int(lengths[0]), len(target)
     found: dict[str, list] = {"cross": [], "decoder_self": [], "encoder_self": []}
     for call in calls:
+        if layer is not None and f".layers.{layer}." not in call.name:
+            continue
         weights = call.explain()["weights"]
         if call.name.startswith("encoder."):
-            found["encoder_self"].append(rows(weights, source, source))
+            found["encoder_self"].append(rows(weights, source, source, head))
         elif call.name.endswith("cross_attention"):
-            found["cross"].append(rows(weights, steps, source))
+            found["cross"].append(rows(weights, steps, source, head))
         else:
-            found["decoder_self"].append(rows(weights, steps, steps))
+            found["decoder_self"].append(rows(weights, steps, steps, head))
     return found
 
 

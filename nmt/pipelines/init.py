@@ -4,7 +4,7 @@ It reads the user's file(s) once — a TSV (Anki/Tatoeba export), an Anki zip, o
 files — counts pairs, distinct sources and sentence lengths, finds each side's script and each
 side's language (from the file names and the scripts), and writes a commented config with the
 recipe measured for a corpus of that size (``nmt/recipes.yaml``, read by
-``nmt.config.recipes``), this machine's threads and the time budget asked for. Where a corpus
+``nmt.config.recipes``), this machine's cores and the time budget asked for. Where a corpus
 the package ships shares the target's script (the eng-mar file for a Devanagari target), the
 config says how a model trained on it can be the starting point. A file ``nmt prepare`` would
 refuse is refused here, with its file and line.
@@ -12,7 +12,6 @@ refuse is refused here, with its file and line.
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 import textwrap
@@ -30,7 +29,9 @@ from nmt.core.device import select_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.core.fonts import script_of
+from nmt.core.threads import usable_cores
 from nmt.data.aligned import aligned_pairs
+from nmt.data.distinct import pair_digest
 from nmt.data.download import tsv_file
 from nmt.data.languages import LANGUAGES, language_name
 from nmt.data.pairs import LINES, TSV, Pair, ReadResult, check_read
@@ -44,7 +45,8 @@ class CorpusProfile:
     """What ``nmt init`` found in the data: counts, lengths and scripts."""
 
     files: list[Path]
-    pairs: int = 0
+    pairs: int = 0  # distinct pairs: prepare drops exact duplicates, and the recipe is chosen by what it trains on
+    duplicates: int = 0  # exact repeats of a pair, not counted in ``pairs``
     sources: int = 0  # distinct source sentences (a split keeps each in one split)
     problems: int = 0  # malformed lines (prepare skips them)
     header: str = ""
@@ -70,8 +72,12 @@ def profile_corpus(files: list[Path], unpack_dir: Path) -> CorpusProfile:
     refused where ``nmt prepare`` would refuse it."""
     found = CorpusProfile(files)
     result = ReadResult(keep_problems=3)
-    sources = set()
+    sources, seen = set(), set()
     for pair in _pairs(files, unpack_dir, result):
+        if (key := pair_digest(pair.src, pair.tgt)) in seen:
+            found.duplicates += 1
+            continue
+        seen.add(key)
         found.pairs += 1
         sources.add(pair.src)
         found.src_words.append(len(pair.src.split()))
@@ -271,7 +277,7 @@ def config_text(
     tgt_lang: str,
     run_dir: str,
     minutes: float,
-    threads: int,
+    cores: int,
     parent: ParentPlan | None = None,
     gpu: bool = False,
 ) -> str:
@@ -292,9 +298,9 @@ def config_text(
         settings = _merged({**settings, "model": {}}, book.transformer)
     config: dict[str, Any] = {"run_dir": run_dir, "data": data}
     config |= {section: settings.get(section, {}) for section in ("tokenizer", "model")}
-    config["train"] = {"max_minutes": minutes, **settings["train"], "threads": threads}
+    config["train"] = {"max_minutes": minutes, **settings["train"], "threads": "auto"}
     config["decode"] = settings["decode"]
-    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, threads, parent is not None, transformer)
+    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, cores, parent is not None, transformer)
     if on_gpu is not None:
         comments += _commented(
             [f"On this machine's CUDA GPU: batches by tokens, {on_gpu.measured} ({on_gpu.page}).", ""]
@@ -389,7 +395,7 @@ def _comments(
     src_lang: str,
     tgt_lang: str,
     minutes: float,
-    threads: int,
+    cores: int,
     child: bool = False,
     transformer: TransformerRule | None = None,
 ) -> str:
@@ -406,6 +412,7 @@ def _comments(
     lines = [
         f"Written by `nmt init` from {', '.join(map(str, found.files))}:",
         f"{found.pairs:,} pairs, {found.sources:,} distinct {src_lang} sentences"
+        + (f", {found.duplicates:,} exact duplicate(s) dropped (as prepare drops them)" if found.duplicates else "")
         + (f", {found.problems} malformed line(s) skipped" if found.problems else "")
         + (f", the header row {found.header.strip()!r}" if found.header else "")
         + ".",
@@ -413,7 +420,9 @@ def _comments(
         found.describe("tgt", f"{tgt_lang} ({language_name(tgt_lang)})") + ".",
         "",
         _recipe_line(recipe, child, transformer is not None),
-        f"A {minutes:g}-minute budget on this machine's {threads} thread(s): a faster machine trains more epochs.",
+        f"A {minutes:g}-minute budget on this machine's {cores} core(s): a faster machine trains more epochs. "
+        "train.threads: auto measures how many threads train fastest, and again while the run goes on "
+        "(another program's load can make fewer faster).",
         *which,
         "Dev and test keep every source sentence in one split and score it with all its translations.",
         "Next: nmt prepare --config THIS && nmt train --config THIS && nmt evaluate --config THIS",
@@ -514,9 +523,9 @@ def init_config(
     target = to or (Path("configs") / f"{name}.yaml" if Path("configs").is_dir() else Path(f"{name}.yaml"))
     if target.exists():
         raise NmtError(f"{target} exists: give another file with --to (nmt init writes a new config, never over one).")
-    threads = max(1, min(os.cpu_count() or 1, 8))
+    cores = usable_cores()
     parent = parent_plan(init_from, found, src, tgt) if init_from else None
     gpu = select_device("auto").type == "cuda"
-    text = config_text(found, src, tgt, f"runs/{target.stem}", minutes, threads, parent, gpu)
+    text = config_text(found, src, tgt, f"runs/{target.stem}", minutes, cores, parent, gpu)
     write_text_atomic(target, text)
     return target, text

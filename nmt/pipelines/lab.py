@@ -31,13 +31,14 @@ from nmt.data.batching import source_tensor
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.decoding.beam_trace import BeamTrace
 from nmt.decoding.forced import PrefixedModel
-from nmt.decoding.search import Hypothesis, evaluating, search_batch
+from nmt.decoding.search import NEVER_CHOSEN, Hypothesis, evaluating, search_batch
 from nmt.model.attention import WINDOW_FORMULAS
 from nmt.model.base import TranslationModel
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Seq2Seq
 from nmt.model.transformer import Transformer
 from nmt.pipelines.heads import FORMULA, Heads, all_heads, head_steps
+from nmt.pipelines.lab_size import LabSize, lab_size
 from nmt.pipelines.translate import Translator
 
 
@@ -53,6 +54,12 @@ QUERY_NAMES = {
     "attend-then-recur": "s_{t-1}, the decoder state before the step",
     "recur-then-attend": "h_t, the decoder state after the recurrence",
 }
+
+
+def choosable(probabilities: torch.Tensor) -> torch.Tensor:
+    """A step's probabilities (V,) with those of what search never chooses (<pad>, <bos>) at 0:
+    the candidates a step shows are those search could take."""
+    return probabilities.index_fill(0, torch.tensor(NEVER_CHOSEN, device=probabilities.device), 0.0)
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -277,7 +284,7 @@ class Lab:
             with attention_calls(model) as calls:
                 logits, state, _ = model.decode_step(prev, state, memory)
             probabilities = logits[0].float().softmax(-1)
-            best = probabilities.topk(min(top_k, probabilities.numel()))
+            best = choosable(probabilities).topk(min(top_k, probabilities.numel() - len(NEVER_CHOSEN)))
             parts = model.decoder.attention.explain(*calls[-1])
             steps.append(self._step(t, token, probabilities, best, calls[-1][0], parts, len(source_tokens)))
             prev = torch.tensor([token], device=src.device)
@@ -359,7 +366,7 @@ class Lab:
         model = self._model()
         assert isinstance(model, Transformer)
         layers, heads = model.config.decoder_layers, model.config.heads
-        if not -layers <= layer < layers:
+        if not (layer == -1 or 0 <= layer < layers):
             raise LabInputError("layer", f"layer must be from 0 to {layers - 1} (or -1, the last), got {layer}")
         if not 0 <= head < heads:
             raise LabInputError("head", f"head must be from 0 to {heads - 1}, got {head}")
@@ -370,7 +377,7 @@ class Lab:
         steps = []
         for t, (token, part, step_logits) in enumerate(zip(target, parts, logits)):
             probabilities = step_logits.float().softmax(-1)
-            best = probabilities.topk(min(top_k, probabilities.numel()))
+            best = choosable(probabilities).topk(min(top_k, probabilities.numel() - len(NEVER_CHOSEN)))
             top = [
                 {"token": piece, "probability": p}
                 for piece, p in zip(self.labels(best.indices.tolist()), best.values.tolist())
@@ -398,17 +405,32 @@ class Lab:
             keys,
         )
 
-    def heads(self, text: str, tokens: list[str] | None = None) -> Heads:
-        """A Transformer's every head of every layer for ``tokens`` (default: the best translation)."""
+    def heads(
+        self, text: str, tokens: list[str] | None = None, layer: int | None = None, head: int | None = None
+    ) -> Heads:
+        """A Transformer's every head of every layer for ``tokens`` (default: the best translation),
+        or ``layer``'s (of each kind) and ``head``'s alone."""
         model = self._model()
         if not isinstance(model, Transformer):
             raise LabInputError(
                 "model", "heads are a Transformer's (model.arch: transformer); an RNN has one attention: see playback"
             )
+        most = max(model.config.encoder_layers, model.config.decoder_layers)
+        if layer is not None and not 0 <= layer < most:
+            raise LabInputError("layer", f"layer must be from 0 to {most - 1}, got {layer}")
+        if head is not None and not 0 <= head < model.config.heads:
+            raise LabInputError("head", f"head must be from 0 to {model.config.heads - 1}, got {head}")
         src, lengths, source_tokens = self._source(text)
         target = self.target_ids(text, tokens)
-        found = all_heads(model, src, lengths, target)
-        return Heads(source_tokens, self.labels(target), model.config.heads, **found)
+        found = all_heads(model, src, lengths, target, layer, head)
+        return Heads(source_tokens, self.labels(target), model.config.heads, **found, layer=layer, head=head)
+
+    def size(self, view: str, text: str, tokens: list[str] | None, **asked) -> LabSize:
+        """How big ``view``'s answer for ``text`` will be at least, before any work (``tokens``
+        absent: a translation of one subword; the tree: one step), exactly once the translation is
+        known; ``asked``: the view's beam, top_k, layer, head."""
+        source = len(self.translator.source_ids([text])[0]) + 1  # its <eos> too
+        return lab_size(view, self.config, source, len(tokens) if tokens is not None else 1, **asked)
 
     def _continue(self, model, src, lengths, prefix: list[int], replace) -> tuple[list[int], list[float]]:
         """Greedy decoding after ``prefix`` (the attention of some steps replaced): the

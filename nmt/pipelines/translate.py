@@ -18,13 +18,15 @@ from tqdm import tqdm
 from nmt.config.schema import DecodeConfig
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines, split_lines
+from nmt.core.threads import ThreadTuner
 from nmt.data.batching import source_tensor
 from nmt.data.pairs import normalize_text
 from nmt.data.related import source_tag
-from nmt.data.tokenizer import tagged
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, tagged
 from nmt.decoding.forced import PrefixedModel, forced_steps, next_tokens, score_pairs
 from nmt.decoding.mbr import mbr_choice, utility_function
-from nmt.decoding.search import Hypothesis, Ranking, search_sentences
+from nmt.decoding.paced import PacedModel
+from nmt.decoding.search import Hypothesis, Ranking, SearchModel, search_sentences
 from nmt.runtime.loading import LoadedModel
 
 
@@ -66,11 +68,20 @@ class Explanation:
 
 class Translator:
     """A loaded model as text in, translations out. A model of several targets (``data.related``)
-    translates into ``tgt_lang`` (default: its own pair's target, ``data.tgt_lang``)."""
+    translates into ``tgt_lang`` (default: its own pair's target, ``data.tgt_lang``). ``threads``:
+    the tuner that chooses the CPU threads of each decoding step (``--threads auto``), if any."""
 
-    def __init__(self, loaded: LoadedModel, tgt_lang: str | None = None, decode: DecodeConfig | None = None):
-        self.loaded = loaded
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        tgt_lang: str | None = None,
+        decode: DecodeConfig | None = None,
+        threads: ThreadTuner | None = None,
+    ):
+        self.loaded, self.threads = loaded, threads
         self.model, self.src_tok, self.tgt_tok = loaded.model, loaded.src_tok, loaded.tgt_tok
+        # what search and scoring run: the model, its decoding steps paced by the tuner
+        self.searched: SearchModel = PacedModel(self.model, threads) if threads is not None else self.model
         # the decoding settings, whole: the model's config's, or a command's (nmt.config.schema.decoding_settings)
         self.decode, self.device = decode or loaded.config.decode, loaded.device
         data = loaded.config.data
@@ -106,7 +117,7 @@ class Translator:
     ) -> list[list[Hypothesis]]:
         """The ``n_best`` hypotheses of each line, best first."""
         return search_sentences(
-            self.model, self.source_ids(lines), self.decode, self.device, beam_size, n_best, with_attention, progress
+            self.searched, self.source_ids(lines), self.decode, self.device, beam_size, n_best, with_attention, progress
         )
 
     def score(self, sources: list[str], translations: list[str], progress: bool = False) -> list[Hypothesis]:
@@ -115,7 +126,7 @@ class Translator:
         if len(sources) != len(translations):
             raise NmtError(f"{len(sources)} sources but {len(translations)} translations: give one per source.")
         targets = self.tgt_tok.encode([normalize_text(line) for line in translations])
-        return score_pairs(self.model, self.source_ids(sources), targets, self.decode, self.device, progress)
+        return score_pairs(self.searched, self.source_ids(sources), targets, self.decode, self.device, progress)
 
     def explain(
         self,
@@ -130,7 +141,7 @@ class Translator:
         is the start every translation must have: it is read as given (scored, not searched)
         and search continues after it."""
         prefix_ids = self.prefix_ids(prefix)
-        model = PrefixedModel(self.model, prefix_ids) if prefix_ids else self.model
+        model = PrefixedModel(self.searched, prefix_ids) if prefix_ids else self.searched
         src_ids = self.source_ids(lines)
         found = search_sentences(model, src_ids, self.decode, self.device, beam_size, n_best, with_attention)
         explanations = []
@@ -179,9 +190,15 @@ class Translator:
         if isinstance(prefix, str):
             return self.tgt_tok.encode([normalize_text(prefix)])[0] if prefix.strip() else []
         try:
-            return self.tgt_tok.piece_ids(prefix)
+            ids = self.tgt_tok.piece_ids(prefix)
         except KeyError as error:
             raise NmtError(f"{error.args[0]!r} is not a subword of the target vocabulary") from None
+        special = next((piece for piece, i in zip(prefix, ids) if i in (PAD_ID, BOS_ID, EOS_ID)), None)
+        if special is not None:
+            raise NmtError(
+                f"{special!r} is not a subword a translation holds: <bos> and <pad> never are, and <eos> only ends one"
+            )
+        return ids
 
     def detokenize(self, hypothesis: Hypothesis) -> str:
         return " ".join(self.tgt_tok.decode([hypothesis.tokens])[0].split())

@@ -37,6 +37,7 @@ from nmt.config.schema import MODEL_WIDTHS, Config, check_value, config_from_dic
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.core.registry import ATTENTIONS
+from nmt.core.threads import AUTO
 from nmt.pipelines.prepare import prepare
 from nmt.train.callbacks import Callback
 from nmt.train.metrics import MetricsFile, ValidationRecord, epochs_trained
@@ -265,19 +266,23 @@ def check_budget(config: Config) -> None:
 def train_run(
     study: Study, values: dict, run_dir: Path, minutes: float, seed: int, threads: int, callback: Callback | None = None
 ):
-    """One ordinary training run of the config with ``values``: (best dev BLEU, its records).
-    Prepared data is shared by the runs with the same tokenizer settings (prepared once, under a lock)."""
+    """One ordinary training run of the config with ``values``: (best dev BLEU, its records), on
+    ``threads`` CPU threads (with train.threads: auto, measured up to that many). Prepared data is
+    shared by the runs with the same tokenizer settings (prepared once, under a lock)."""
     tokenizer = {k: v for k, v in sorted(values.items()) if k.startswith("tokenizer.")}
     prepared = study.root / ("data-" + "-".join(f"{k.split('.')[1]}{v}" for k, v in tokenizer.items()))
     config = apply_values(study.config, values, run_dir=str(run_dir))
     config.data.prepared_dir = str(prepared)
-    config.train = dataclasses.replace(config.train, max_minutes=minutes, seed=seed, threads=threads)
+    auto = config.train.threads == AUTO
+    config.train = dataclasses.replace(config.train, max_minutes=minutes, seed=seed, threads=AUTO if auto else threads)
     prepared.mkdir(parents=True, exist_ok=True)
     with open(prepared.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two workers may want the same prepared data at once
         prepare(config, log=lambda _: None, show_bar=False)
     callbacks = [callback] if callback is not None else []
-    trainer = build_trainer(config, study.device, show_bar=False, callbacks=callbacks, echo=False)  # a line per trial
+    trainer = build_trainer(  # a line per trial
+        config, study.device, show_bar=False, callbacks=callbacks, echo=False, thread_cap=threads if auto else None
+    )
     trainer.run(resume=True)
     return trainer.progress.best_bleu, MetricsFile(trainer.run_dir.metrics).read()
 

@@ -75,11 +75,13 @@ def training_checkpoint(
     parent: dict | None = None,
     ema: dict[str, torch.Tensor] | None = None,
     translate_with: str = "model",
+    threads: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a training checkpoint holds: everything resuming needs (weights, optimizer, the run's
     position, every rank's random state), what loading checks (the config, the SentencePiece
     hashes) and what a reader is told (hardware, parent). With an EMA of the weights, both sets
-    and which of them translates (``translate_with``: "ema" or "model")."""
+    and which of them translates (``translate_with``: "ema" or "model"). With ``train.threads: auto``,
+    the thread tuner's state (``threads``): a resumed run goes on with the counts it had."""
     payload: dict[str, Any] = {
         "hardware": hardware,
         "model": model,
@@ -96,6 +98,8 @@ def training_checkpoint(
     if ema is not None:
         payload["ema"] = ema
         payload["translate_with"] = translate_with
+    if threads is not None:
+        payload["threads"] = threads
     return payload
 
 
@@ -103,6 +107,7 @@ def save_training_checkpoint(run: RunPaths, payload: dict[str, Any], step: int, 
     """Write ``step-<N>.pt`` atomically, point ``last.pt`` (and ``best.pt`` if ``best``) at it,
     and delete step checkpoints beyond the newest ``keep``."""
     path = run.step_checkpoint(step)
+    run.writable(path)
     save_checkpoint(path, payload)
     _point(run.checkpoint("last"), path)
     if best:
@@ -162,10 +167,12 @@ def upgrade_weight_names(weights: dict[str, Any]) -> dict[str, Any]:
 _FREE_MODEL_KEYS = {"dropout", "gumbel_temperature", "rnn_input"}
 
 
-def model_differences(saved: dict, current: dict, prefix: str) -> list[str]:
+def model_differences(saved: dict, current: dict, prefix: str, holder: str = "checkpoint has") -> list[str]:
+    """Each model setting (beyond the free ones) where ``saved`` (the weights' own, as ``holder``
+    says) and ``current`` (a config's) differ, as a line naming the key."""
     keys = sorted((set(saved) | set(current)) - _FREE_MODEL_KEYS)
     return [
-        f"{prefix}{k}: checkpoint has {saved.get(k)!r}, config has {current.get(k)!r}"
+        f"{prefix}{k}: {holder} {saved.get(k)!r}, config has {current.get(k)!r}"
         for k in keys
         if saved.get(k) != current.get(k)
     ]

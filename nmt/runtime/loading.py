@@ -22,13 +22,20 @@ from nmt.config.schema import Config, config_from_dict
 from nmt.core.device import skip_cudnn_attention
 from nmt.core.errors import NmtError
 from nmt.core.fileio import refuse_link, sha256_file
+from nmt.core.hardware import available_memory
 from nmt.core.plugins import missing_plugins
 from nmt.core.registry import ENGINES
 from nmt.data.tokenizer import Tokenizer
 from nmt.decoding.search import SearchModel
 from nmt.model.base import TranslationModel, build_model
 from nmt.model.ensemble import Ensemble
-from nmt.runtime.checkpoint import check_compatible, load_checkpoint, translation_weights, upgrade_weight_names
+from nmt.runtime.checkpoint import (
+    check_compatible,
+    load_checkpoint,
+    model_differences,
+    translation_weights,
+    upgrade_weight_names,
+)
 
 PACKAGE_FORMAT = 1
 
@@ -71,6 +78,37 @@ def load_tokenizers(config: Config) -> tuple[Tokenizer, Tokenizer]:
 def spm_hashes(src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, str]:
     """What a checkpoint records of its vocabularies, and is checked against on load."""
     return {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
+
+
+# bytes a parameter costs while training in float32: itself, its gradient, Adam's two moments
+TRAINING_BYTES_PER_PARAMETER = 16
+# the model's KEYS that size it, named when it is refused for its size
+SIZE_KEYS = ("embed_dim", "ff_dim", "encoder_hidden", "decoder_hidden", "encoder_layers", "decoder_layers")
+
+
+def parameter_count(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> int:
+    """The parameters ``config``'s model would have, counted on the ``meta`` device (nothing allocated)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in new_model(config, src_tok, tgt_tok).parameters())
+
+
+def check_trainable(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, device: torch.device) -> int:
+    """The model's parameters, refused before anything is allocated when training them (weights,
+    gradients, Adam's moments: ``TRAINING_BYTES_PER_PARAMETER`` each) could not fit in what
+    ``device`` has free: a clear figure, not an allocator's traceback minutes later."""
+    parameters = parameter_count(config, src_tok, tgt_tok)
+    needed = parameters * TRAINING_BYTES_PER_PARAMETER
+    free = available_memory(device)
+    if free is not None and needed > free:
+        model = config.model
+        sizes = ", ".join(f"model.{key}: {getattr(model, key)}" for key in SIZE_KEYS if hasattr(model, key))
+        raise NmtError(
+            f"This model has {parameters / 1e6:,.1f} M parameters: training it needs about {needed / 2**30:,.1f} GiB "
+            f"(weights, gradients and Adam's two moments, {TRAINING_BYTES_PER_PARAMETER} bytes a parameter, before "
+            f"activations) and {device.type} has {free / 2**30:,.1f} GiB free. Make it smaller ({sizes}) or the "
+            "vocabularies (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)."
+        )
+    return parameters
 
 
 def new_model(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TranslationModel:
@@ -128,14 +166,59 @@ def weights_shapes(weights: dict[str, torch.Tensor]) -> dict[str, tuple[int, ...
     return {name: tuple(tensor.shape) for name, tensor in weights.items()}
 
 
+# safetensors' names of the dtypes a model's tensors have
+SAFETENSORS_DTYPES = {
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.float64: "F64",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.bool: "BOOL",
+}
+MODEL_METADATA = "nmt.model"  # the weights file's record of the model settings they were exported with
+
+
+def weights_metadata(config: Config) -> dict[str, str]:
+    """What a package's weights file records of its model: every model setting, so that a
+    config.yaml edited beside them (heads, tied embeddings: keys no shape shows) is refused."""
+    return {MODEL_METADATA: json.dumps(config.to_dict()["model"], sort_keys=True)}
+
+
+def check_package_settings(config: Config, metadata: dict[str, str] | None, source: Path) -> None:
+    """Refuse a package whose config.yaml describes another model than its weights were exported
+    with (a package written before the weights recorded it is read as it is)."""
+    recorded = (metadata or {}).get(MODEL_METADATA)
+    if recorded is None:
+        return
+    try:
+        saved = json.loads(recorded)
+    except ValueError:
+        raise NmtError(f"{source}: its record of the model settings is not JSON. Export the model again.") from None
+    problems = model_differences(saved, config.to_dict()["model"], "model.", holder="the weights were exported with")
+    if problems:
+        raise NmtError(
+            f"{source.parent / 'config.yaml'} does not describe the model its weights hold:\n  "
+            + "\n  ".join(problems)
+            + "\nPut the settings back, or export the model again from its run."
+        )
+
+
 def check_weights_fit(
-    config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, shapes: dict[str, tuple[int, ...]], source: Path
+    config: Config,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    shapes: dict[str, tuple[int, ...]],
+    source: Path,
+    dtypes: dict[str, str] | None = None,
 ) -> None:
     """Refuse ``config`` unless the model it describes has exactly the tensors ``shapes`` (the
-    weights' own). The model is built on the ``meta`` device, which allocates nothing, so memory
-    stays bounded by the weights' size whatever a shared config.yaml says."""
+    weights' own), and (``dtypes``: a safetensors header's) of the types it takes. The model is
+    built on the ``meta`` device, which allocates nothing, so memory stays bounded by the
+    weights' size whatever a shared config.yaml says."""
     with torch.device("meta"):
-        expected = weights_shapes(new_model(config, src_tok, tgt_tok).state_dict())
+        state = new_model(config, src_tok, tgt_tok).state_dict()
+    expected = weights_shapes(state)
     problems = [f"{name}: missing" for name in sorted(set(expected) - set(shapes))]
     problems += [f"{name}: not part of this model" for name in sorted(set(shapes) - set(expected))]
     problems += [
@@ -143,16 +226,26 @@ def check_weights_fit(
         for name, shape in sorted(expected.items())
         if name in shapes and shapes[name] != shape
     ]
+    problems += [
+        f"{name}: stored as {dtypes[name]}, the model takes {SAFETENSORS_DTYPES.get(tensor.dtype, tensor.dtype)}"
+        for name, tensor in sorted(state.items())
+        if dtypes is not None and name in dtypes and dtypes[name] != SAFETENSORS_DTYPES.get(tensor.dtype)
+    ]
     if problems:
         listed = "\n  ".join(problems[:8]) + (f"\n  ... and {len(problems) - 8} more" if len(problems) > 8 else "")
         raise NmtError(f"{source} does not hold the model its config describes:\n  {listed}")
 
 
 def model_for_weights(
-    config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, shapes: dict[str, tuple[int, ...]], source: Path
+    config: Config,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    shapes: dict[str, tuple[int, ...]],
+    source: Path,
+    dtypes: dict[str, str] | None = None,
 ) -> TranslationModel:
     """A new model of ``config``, built only once ``check_weights_fit`` has found it holds ``shapes``."""
-    check_weights_fit(config, src_tok, tgt_tok, shapes, source)
+    check_weights_fit(config, src_tok, tgt_tok, shapes, source, dtypes)
     return new_model(config, src_tok, tgt_tok)
 
 
@@ -226,8 +319,11 @@ def load_package(model_dir: Path) -> tuple[Config, TranslationModel, Tokenizer, 
     refuse_link(path)
     try:
         with safe_open(str(path), framework="pt") as weights_file:
-            shapes = {name: tuple(weights_file.get_slice(name).get_shape()) for name in weights_file.keys()}  # noqa: SIM118
-        model = model_for_weights(config, src_tok, tgt_tok, upgrade_weight_names(shapes), path)
+            names = list(weights_file.keys())
+            shapes = {name: tuple(weights_file.get_slice(name).get_shape()) for name in names}
+            dtypes = {name: weights_file.get_slice(name).get_dtype() for name in names}
+        shapes, dtypes = upgrade_weight_names(shapes), upgrade_weight_names(dtypes)
+        model = model_for_weights(config, src_tok, tgt_tok, shapes, path, dtypes)
         weights = upgrade_weight_names(load_file(str(path)))
     except (SafetensorError, OSError) as error:
         raise NmtError(f"Cannot read the weights {path}: {error}. Export the model again.") from None
@@ -277,8 +373,23 @@ def package_parts(model_dir: Path) -> tuple[Config, Tokenizer, Tokenizer, dict]:
         refuse_link(spm)
         if spm.is_file() and sha256_file(spm) != manifest["spm_sha256"][side]:
             raise NmtError(f"{spm} does not match the SentencePiece model the weights were trained with.")
+    check_package_settings(config, _weights_header_metadata(package.weights), package.weights)
     src_tok, tgt_tok = load_tokenizers(config)
     return config, src_tok, tgt_tok, manifest
+
+
+def _weights_header_metadata(path: Path) -> dict[str, str] | None:
+    """The metadata of a safetensors file's header (None: no file, or none recorded)."""
+    from safetensors import SafetensorError, safe_open
+
+    if not path.is_file():
+        return None
+    refuse_link(path)
+    try:
+        with safe_open(str(path), framework="pt") as weights_file:
+            return weights_file.metadata()
+    except (SafetensorError, OSError) as error:
+        raise NmtError(f"Cannot read the weights {path}: {error}. Export the model again.") from None
 
 
 def load_trained(path: Path, device: torch.device) -> LoadedModel:

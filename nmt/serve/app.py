@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import errno
 import hmac
+import json
 import logging
 import re
 import socket
@@ -36,6 +37,7 @@ from nmt.config.paths import run_paths
 from nmt.core.errors import NmtError
 from nmt.core.fonts import missing_scripts, script_font
 from nmt.pipelines.lab import Lab, LabInputError
+from nmt.pipelines.lab_size import LabSize
 from nmt.pipelines.translate import Explanation, Translator
 from nmt.serve.requests import (
     AlternativesRequest,
@@ -45,8 +47,9 @@ from nmt.serve.requests import (
     TranslateRequest,
     model_name,
     read_json,
+    work_of,
 )
-from nmt.serve.scheduler import QueueFull, Scheduler, Ticket
+from nmt.serve.scheduler import QueueFull, Scheduler, SoloWork, Ticket
 from nmt.train.timeline import read_timeline
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -111,34 +114,70 @@ class ServedModel:
         except NmtError as error:
             raise RequestError(422, "prefix_tokens", str(error)) from None
 
-    def decode(self, texts: list[str], settings: tuple) -> list[Explanation]:
-        """One search for a batch of requests' texts with the same settings (the scheduler's call,
-        under the model's lock)."""
+    def decode(self, texts: list[str], settings) -> list:
+        """One search for a batch of requests' texts with the same settings, or one request's own
+        work (``SoloWork``): the scheduler's call, on its worker thread, under the model's lock."""
+        if isinstance(settings, SoloWork):
+            return [settings.run()]
         beam_size, n_best, prefix, attention = settings
         prefix = prefix if isinstance(prefix, str) else list(prefix)
         return self.translator.explain(texts, beam_size, n_best, prefix, with_attention=attention)
 
-    def alternatives(self, request: AlternativesRequest) -> list[tuple[str, float]]:
-        self.check_prefix(request.prefix)
-        with self.lock:
-            return self.translator.alternatives(request.text, request.prefix, request.k)
+    def alternatives(self, request: AlternativesRequest) -> bytes:
+        found = self.translator.alternatives(request.text, request.prefix, request.k)
+        alternatives = [{"token": t, "logprob": p} for t, p in found]
+        return json_bytes({"alternatives": alternatives, "prefix": request.prefix, "model": self.name})
 
-    def lab_view(self, view: str, request: LabRequest) -> dict:
-        """One of the attention lab's views (``nmt.pipelines.lab``) as JSON; a request that does not fit
-        the sentence or the model is a 422 naming the field."""
+    def lab_size(self, view: str, request: LabRequest) -> LabSize:
+        """How big the answer of ``view`` will be, before any work (422 where the request does not fit
+        the model or the sentence)."""
+        by_view: dict[str, dict] = {
+            "tree": {"beam": request.beam_size},
+            "playback": {"top_k": request.top_k},
+            "heads": {"layer": request.one_layer, "head": request.one_head},
+        }
+        asked = by_view.get(view, {})
+        try:
+            return self.lab.size(view, request.text, request.tokens, **asked)
+        except (LabInputError, NmtError) as error:
+            raise RequestError(422, getattr(error, "field", "tokens"), str(error)) from None
+
+    def lab_answer(self, view: str, request: LabRequest, max_bytes: int) -> bytes:
+        """One of the attention lab's views (``nmt.pipelines.lab``) as JSON bytes, made on the
+        scheduler's thread; a request that does not fit the sentence or the model is a 422 naming the
+        field, and an answer over ``max_bytes`` a 413."""
         lab = self.lab
+        if request.tokens is None and view != "tree":  # the translation first, then its exact size
+            request = replace(request, tokens=lab.labels(lab.target_ids(request.text, None)))
+            self.refuse_oversized(view, self.lab_size(view, request), max_bytes)
         calls = {
             "tree": lambda: lab.tree(request.text, request.beam_size),
             "playback": lambda: lab.playback(request.text, request.tokens, request.top_k, request.layer, request.head),
-            "heads": lambda: lab.heads(request.text, request.tokens),
+            "heads": lambda: lab.heads(request.text, request.tokens, request.one_layer, request.one_head),
             "edit": lambda: lab.edit(request.text, request.step, list(request.weights), request.tokens),
             "saliency": lambda: lab.saliency(request.text, request.position, request.tokens),
         }
         try:
-            with self.lock:
-                return calls[view]().to_json()  # type: ignore[attr-defined]  # every view has one
+            answer = calls[view]().to_json()  # type: ignore[attr-defined]  # every view has one
         except LabInputError as error:
             raise RequestError(422, error.field, str(error)) from None
+        body = json_bytes({**answer, "model": self.name})
+        if len(body) > max_bytes:
+            raise RequestError(
+                413, "tokens", f"this {view} answer is {len(body):,} bytes; the limit is {max_bytes:,}: {NARROW[view]}"
+            )
+        return body
+
+    @staticmethod
+    def refuse_oversized(view: str, size: LabSize, max_bytes: int) -> None:
+        """413 naming what to narrow when ``size`` passes ``max_bytes``."""
+        if size.bytes > max_bytes:
+            field, _ = size.narrow[0]
+            raise RequestError(
+                413,
+                field,
+                f"this {view} answer would be {size.bytes:,} bytes; the limit is {max_bytes:,}: {NARROW[view]}",
+            )
 
     def timeline(self) -> list[dict]:
         path = run_paths(self.translator.loaded.config).timeline
@@ -149,6 +188,37 @@ class ServedModel:
                 404, "model", f"{self.name} has no attention timeline: training records one with train.probes > 0"
             )
         return read_timeline(path)
+
+
+NARROW = {  # what makes each lab view's answer smaller
+    "heads": "ask for one layer and head (layer, head), or send the subwords of a shorter translation",
+    "tree": "send a shorter text or a smaller beam_size",
+    "playback": "send the subwords of a shorter translation, or a smaller top_k",
+    "edit": "send a shorter text",
+    "saliency": "send a shorter text",
+}
+
+
+def compact(value: Any) -> Any:
+    """``value`` with every float to 6 significant digits: what a page draws or prints of a number,
+    in half the bytes of a float's full form."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {key: compact(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [compact(item) for item in value]
+    return value
+
+
+def json_bytes(value: Any) -> bytes:
+    """An answer as JSON bytes, made off the event loop (by the scheduler's thread or a worker):
+    serialising a big answer on the loop kept /api/health waiting for seconds."""
+    return json.dumps(compact(value), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def json_response(body: bytes) -> Response:
+    return Response(body, media_type="application/json")
 
 
 def public_parent(parent: dict | None) -> dict | None:
@@ -239,7 +309,7 @@ class Api:
     async def list_models(self, request: Request) -> JSONResponse:
         return JSONResponse({"models": [m.info() for m in self.served.values()]})
 
-    async def translate(self, request: Request) -> JSONResponse:
+    async def translate(self, request: Request) -> Response:
         data = await read_json(request, self.limits)
         model = self.pick(model_name(data))
         parsed = TranslateRequest.parse(data, self.limits, model.translator.decode.beam_size)
@@ -248,18 +318,23 @@ class Api:
         explained = await answer_of(request, model.scheduler, ticket, self.limits.max_seconds)
         results = [explanation_json(e, parsed.attention) for e in explained]
         body = {"results": results} if parsed.batch else results[0]
-        return JSONResponse({**body, "model": model.name})
+        return json_response(await run_in_threadpool(json_bytes, {**body, "model": model.name}))
 
-    async def alternatives(self, request: Request) -> JSONResponse:
+    async def alternatives(self, request: Request) -> Response:
+        """POST /api/alternatives: the next subwords' alternatives, in the model's queue as a translation is."""
         data = await read_json(request, self.limits)
         model = self.pick(model_name(data))
         parsed = AlternativesRequest.parse(data, self.limits)
-        found = await run_in_threadpool(model.alternatives, parsed)
-        alternatives = [{"token": t, "logprob": p} for t, p in found]
-        return JSONResponse({"alternatives": alternatives, "prefix": parsed.prefix, "model": model.name})
+        model.check_prefix(parsed.prefix)
+        work = work_of([parsed.text], 1)
+        ticket = model.scheduler.submit([parsed.text], SoloWork(lambda: model.alternatives(parsed)), work, solo=True)
+        return json_response((await answer_of(request, model.scheduler, ticket, self.limits.max_seconds))[0])
 
-    async def lab(self, request: Request) -> JSONResponse:
-        """POST /api/lab/<view>: the attention lab's tree, playback, edit and saliency."""
+    async def lab(self, request: Request) -> Response:
+        """POST /api/lab/<view>: the attention lab's views. Each is sized before any work (413 naming
+        what to narrow when its answer could pass ``max_answer_bytes``), then waits its turn in the
+        model's queue with the translations, under their queue and time bounds, and is made and
+        serialised on the scheduler's thread: the event loop only sends the bytes."""
         view = request.path_params["view"]
         if view not in LAB_VIEWS:
             raise RequestError(404, "view", f"no lab view {view!r}; there are: {', '.join(LAB_VIEWS)}")
@@ -269,8 +344,11 @@ class Api:
             parsed = LabRequest.tree(data, self.limits, model.translator.decode.beam_size)
         else:
             parsed = getattr(LabRequest, view)(data, self.limits)
-        result = await run_in_threadpool(model.lab_view, view, parsed)
-        return JSONResponse({**result, "model": model.name})
+        size, limit = model.lab_size(view, parsed), self.limits.max_answer_bytes
+        model.refuse_oversized(view, size, limit)  # before any work: at least this big
+        run = SoloWork(lambda: model.lab_answer(view, parsed, limit))
+        ticket = model.scheduler.submit([parsed.text], run, [size.numbers], solo=True)
+        return json_response((await answer_of(request, model.scheduler, ticket, self.limits.max_seconds))[0])
 
     async def timeline(self, request: Request) -> JSONResponse:
         """GET /api/timeline?model=NAME: the probe sentences' attention at every epoch's validation."""

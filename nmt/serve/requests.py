@@ -29,6 +29,9 @@ class Limits:
     max_work: int = 256_000
     max_queued: int = 512  # texts waiting per model; beyond, 503 with Retry-After
     max_seconds: float = 60.0  # one translation request's time, queue included; beyond, 503 and its work dropped
+    # one answer of the attention lab's, in bytes: a request whose answer could be bigger is refused
+    # (413 naming what to narrow) before any work, and one that turned out bigger is not sent
+    max_answer_bytes: int = 2_000_000
 
 
 JSON_TYPES = ("application/json",)
@@ -264,6 +267,8 @@ class LabRequest:
     weights: tuple[float, ...] = ()
     layer: int = -1  # a Transformer's playback: the decoder layer (-1: the last) and the head
     head: int = 0
+    one_layer: int | None = None  # heads: one layer (of each kind) and one head instead of all
+    one_head: int | None = None
 
     @classmethod
     def tree(cls, data: dict, limits: Limits, default_beam: int) -> LabRequest:
@@ -278,7 +283,9 @@ class LabRequest:
 
     @classmethod
     def heads(cls, data: dict, limits: Limits) -> LabRequest:
-        return cls(text(data.get("text"), "text", limits), tokens_of(data, limits))
+        layer = None if data.get("layer") is None else integer(data, "layer", 0, 0, 63)  # checked on the model
+        head = None if data.get("head") is None else integer(data, "head", 0, 0, 63)
+        return cls(text(data.get("text"), "text", limits), tokens_of(data, limits), one_layer=layer, one_head=head)
 
     @classmethod
     def edit(cls, data: dict, limits: Limits) -> LabRequest:

@@ -46,6 +46,7 @@ class Ticket:
     future: Future = field(default_factory=Future)
     left: int = 0  # texts not answered yet
     cancelled: bool = False
+    solo: bool = False  # work of its own (a lab view): a batch alone, not part of the per-unit estimate
 
     @property
     def queued(self) -> int:
@@ -69,6 +70,14 @@ def slices_of(work: list[int], slice_work: float) -> deque[list[int]]:
     while ticket.pending:
         slices.append(ticket.take(slice_work))
     return slices
+
+
+class SoloWork:
+    """A request's own work (a lab view, the next subwords' alternatives) as a scheduler's
+    settings: equal to no other, so it is decoded as a batch alone, and run by ``run``."""
+
+    def __init__(self, run: Callable[[], Any]):
+        self.run = run
 
 
 class Scheduler:
@@ -99,14 +108,17 @@ class Scheduler:
 
     # ---- called from the server's event loop ----
 
-    def submit(self, texts: list[str], settings: Hashable, work: list[int]) -> Ticket:
-        """Queue a request (``work``: units per text); ``QueueFull`` when the queue is full."""
+    def submit(self, texts: list[str], settings: Hashable, work: list[int], solo: bool = False) -> Ticket:
+        """Queue a request (``work``: units per text); ``QueueFull`` when the queue is full.
+        A ``solo`` request (settings no other request shares: ``SoloWork``) is decoded as a batch
+        of its own, in its turn like any other."""
         with self.changed:
             queued = self.queued()
             if self.turn and queued + len(texts) > self.max_queued:
                 self.counts["refused"] += 1
                 raise QueueFull(queued, max(1, math.ceil(queued * self.seconds_per_text)))
             ticket = Ticket(texts, settings, work, deque(range(len(texts))), [None] * len(texts), left=len(texts))
+            ticket.solo = solo
             self.turn.append(ticket)
             self.changed.notify()
             return ticket
@@ -186,11 +198,12 @@ class Scheduler:
                 return
             seconds = time.perf_counter() - start
         with self.changed:
-            self.seconds_per_text = 0.8 * self.seconds_per_text + 0.2 * seconds / len(texts)
-            measured = seconds / max(1, units)
-            self.seconds_per_unit = (
-                measured if not self.seconds_per_unit else 0.7 * self.seconds_per_unit + 0.3 * measured
-            )
+            if not any(ticket.solo for ticket, _ in batch):  # a lab view's cost is not a translation's
+                self.seconds_per_text = 0.8 * self.seconds_per_text + 0.2 * seconds / len(texts)
+                measured = seconds / max(1, units)
+                self.seconds_per_unit = (
+                    measured if not self.seconds_per_unit else 0.7 * self.seconds_per_unit + 0.3 * measured
+                )
             self.counts["batches"] += 1
             self.counts["texts"] += len(texts)
             position = 0

@@ -44,7 +44,7 @@ import torch
 from nmt.config.paths import RunPaths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
-from nmt.core.fileio import write_text_atomic
+from nmt.core.fileio import appending, write_text_atomic
 from nmt.core.registry import CALLBACKS
 from nmt.data.tokenizer import Tokenizer
 from nmt.model.base import TranslationModel
@@ -178,7 +178,7 @@ class CsvLog(Callback):
         self._write(rows)
 
     def after_validation(self, trainer: Trainer, record: ValidationRecord) -> None:
-        with open(self.path, "a", encoding="utf-8", newline="") as handle:
+        with appending(self.path, newline="") as handle:
             csv.DictWriter(handle, self.COLUMNS).writerow(dataclasses.asdict(record))
         return None
 

@@ -26,6 +26,7 @@ import torch
 from nmt.config.paths import run_paths
 from nmt.config.schema import Config, save_config
 from nmt.core.errors import NmtError
+from nmt.core.threads import AUTO, ThreadSetting, usable_cores
 from nmt.train.callbacks import Callback
 from nmt.train.state import TrainingInterrupted
 
@@ -39,9 +40,18 @@ class MemberResult:
     message: str = ""
 
 
-def member_threads(config: Config) -> int:
-    """Each member's share of the threads (train.threads, or all torch has)."""
-    return max(1, (config.train.threads or torch.get_num_threads()) // config.train.members)
+def member_threads(config: Config) -> ThreadSetting:
+    """Each member's threads: its share of a pinned train.threads (or of all torch has), or auto
+    (measured up to its share of the cores: ``member_cap``)."""
+    threads = config.train.threads
+    if threads == AUTO:
+        return AUTO
+    return max(1, (threads or torch.get_num_threads()) // config.train.members)
+
+
+def member_cap(config: Config) -> int:
+    """The most threads a member measures with train.threads: auto: its share of this machine's cores."""
+    return max(1, usable_cores() // config.train.members)
 
 
 def member_config(config: Config, member: int) -> Config:
@@ -57,7 +67,13 @@ def member_config(config: Config, member: int) -> Config:
 
 
 def _train_member(
-    config: Config, device: torch.device, resume: bool, member: int, results, callbacks: Sequence[Callback]
+    config: Config,
+    device: torch.device,
+    resume: bool,
+    member: int,
+    results,
+    callbacks: Sequence[Callback],
+    thread_cap: int,
 ) -> None:
     """One member, in its own process (its own copy of ``callbacks``): its outcome goes to ``results``."""
     from nmt.core.locking import holding
@@ -66,7 +82,12 @@ def _train_member(
     try:
         with holding(config.run_dir, f"nmt train, member-{member} (process of its own)"):
             trainer = build_trainer(
-                config, device, show_bar=False, callbacks=callbacks, log_prefix=f"[member-{member}] "
+                config,
+                device,
+                show_bar=False,
+                callbacks=callbacks,
+                log_prefix=f"[member-{member}] ",
+                thread_cap=thread_cap,
             )
             progress = trainer.run(resume)
         results.put(MemberResult(member, "done", progress.best_bleu, progress.best_epoch))
@@ -106,10 +127,11 @@ def train_members(
     (pickled into its process); raise ``TrainingInterrupted`` if a stop signal cut them short
     (each saved its checkpoint), ``NmtError`` naming the member that failed."""
     configs = [member_config(config, k) for k in range(1, config.train.members + 1)]
-    threads = configs[0].train.threads
+    threads, cap = configs[0].train.threads, member_cap(config)
+    each = f"up to {cap} thread(s) each, measured" if threads == AUTO else f"{threads} thread(s) each"
     seeds = ", ".join(str(c.train.seed) for c in configs)
     log(
-        f"Training {len(configs)} members side by side ({threads} thread(s) each, seeds {seeds}) in "
+        f"Training {len(configs)} members side by side ({each}, seeds {seeds}) in "
         f"{config.run_dir}/member-*; translation ensembles their best checkpoints."
     )
     save_config(config, run_paths(config).config)
@@ -117,7 +139,9 @@ def train_members(
     results = context.Queue()
     processes = [
         context.Process(
-            target=_train_member, args=(member_cfg, device, resume, k, results, tuple(callbacks)), name=f"member-{k}"
+            target=_train_member,
+            args=(member_cfg, device, resume, k, results, tuple(callbacks), cap),
+            name=f"member-{k}",
         )
         for k, member_cfg in enumerate(configs, start=1)
     ]

@@ -21,7 +21,7 @@ from typing import Any
 from tqdm import tqdm
 
 from nmt.core.errors import NmtError
-from nmt.core.fileio import write_lines_atomic
+from nmt.core.fileio import appending, write_lines_atomic
 from nmt.train.state import Progress
 
 
@@ -47,6 +47,7 @@ class ValidationRecord:
     best: bool  # the best dev BLEU so far: best.pt points at this validation's checkpoint
     kind: str = "epoch"  # "epoch" (its end), "mid_epoch" (train.validate_every), "partial" (the budget ended it)
     epochs: float | None = None  # inside an epoch: epochs trained, with the fraction (2.4)
+    threads: int | None = None  # CPU threads the last step ran with (train.threads: auto chooses them)
     raw_dev_bleu: float | None = None  # with train.ema_decay: the raw weights' dev BLEU
     ema_dev_bleu: float | None = None  # and the averaged weights'
 
@@ -59,6 +60,8 @@ class ValidationRecord:
             line |= {"raw_dev_bleu": self.raw_dev_bleu, "ema_dev_bleu": self.ema_dev_bleu}
         for name in ("lr", "tokens_per_s", "grad_norm", "epoch_seconds", "train_seconds", "elapsed_seconds", "best"):
             line[name] = getattr(self, name)
+        if self.threads is not None:
+            line["threads"] = self.threads
         if self.kind != "epoch":
             line |= {"epochs": self.epochs, self.kind: True}
         return line
@@ -141,7 +144,7 @@ class MetricsFile:
 
     def append(self, record: dict) -> None:
         self._drop_cut_tail()
-        with open(self.path, "a", encoding="utf-8") as handle:
+        with appending(self.path) as handle:
             handle.write(json.dumps(record) + "\n")
 
     def trim(self, progress: Progress) -> None:
@@ -161,8 +164,8 @@ class MetricsFile:
 
     def _drop_cut_tail(self) -> None:
         """Cut the file after its last LF, so that a record never continues a line a crash left."""
-        if not self.path.is_file() or self.path.stat().st_size == 0:
-            return
+        if self.path.is_symlink() or not self.path.is_file() or self.path.stat().st_size == 0:
+            return  # a link is refused by the append that follows, its target untouched
         with open(self.path, "r+b") as handle:
             handle.seek(-1, 2)
             if handle.read(1) == b"\n":
@@ -187,7 +190,7 @@ class RunLog:
         if not self.enabled:
             return
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        with open(self.path, "a", encoding="utf-8") as handle:
+        with appending(self.path) as handle:
             handle.write(f"{stamp} {message}\n")
         if self.echo:
             tqdm.write(self.prefix + message, file=sys.stderr)  # a log line: stdout holds the command's results

@@ -42,6 +42,8 @@ class Progress:
     epoch_loss: float = 0.0  # their summed loss
     epoch_tokens: int = 0  # and target tokens
     epoch_seconds: float = 0.0
+    epoch_norm_sum: float = 0.0  # the gradient norms of its finite steps, summed (rank 0's: every rank's are equal)
+    epoch_norm_steps: int = 0  # and how many
     epoch_world: int = 1  # processes the epoch's batches were built for
     epoch_done: list = field(default_factory=list)  # [processes, batches] trained before the number changed
 
@@ -81,6 +83,7 @@ class Progress:
         self.epoch = epoch
         self.train_seconds += seconds
         self.batch_in_epoch, self.epoch_loss, self.epoch_tokens, self.epoch_seconds = 0, 0.0, 0, 0.0
+        self.epoch_norm_sum, self.epoch_norm_steps = 0.0, 0
         self.epoch_done = []
 
 

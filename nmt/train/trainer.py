@@ -18,6 +18,7 @@ step or a validation chunk: torchrun kills its workers 30 s after its own SIGTER
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -32,13 +33,14 @@ from nmt.core.fileio import remove_temporaries
 from nmt.core.hardware import hardware_description
 from nmt.core.plugins import load_config_plugins
 from nmt.core.progress import progress_bar
+from nmt.core.threads import Decision, OtherLoad, ThreadTuner, describe, make_tuner, usable_cores
 from nmt.data.batching import Batch, padded_to_bucket, padding_fraction
 from nmt.data.tokenizer import Tokenizer
 from nmt.model.base import TranslationModel, count_parameters
 from nmt.model.encoder import Encoder, encoder_input
 from nmt.model.fast import graph_bucket
 from nmt.runtime.checkpoint import save_training_checkpoint, training_checkpoint
-from nmt.runtime.loading import load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
+from nmt.runtime.loading import check_trainable, load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.runtime.parent import check_architecture, freeze, inherit_weights, load_parent
 from nmt.train.callbacks import Callback, standard_callbacks
 from nmt.train.control import RunControl
@@ -98,6 +100,7 @@ class EpochMeter:
 
     def __init__(self, progress: Progress, device: torch.device):
         self.earlier = (progress.epoch_loss, progress.epoch_tokens)  # all ranks' sums at the checkpoint resumed
+        self.earlier_norms = (progress.epoch_norm_sum, progress.epoch_norm_steps)  # and its gradient norms
         self.loss, self.tokens = 0.0, 0.0  # this rank's, this session
         self.norm_sum, self.norm_steps = 0.0, 0  # this session's finite steps
         self.pending = torch.zeros(4, device=device)  # since the last read: loss, tokens, norm sum, finite steps
@@ -136,12 +139,15 @@ class EpochMeter:
         progress.epoch_loss = self.earlier[0] + loss
         progress.epoch_tokens = self.earlier[1] + round(tokens)
         progress.epoch_seconds = time.perf_counter() - self.start
+        progress.epoch_norm_sum = self.earlier_norms[0] + self.norm_sum
+        progress.epoch_norm_steps = self.earlier_norms[1] + self.norm_steps
         progress.nonfinite_steps += int(self.skipped.item())
         self.skipped.zero_()
 
     def grad_norm(self) -> float:
+        """The epoch's mean gradient norm, its steps before a resume included."""
         self.fold()
-        return self.norm_sum / max(1, self.norm_steps)
+        return (self.earlier_norms[0] + self.norm_sum) / max(1, self.earlier_norms[1] + self.norm_steps)
 
     @contextlib.contextmanager
     def paused(self):
@@ -171,23 +177,25 @@ def build_trainer(
     callbacks: Sequence[Callback] = (),
     echo: bool = True,
     log_prefix: str = "",
+    thread_cap: int | None = None,
 ) -> Trainer:
     """The ``Trainer`` of ``config``: its plugins, tokenizers, prepared data and a new model, made
     in the order that makes a run reproducible (threads and determinism first, then the seed the
     model's initial weights come from). Under torchrun each rank then draws its own random
     numbers. What it sets process-wide is put back when the run ends. ``callbacks`` are told of
     the run after its own (nmt/train/callbacks.py); ``echo`` False keeps the log off the console,
-    ``log_prefix`` marks its console lines (a member's)."""
+    ``log_prefix`` marks its console lines (a member's). ``thread_cap``: at most this many CPU
+    threads for ``train.threads: auto`` (a member's or a trial's share of the machine)."""
     ddp = ddp or Distributed()
     load_config_plugins(config.plugins, "Config key 'plugins'")  # a member or a trial is a process of its own
     before = ProcessSettings.current()
-    if config.train.threads:
-        torch.set_num_threads(config.train.threads)
+    tuner = make_tuner(config.train.threads, device, thread_cap or ddp_share(ddp))
     if config.train.deterministic:
         make_deterministic(device)  # before the model reaches the GPU: cuBLAS reads its workspace setting then
     skip_cudnn_attention(device)
     seed_everything(config.train.seed)  # before the model: its initial weights come from this seed
     src_tok, tgt_tok = load_tokenizers(config)
+    check_trainable(config, src_tok, tgt_tok, device)  # its size against free memory, before it exists
     data = load_train_data(config, src_tok, tgt_tok)
     model = new_model(config, src_tok, tgt_tok)
     parent, notes = None, []
@@ -207,7 +215,16 @@ def build_trainer(
         seed_everything(rank_seed(config.train.seed, ddp.rank))
     output = RunOutput(show_bar, echo, log_prefix)
     lineage = parent.lineage if parent is not None else None
-    return Trainer(config, model, data, (src_tok, tgt_tok), device, ddp, output, callbacks, lineage, notes, before)
+    return Trainer(
+        config, model, data, (src_tok, tgt_tok), device, ddp, output, callbacks, lineage, notes, before, tuner
+    )
+
+
+def ddp_share(ddp: Distributed) -> int | None:
+    """Under torchrun, each process's share of this machine's cores (None: one process, all of them)."""
+    if not ddp.enabled:
+        return None
+    return max(1, usable_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", ddp.world))))
 
 
 @dataclass(frozen=True)
@@ -225,7 +242,8 @@ class Trainer:
     own). ``tokenizers``: (source, target), for validation's text and the checkpoints'
     vocabulary hashes; ``parent``: the lineage of the model it starts from (init_from);
     ``notes``: what was done before it, logged with the setup; ``settings_before``: the process
-    settings to put back when ``run()`` ends."""
+    settings to put back when ``run()`` ends; ``threads``: the tuner that chooses each step's CPU
+    threads (``train.threads: auto``; None: the count stays as it is)."""
 
     def __init__(
         self,
@@ -240,6 +258,7 @@ class Trainer:
         parent: dict | None = None,
         notes: Sequence[str] = (),
         settings_before: ProcessSettings | None = None,
+        threads: ThreadTuner | None = None,
     ):
         ddp = ddp or Distributed()  # one process unless torchrun started several
         self.config, self.device, self.ddp = config, device, ddp
@@ -273,6 +292,10 @@ class Trainer:
         # told of the run (rank 0), in order; any may end it at a validation (nmt/train/callbacks.py)
         self.callbacks: list[Callback] = standard_callbacks(self) + list(callbacks)
         self.seen_steps: set[int] = set()  # validations the callbacks saw before this resume (restore)
+        self.threads = threads
+        if threads is not None:
+            threads.on_decision = self.log_threads
+        self.pace_load: OtherLoad | None = None  # other processes' load over the first batches (log_pace)
 
     def run(self, resume: bool = False) -> Progress:
         """Train until the run control says the run has ended; keep ``last`` and ``best`` checkpoints."""
@@ -331,6 +354,7 @@ class Trainer:
                 f"or choose another run_dir (--set run_dir=...)."
             )
         if self.ddp.is_main:
+            self.run_dir.writable()  # no folder of the run is a link elsewhere
             if not resuming:
                 self.metrics.reset()
                 self.timeline.reset()
@@ -356,6 +380,8 @@ class Trainer:
             self.ema.reset()  # from the weights just loaded, not the ones it was built with
         if self.scaler is not None and "scaler" in payload:
             self.scaler.load_state_dict(payload["scaler"])
+        if self.threads is not None and "threads" in payload:
+            self.threads.load_state_dict(payload["threads"])
         self.parent = payload.get("parent")
         set_rng_state(payload["rng"], self.device, self.config.train.seed, self.ddp.rank, self.progress.step)
         if self.ddp.is_main:  # validations after the checkpoint are redone: each callback sees a record once
@@ -439,9 +465,13 @@ class Trainer:
         bar = progress_bar(len(batches), f"epoch {epoch}", "batch", self.show_bar, initial=progress.batch_in_epoch)
         first = progress.batch_in_epoch + 1
         started = time.perf_counter()
+        if not self.pace_logged:
+            self.pace_load = OtherLoad()
         for number, batch in enumerate(self.loader.batches(examples, batches[first - 1 :]), start=first):
             tokens = batch.num_tgt_tokens  # counting them syncs a GPU: once per step
-            meter.add(self.train_batch(batch, tokens, epoch, number, len(batches[number - 1])), tokens)
+            with self.threads.unit(tokens) if self.threads is not None else contextlib.nullcontext():
+                result = self.train_batch(batch, tokens, epoch, number, len(batches[number - 1]))
+            meter.add(result, tokens)
             progress.step += 1
             progress.batch_in_epoch = number
             bar.update(1)
@@ -604,6 +634,7 @@ class Trainer:
             parent=self.parent,
             ema=self.ema.state_dict() if self.ema is not None else None,
             translate_with="ema" if self.ema_is_better else "model",
+            threads=self.threads.state_dict() if self.threads is not None else None,
         )
         save_training_checkpoint(self.run_dir, payload, self.progress.step, self.config.train.keep_checkpoints, best)
 
@@ -624,6 +655,7 @@ class Trainer:
             train_seconds=round(self.progress.train_seconds + (stats.seconds if inside else 0), 2),
             elapsed_seconds=round(self.control.budget.spent(), 2),
             best=improved,
+            threads=torch.get_num_threads() if self.device.type == "cpu" else None,
             kind=kind,
             epochs=round(epoch - 1 + self.progress.batch_in_epoch / max(1, self.epoch_length), 4) if inside else None,
         )
@@ -692,13 +724,30 @@ class Trainer:
             self.log(f"The encoder runs padded ({why}); model.rnn_input: packed overrides.")
 
     def log_pace(self, batches: int, seconds_per_batch: float) -> None:
-        """How long an epoch will take, at the pace of this session's first batches."""
+        """How long an epoch will take, at the pace of this session's first batches (and whether
+        other processes were busy meanwhile: the pace is theirs to share)."""
         self.pace_logged = True
+        other = self.pace_load.cores() if self.pace_load is not None and self.device.type == "cpu" else None
+        busy = ""
+        if other is not None and other >= 0.5:
+            cores = usable_cores()
+            busy = f" Other processes are using about {other:.1f} of this machine's {cores} cores: " + (
+                "train.threads: auto keeps measuring which thread count is fastest beside them."
+                if self.threads is not None
+                else "the run shares the cores with them (train.threads: auto measures what is fastest)."
+            )
         if batches >= 2 * PACE_BATCHES:  # a short epoch is over before an estimate helps
             self.log(
                 f"An epoch ({batches:,} batches) takes about {duration(batches * seconds_per_batch)} "
-                f"at the pace of the first {PACE_BATCHES} batches."
+                f"at the pace of the first {PACE_BATCHES} batches.{busy}"
             )
+        elif busy:
+            self.log(busy.strip())
+
+    def log_threads(self, decision: Decision) -> None:
+        """A thread measurement's result: the first, and any that changes the count."""
+        if not decision.previous or decision.threads != decision.previous:
+            self.log(describe(decision, "tok/s"))
 
     def log_validation_estimate(self) -> None:
         """How long each validation will take, and what that means for a time budget."""

@@ -6,6 +6,7 @@
 "use strict";
 
 const PAD = 0, BOS = 2, EOS = 3;
+const NEVER_CHOSEN = [PAD, BOS];  // no search chooses them (nmt/decoding/search.py's NEVER_CHOSEN)
 const page = {};  // config, sessions and tokenizers once loaded
 
 async function fetchBytes(url) {
@@ -135,6 +136,7 @@ async function greedy(ids) {
     const logits = row(out.logits, 0);
     const logZ = logSumExp(logits);
     const banned = page.config.decode.no_repeat_span ? blocked(tokens, page.config.decode.no_repeat_span) : new Set();
+    NEVER_CHOSEN.forEach((v) => banned.add(v));
     let best = -1;
     for (let v = 0; v < logits.length; v++) if (!banned.has(v) && (best < 0 || logits[v] > logits[best])) best = v;
     logprobs.push(logits[best] - logZ);
@@ -164,6 +166,7 @@ async function beamSearch(ids, beamSize) {
       const logits = row(out.logits, r);
       const logZ = logSumExp(logits);
       const banned = span ? blocked(beam.tokens, span) : new Set();
+      NEVER_CHOSEN.forEach((v) => banned.add(v));
       for (let v = 0; v < logits.length; v++) {
         if (!banned.has(v)) candidates.push({ r, v, logprob: logits[v] - logZ, score: beam.score + logits[v] - logZ });
       }
