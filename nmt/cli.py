@@ -27,7 +27,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
-    help="Attention-based RNN encoder-decoder translation for small parallel corpora "
+    help="Attention-based translation (RNN encoder-decoders and the Transformer) for small parallel corpora "
     "(Anki/Tatoeba sentence pairs). Every command reads one YAML config.",
 )
 
@@ -270,7 +270,12 @@ def init(
         typer.Argument(help="A TSV file or an Anki zip, or two line-aligned files (source, target)."),
     ] = None,
     to: Annotated[
-        Path | None, typer.Option("--to", help="Where to write the config (default: configs/SRC-TGT.yaml).")
+        Path | None,
+        typer.Option(
+            "--to",
+            help="Where to write the config (default: configs/SRC-TGT.yaml where a configs folder is here, "
+            "else ./SRC-TGT.yaml).",
+        ),
     ] = None,
     minutes: Annotated[float, typer.Option("--minutes", min=0.1, help="The training budget it is written for.")] = 5.0,
     src_lang: Annotated[
@@ -280,11 +285,20 @@ def init(
         str, typer.Option("--tgt-lang", help="The target's language code (default: from the file names and scripts).")
     ] = "",
     init_from: InitFromOption = None,
+    arch: Annotated[
+        str,
+        typer.Option(
+            "--arch",
+            help="rnn or transformer: that family's measured recipe for the corpus, instead of the family measured "
+            "ahead for its size and budget (write both to compare them on your data).",
+        ),
+    ] = "",
     example: Annotated[
         str | None,
         typer.Option(
             "--example",
-            help="Copy an example that ships with nmt (eng-mar: 33,725 English-Marathi pairs and their configs) "
+            help="Copy an example that ships with nmt (eng-mar: 33,725 English-Marathi pairs and their configs; "
+            "eng-hin: 2,549 English-Hindi pairs and the small-corpus recipes) "
             "into this folder instead.",
         ),
     ] = None,
@@ -295,22 +309,28 @@ def init(
     where its target shares your target's script).
     With --example NAME, copy an example corpus and its configs here instead."""
     if example is not None:
-        from nmt.config.recipes import copy_example
-
         if data:
             raise NmtError("Give a corpus of your own, or --example NAME, not both.")
-        written = copy_example(example, Path.cwd())
-        typer.echo("\n".join(f"Wrote {path.relative_to(Path.cwd())}" for path in written))
-        config = next(p for p in written if p.parent.name == "configs").relative_to(Path.cwd())
-        typer.echo(f"Next: nmt train --config {config}   (prepares the data first)")
+        _copy_example(example)
         return
     if not data:
         raise NmtError("Give the corpus to write a config for (nmt init FILE), or --example NAME.")
     from nmt.pipelines.init import init_config
 
-    path, text = init_config(data, to, _finite_minutes(minutes), src_lang, tgt_lang, init_from or "")
+    warn = functools.partial(typer.echo, err=True)
+    path, text = init_config(data, to, _finite_minutes(minutes), src_lang, tgt_lang, init_from or "", arch, warn)
     typer.echo(text.rstrip())
     typer.echo(f"\nWrote {path}. Next: nmt prepare --config {path} && nmt train --config {path}")
+
+
+def _copy_example(name: str) -> None:
+    """``nmt init --example NAME``: the corpus and its configs into this folder, and the next command."""
+    from nmt.config.recipes import copy_example
+
+    written = copy_example(name, Path.cwd())
+    typer.echo("\n".join(f"Wrote {path.relative_to(Path.cwd())}" for path in written))
+    config = next(p for p in written if p.parent.name == "configs").relative_to(Path.cwd())
+    typer.echo(f"Next: nmt train --config {config}   (prepares the data first)")
 
 
 @app.command()
@@ -594,7 +614,9 @@ def evaluate(
 ) -> None:
     """Translate a test set and score it with sacrebleu (BLEU, chrF, TER) against all references.
 
-    Scores are computed on detokenized text. Hypotheses and a JSON report go to <run_dir>/eval/.
+    Scores are computed on detokenized text. To <run_dir>/eval/ go the translations (NAME.hyp), the
+    sources they translate line for line (NAME.src), both beside the references (NAME.tsv) and a
+    JSON report.
     """
     from nmt.config.paths import run_paths
     from nmt.pipelines.evaluate import evaluate as run_evaluate
@@ -802,7 +824,8 @@ def export(
 ) -> None:
     """Write a self-contained model package: weights (safetensors), the resolved config, both
     SentencePiece models and a model card. Use it with `nmt translate --model OUT_DIR`. With
-    --onnx, the graphs are checked against PyTorch before they are kept (needs `pip install 'nmt-kit\\[onnx]'`).
+    --onnx, the graphs are checked against PyTorch before they are kept (needs onnx and onnxruntime:
+    `pip install onnx onnxruntime`).
     With --web, a folder any static file host serves: the page translates as you type and draws
     attention, offline (onnxruntime-web and SentencePiece in the page; `npm ci --prefix web` once)."""
     from nmt.core.locking import holding

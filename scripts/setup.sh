@@ -4,6 +4,14 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
+if [ "${NMT_OFFLINE:-0}" = 1 ]; then
+  # A machine that reaches no package registry (a GPU loan: scripts/bench/gpu_loan.py): the python
+  # there and this tree's package as it is, `nmt` run as `python -m nmt`; nothing is installed.
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  command -v python >/dev/null || python() { "$PYTHON" "$@"; }
+  nmt() { "$PYTHON" -m nmt "$@"; }
+  return 0
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv --system-site-packages .venv
 fi

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import unicodedata
 import urllib.request
 from pathlib import Path
 from xml.etree import ElementTree
@@ -328,13 +329,37 @@ def test_a_transformers_heads_beside_an_rnns_attention(side_by_side, browser):
         By.CSS_SELECTOR, "g.head[data-layer='1'][data-head='2'] rect.cell[data-row='0'][data-col='1']"
     )
     assert float(cell.get_attribute("data-weight")) == pytest.approx(expected["cross"][1][2][0][1], abs=1e-6)
+    # the grid is a chooser: at first the last layer's mean is drawn large, its words on both axes
+    large = "svg.heads-chosen-figure"
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, large))
+    chosen = view.find_element(By.CSS_SELECTOR, large)
+    assert (chosen.get_attribute("data-layer"), chosen.get_attribute("data-head")) == ("1", "mean")
+    assert len(chosen.find_elements(By.CSS_SELECTOR, "text.src")) == len(expected["source_tokens"])
+    assert len(chosen.find_elements(By.CSS_SELECTOR, "text.tgt")) == len(expected["tokens"])
+    assert "brightest cell" in view.find_element(By.CSS_SELECTOR, ".heads-look").text  # what to look for
+    view.find_element(By.CSS_SELECTOR, "g.head[data-layer='1'][data-head='2']").click()
+    wait_for(browser, lambda d: view.find_element(By.CSS_SELECTOR, large).get_attribute("data-head") == "2")
+    big = view.find_element(By.CSS_SELECTOR, f"{large} rect.cell[data-row='0'][data-col='1']")
+    assert float(big.get_attribute("data-weight")) == pytest.approx(expected["cross"][1][2][0][1], abs=1e-6)
+    # labels as the script shapes them: a piece that starts with a vowel sign on a dotted circle, never alone
+    labels = browser.execute_script(
+        "return [...arguments[0].querySelectorAll('text')].map((t) => t.textContent)",
+        view.find_element(By.CSS_SELECTOR, large),
+    )
+    assert labels and not any(label[:1] and unicodedata.category(label[0]).startswith("M") for label in labels)
+    assert (
+        browser.execute_script("return clean('\u2581\u0940') + '|' + clean('\u2581\u092e\u0940')")
+        == "\u25cc\u0940|\u092e\u0940"
+    )
     Select(view.find_element(By.CSS_SELECTOR, ".heads-kind")).select_by_value("encoder_self")
     wait_for(browser, lambda d: len(view.find_elements(By.CSS_SELECTOR, "svg.heads-figure g.head")) == 3 * 5)
     screenshot(browser, "lab-heads")
 
     Select(view.find_element(By.CSS_SELECTOR, ".heads-kind")).select_by_value("cross")
-    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, "g.head.playable[data-layer='0'][data-head='3']"))
-    view.find_element(By.CSS_SELECTOR, "g.head.playable[data-layer='0'][data-head='3']").click()
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, "g.head[data-layer='0'][data-head='3']"))
+    view.find_element(By.CSS_SELECTOR, "g.head[data-layer='0'][data-head='3']").click()
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, ".heads-play"))
+    view.find_element(By.CSS_SELECTOR, ".heads-play").click()
     playback = browser.find_element(By.ID, "lab-playback")
     wait_for(browser, lambda d: playback.find_elements(By.CSS_SELECTOR, ".pb-step") and playback.is_displayed())
     assert Select(playback.find_element(By.CSS_SELECTOR, ".pb-head")).first_selected_option.text == "head 3"

@@ -53,3 +53,19 @@ def test_each_epoch_samples_with_its_own_seeds():
     assert epoch_seeds(cfg, 3) == epoch_seeds(cfg, 3) != epoch_seeds(cfg, 4)
     source, target = epoch_seeds(cfg, 3)
     assert source != target
+
+
+def test_a_partial_validation_leaves_patience_and_the_plateau_as_an_uninterrupted_run_has_them():
+    """Before: a budget's partial validation (BLEU 6 inside epoch 2) raised the best the epoch's
+    end was compared with, so the resumed run counted a stall the uninterrupted one did not, and
+    lowered its rate at another step (its weights differed)."""
+    cfg = TrainConfig(lr_schedule="plateau", lr_patience=0, patience=5)
+    uninterrupted, resumed = Progress(), Progress()
+    for epoch, bleu in ((1, 4.0), (2, 5.0)):
+        uninterrupted.note_validation(epoch, bleu, cfg)
+    resumed.note_validation(1, 4.0, cfg)
+    assert resumed.note_validation(2, 6.0, cfg, counts=False)  # the best checkpoint: still the best
+    resumed.note_validation(2, 5.0, cfg)
+    assert (resumed.bad_epochs, resumed.lr_stalled, resumed.lr_reductions) == (0, 0, 0)
+    assert (resumed.bad_epochs, resumed.lr_reductions) == (uninterrupted.bad_epochs, uninterrupted.lr_reductions)
+    assert resumed.best_bleu == 6.0 and resumed.best_epoch == 2

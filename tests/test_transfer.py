@@ -262,11 +262,10 @@ def test_shared_pieces_pair_the_same_strings(tmp_path, parent_run):
     assert child_ids == parent_ids == list(range(src_tok.vocab_size))  # the same model: every piece
 
 
-SHARED_HINDI = Path(__file__).resolve().parents[2] / "shared" / "data" / "eng-hin" / "hin.txt"
+SHARED_HINDI = Path(__file__).resolve().parents[1] / "data" / "eng-hin" / "hin.txt"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED_HINDI.is_file(), reason="../shared/data/eng-hin/hin.txt is not beside the checkout")
 def test_the_shipped_eng_hin_configs_prepare_and_train_on_the_shared_file(tmp_path, parent_run):
     """configs/eng-hin-scratch.yaml, configs/eng-hin.yaml and configs/eng-hin-mixed.yaml (beside
     the shipped eng-mar corpus) on the real 2,549-pair file, with the model cut to the tiny

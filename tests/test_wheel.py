@@ -115,3 +115,28 @@ def test_the_wheel_carries_the_example_corpus_and_its_configs(installed, tmp_pat
     started = time.monotonic()
     nmt(installed, "prepare", "--config", "configs/eng-mar-cpu.yaml", "--set", "data.max_pairs=2000", cwd=tmp_path)
     assert time.monotonic() - started < 120
+
+
+def test_the_release_check_passes_on_the_wheel_and_every_example_path_exists(installed, tmp_path):
+    """The release workflow's check (scripts/dev/release_check.sh) on this wheel, as it runs before an
+    upload; and the paths the docs give an installed user (the eng-hin example, its configs, init
+    reading its header row) exist there."""
+    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    check = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "dev" / "release_check.sh"), str(installed)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=environment,
+    )
+    assert check.returncode == 0 and "release check passed" in check.stdout, check.stdout[-2000:] + check.stderr[-3000:]
+    nmt(installed, "init", "--example", "eng-hin", cwd=tmp_path)
+    for path in (
+        "data/eng-hin/hin.txt",
+        "data/eng-hin/README.md",
+        "configs/eng-hin-scratch.yaml",
+        "configs/eng-hin.yaml",
+    ):
+        assert (tmp_path / path).is_file(), path
+    written = nmt(installed, "init", "data/eng-hin/hin.txt", "--to", "mine.yaml", cwd=tmp_path)
+    assert "en (English)" in written.stdout and "hi (Hindi)" in written.stdout  # its header row: Eng, Hin

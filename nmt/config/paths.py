@@ -167,7 +167,17 @@ class RunPaths:
             refuse_links_under(self.root, path)
 
     def eval_hypotheses(self, name: str) -> Path:
+        """One translation a line, in the order of ``eval_sources``'s lines."""
         return self.eval_dir / f"{name}.hyp"
+
+    def eval_sources(self, name: str) -> Path:
+        """The sources translated, one a line: each distinct source once, so its line is the
+        hypothesis's (the prepared ``*.{src}`` files hold one line a pair, a source once per reference)."""
+        return self.eval_dir / f"{name}.src"
+
+    def eval_table(self, name: str) -> Path:
+        """source<TAB>hypothesis<TAB>reference 1[<TAB>reference 2...]: what to read side by side."""
+        return self.eval_dir / f"{name}.tsv"
 
     def eval_report(self, name: str) -> Path:
         return self.eval_dir / f"{name}.report.json"

@@ -139,6 +139,7 @@ class ExampleCorpus:
     config: str
     run_dir: str
     files: tuple[str, ...]
+    parent: bool = True  # offered by nmt init as a model to start a corpus of its target's script from
 
     @property
     def path(self) -> Path:
@@ -165,6 +166,23 @@ EXAMPLE_CORPORA = (
             "configs/eng-mar-transformer.yaml",
             "configs/eng-mar-transformer-gpu.yaml",
         ),
+    ),
+    ExampleCorpus(  # a small corpus, to try the small-data recipes (docs/small-data.md)
+        name="eng-hin",
+        src_lang="en",
+        tgt_lang="hi",
+        script="DEVANAGARI",
+        corpus="data/eng-hin/hin.txt",
+        config="configs/eng-hin-scratch.yaml",
+        run_dir="runs/eng-hin-scratch",
+        files=(
+            "data/eng-hin/hin.txt",
+            "data/eng-hin/README.md",
+            "configs/eng-hin-scratch.yaml",
+            "configs/eng-hin.yaml",
+            "configs/eng-hin-mixed.yaml",
+        ),
+        parent=False,
     ),
 )
 

@@ -30,7 +30,10 @@ def available_memory(device: torch.device) -> int | None:
     """Bytes a new model may take on ``device``: a GPU's free memory, or the CPU's available
     memory within a container's limit (None where neither can be read)."""
     if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
+        try:
+            free, _ = torch.cuda.mem_get_info(device)
+        except (RuntimeError, AttributeError):  # a runtime without cudaMemGetInfo (a simulated device)
+            return None
         return int(free)
     if device.type != "cpu":
         return None

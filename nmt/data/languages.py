@@ -80,6 +80,26 @@ def is_column_name(cell: str, declared: list[str]) -> bool:
 
 
 def looks_like_header(cells: list[str], declared: list[str]) -> bool:
-    """A first line whose two language cells are different column names."""
-    first, second = (cell.strip().lower() for cell in cells[:2])
-    return first != second and is_column_name(first, declared) and is_column_name(second, declared)
+    """A first line whose two language cells are different column names, or two different
+    two-letter codes of the table ("en<TAB>mr": one code alone is also a word, two side by side
+    are a header)."""
+    first, second = (cell.strip().strip(":").lower() for cell in cells[:2])
+    if first == second:
+        return False
+    both_codes = first in LANGUAGES and second in LANGUAGES
+    return both_codes or (is_column_name(first, declared) and is_column_name(second, declared))
+
+
+def code_of(cell: str) -> str | None:
+    """The language code a header cell names — ``en``, ``eng``, ``Eng``, ``English``, ``Hindi``
+    all name theirs — or None (a column word such as "Oth", or no language of the table)."""
+    word = cell.strip().strip(":").lower()
+    for code, (name, others) in LANGUAGES.items():
+        if word in (code, name.lower(), *others):
+            return code
+    return None
+
+
+def header_languages(header: str) -> list[str]:
+    """The languages a TSV header row names, in column order: ``Eng<TAB>Hin<TAB>Oth`` -> [en, hi]."""
+    return [code for code in (code_of(cell) for cell in header.split("\t")) if code]

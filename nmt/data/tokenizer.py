@@ -20,6 +20,7 @@ from nmt.core.fileio import iter_lines, save_atomic, sha256_file
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
+REPLACEMENT = "\ufffd"  # what SentencePiece decodes an incomplete byte sequence to
 
 
 def target_tag(lang: str) -> str:
@@ -159,7 +160,10 @@ class Tokenizer:
         )
 
     def decode(self, ids: list[list[int]]) -> list[str]:
-        return self.processor.decode(ids)
+        """Text of each id list. Byte pieces (byte_fallback) that do not make a whole UTF-8 character
+        — a model may end a translation in the middle of one — are dropped, where SentencePiece would
+        write U+FFFD ("�") into the output."""
+        return [text.replace(REPLACEMENT, "") for text in self.processor.decode(ids)]
 
     def id_to_piece(self, ids: list[int]) -> list[str]:
         return [self.processor.id_to_piece(i) for i in ids]

@@ -16,6 +16,7 @@ finds by itself; ``--runtime DIR`` (or ``NMT_WEB_RUNTIME``) names another ``node
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ from nmt.data.languages import language_name
 from nmt.export.onnx_graphs import export_graphs
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers, model_for_weights, weights_shapes
+from nmt.runtime.onnx_engine import INSTALL as ONNX_INSTALL
 
 PACKAGE = Path(__file__).resolve().parents[1]  # nmt/
 PAGE = PACKAGE / "web"
@@ -66,15 +68,30 @@ def find_runtime(runtime: Path | None = None) -> Path:
     """The node_modules folder holding every file of ``RUNTIME_FILES``: ``runtime``, else
     $NMT_WEB_RUNTIME, else ./node_modules (npm install in the working folder), else a source
     checkout's web/node_modules (npm ci --prefix web); never a folder relative to where the
-    package is installed."""
+    package is installed. Refused, with every other missing piece of the page, when it is not there."""
+    folder, looked = _runtime_folder(runtime)
+    missing = [] if folder is not None else [f"onnxruntime-web and sentencepiece-js (looked in {looked}). {INSTALL}"]
+    missing += [f"{name} (Python), which makes the page's graphs" for name in ("onnx", "onnxruntime") if not _has(name)]
+    if missing:
+        listed = "\n  ".join(missing)
+        hint = f"\nFor the Python ones: {ONNX_INSTALL}." if any("(Python)" in m for m in missing) else ""
+        raise NmtError(f"The offline page needs what is not installed here:\n  {listed}{hint}")
+    assert folder is not None
+    return folder
+
+
+def _runtime_folder(runtime: Path | None) -> tuple[Path | None, str]:
     given = [Path(p) for p in (runtime, os.environ.get("NMT_WEB_RUNTIME")) if p]
     checkout = [CHECKOUT / "web" / "node_modules"] if (CHECKOUT / "web" / "package.json").is_file() else []
     candidates = given or [Path("node_modules"), *checkout]
     for folder in candidates:
         if all((folder / name).is_file() for name in RUNTIME_FILES):
-            return folder
-    looked = ", ".join(str(folder.resolve()) for folder in candidates)
-    raise NmtError(f"No onnxruntime-web and sentencepiece-js found (looked in {looked}). {INSTALL}")
+            return folder, ""
+    return None, ", ".join(str(folder.resolve()) for folder in candidates)
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def page_config(config: Config, src_tok, tgt_tok, graphs: dict) -> dict:

@@ -45,7 +45,8 @@ def evaluation_set(config: Config, src: Path | None, refs: list[Path]) -> tuple[
 
 
 def evaluate(translator: Translator, test_set: ReferenceSet, name: str, checkpoints: list[str]) -> dict:
-    """Translate and score ``test_set``; write the hypotheses and the report to <run_dir>/eval/."""
+    """Translate and score ``test_set``; write to <run_dir>/eval/ the hypotheses, the sources they
+    translate (line for line), both beside the references (a TSV) and the report."""
     beam_size = translator.decode.beam_size  # the command's decoding settings, whole
     hypotheses = translator.translate(test_set.sources, progress=True)
     report = score(hypotheses, test_set.references)
@@ -60,5 +61,8 @@ def evaluate(translator: Translator, test_set: ReferenceSet, name: str, checkpoi
     run = run_paths(translator.loaded.config)
     run.writable(run.eval_hypotheses(name), run.eval_report(name))
     write_lines_atomic(run.eval_hypotheses(name), hypotheses)
+    write_lines_atomic(run.eval_sources(name), test_set.sources)  # line for line with the hypotheses
+    rows = zip(test_set.sources, hypotheses, test_set.references)
+    write_lines_atomic(run.eval_table(name), ("\t".join([src, hyp, *refs]) for src, hyp, refs in rows))
     write_text_atomic(run.eval_report(name), json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return report

@@ -16,7 +16,7 @@ import re
 import tempfile
 import textwrap
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from nmt.core.threads import usable_cores
 from nmt.data.aligned import aligned_pairs
 from nmt.data.distinct import pair_digest
 from nmt.data.download import tsv_file
-from nmt.data.languages import LANGUAGES, language_name
+from nmt.data.languages import LANGUAGES, header_languages, language_name
 from nmt.data.pairs import LINES, TSV, Pair, ReadResult, check_read
 from nmt.data.split import carved_ranks, check_enough_sources
 from nmt.data.tsv import tsv_pairs
@@ -143,6 +143,22 @@ def script_fits(code: str, script: str) -> bool:
     return script == expected or (code == "ja" and script in ("HIRAGANA", "KATAKANA", "CJK"))
 
 
+def written_in(script: str) -> list[str]:
+    """The codes of the table whose language is written in ``script`` (Latin: those of no other),
+    English first where it is one."""
+    codes = [code for code in LANGUAGES if LANGUAGE_SCRIPTS.get(code, "LATIN") == script]
+    return sorted(codes, key=lambda code: code != "en")
+
+
+def anki_named(name: str) -> bool:
+    """A name in the Tatoeba/Anki style — three-letter codes (``hin-eng.zip``, ``eng-hin.tsv``) or a
+    zip — whose English column comes first whatever the name's order; two-letter names (``fr-en.tsv``)
+    are read in their order, as the columns are."""
+    three = {other for _, others in LANGUAGES.values() for other in others}
+    words = [word.lower() for word in re.split(r"[^A-Za-z]+", Path(name).stem) if word]
+    return Path(name).suffix.lower() == ".zip" or any(word in three for word in words)
+
+
 def languages_named(name: str) -> list[str]:
     """The language codes a file name names, in order: ``eng-hin.tsv`` -> [en, hi], ``hin.txt``
     -> [hi], ``train.mr`` -> [mr], ``en-es.tsv`` -> [en, es] (two-letter codes only as a whole
@@ -172,7 +188,7 @@ def guess_languages(files: list[Path], src_script: str, tgt_script: str) -> tupl
         named = [found[0] if len(found) == 1 else "" for found in by_name]
     else:
         found = by_name[0]
-        if "en" in found and len(found) == 2:  # Anki's LANG-eng.zip has English first, as does eng-LANG.tsv
+        if "en" in found and len(found) == 2 and anki_named(files[0].name):  # Anki's LANG-eng.zip: English first
             found = ["en", next(code for code in found if code != "en")]
         named = found if len(found) == 2 else (["en", found[0]] if len(found) == 1 and found[0] != "en" else ["", ""])
     src, tgt = (code or SCRIPT_LANGUAGES.get(script, "") for code, script in zip(named, (src_script, tgt_script)))
@@ -280,9 +296,11 @@ def config_text(
     cores: int,
     parent: ParentPlan | None = None,
     gpu: bool = False,
+    arch: str = "",
 ) -> str:
     """The commented YAML config ``nmt init`` writes (``parent``: to continue a model, --init-from;
-    ``gpu``: for a machine where PyTorch sees a CUDA GPU)."""
+    ``gpu``: for a machine where PyTorch sees a CUDA GPU; ``arch``: the family asked for, rnn or
+    transformer, instead of the one measured ahead for this corpus and budget)."""
     book = recipes()
     recipe = book.for_pairs(found.pairs)
     dev, test = split_sizes(found.sources)
@@ -293,6 +311,10 @@ def config_text(
     on_gpu = recipe.on_gpu if gpu else None
     # measured on a CPU (on a GPU the RNN led); a child is of its parent's family
     transformer = book.transformer_for(found.pairs, minutes) if not gpu and parent is None else None
+    if arch == "rnn":
+        transformer = None
+    elif arch == "transformer" and transformer is None:  # asked for: the rule nearest this corpus
+        transformer = min(book.transformer_rules, key=lambda rule: abs(rule.up_to_pairs - found.pairs))
     settings = _merged(book.family.settings, book.common, recipe.settings, on_gpu.settings if on_gpu else {})
     if transformer is not None:  # another family: its model whole, its keys over the recipe's training ones
         settings = _merged({**settings, "model": {}}, book.transformer)
@@ -300,7 +322,7 @@ def config_text(
     config |= {section: settings.get(section, {}) for section in ("tokenizer", "model")}
     config["train"] = {"max_minutes": minutes, **settings["train"], "threads": "auto"}
     config["decode"] = settings["decode"]
-    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, cores, parent is not None, transformer)
+    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, cores, parent is not None, transformer, arch)
     if on_gpu is not None:
         comments += _commented(
             [f"On this machine's CUDA GPU: batches by tokens, {on_gpu.measured} ({on_gpu.page}).", ""]
@@ -398,17 +420,20 @@ def _comments(
     cores: int,
     child: bool = False,
     transformer: TransformerRule | None = None,
+    arch: str = "",
 ) -> str:
     family = recipes().family
+    asked = f" (--arch {arch}; nmt init --arch {'rnn' if arch == 'transformer' else 'transformer'} writes the other)"
     if child:
         which = []
     elif transformer is not None:
         which = [
-            f"A Transformer, not an RNN (model.arch), for up to {transformer.up_to_pairs:,} pairs from "
-            f"{transformer.from_minutes:g} minutes on: {transformer.measured} ({transformer.page})."
+            f"A Transformer, not an RNN (model.arch){asked if arch else ''}: where it was measured ahead, for up to "
+            f"{transformer.up_to_pairs:,} pairs from {transformer.from_minutes:g} minutes on, {transformer.measured} "
+            f"({transformer.page})."
         ]
     else:
-        which = [f"An RNN, not a Transformer (model.arch): {family.measured} ({family.page})."]
+        which = [f"An RNN, not a Transformer (model.arch){asked if arch else ''}: {family.measured} ({family.page})."]
     lines = [
         f"Written by `nmt init` from {', '.join(map(str, found.files))}:",
         f"{found.pairs:,} pairs, {found.sources:,} distinct {src_lang} sentences"
@@ -455,6 +480,8 @@ def _related_lines(found: CorpusProfile, src_lang: str, tgt_lang: str, transform
     for corpus in example_corpora():
         if corpus.src_lang != src_lang or corpus.tgt_lang == tgt_lang or corpus.script != found.script("tgt"):
             continue
+        if not corpus.parent:  # shipped to try a recipe on, not measured as a parent
+            continue
         name = f"English-{language_name(corpus.tgt_lang)}"
         text += "\n" + _commented(
             [
@@ -486,20 +513,45 @@ def _keys(sections: dict[str, dict]) -> str:
     )
 
 
-def chosen_languages(found: CorpusProfile, src_lang: str, tgt_lang: str) -> tuple[str, str]:
-    """--src-lang / --tgt-lang, else what the file names and the scripts say; refused where they
-    cannot tell (or would make both sides one language, which prepare refuses)."""
-    guessed = guess_languages(found.files, found.script("src"), found.script("tgt"))
+def chosen_languages(found: CorpusProfile, src_lang: str, tgt_lang: str) -> tuple[str, str, list[str]]:
+    """(source, target, warnings): --src-lang / --tgt-lang, else what a header row names
+    (``Eng<TAB>Hin``), else the file names and the scripts; refused only where nothing tells (or
+    both sides would be one language, which prepare refuses). A code whose usual script is not
+    the text's is kept, with a warning naming the mismatch."""
+    header = header_languages(found.header)
+    guessed = tuple(header[:2]) if len(header) >= 2 else guess_languages(found.files, *_sides(found))
     src, tgt = src_lang or (guessed[0] if guessed else ""), tgt_lang or (guessed[1] if guessed else "")
     if src and tgt and src != tgt:
-        return src, tgt
+        return src, tgt, [w for code, side in ((src, "src"), (tgt, "tgt")) if (w := _script_warning(found, code, side))]
+    if src and tgt:
+        raise NmtError(f"--src-lang and --tgt-lang are both {src!r}: they name the direction and must differ.")
     names = ", ".join(f.name for f in found.files)
+    examples = " ".join(f"--{side}-lang {(written_in(found.script(side)) or ['xx'])[0]}" for side in ("src", "tgt"))
+    codes = {side: ", ".join(written_in(found.script(side))[:4]) or "no code here" for side in ("src", "tgt")}
+    scripts = "; ".join(f"{side}: {found.script(side).lower()} script ({codes[side]})" for side in ("src", "tgt"))
     raise NmtError(
-        f"nmt init cannot tell the languages of {names} from its name and its scripts (source: "
-        f"{found.script('src').lower()}, target: {found.script('tgt').lower()}): give them as language codes, "
-        "e.g. --src-lang en --tgt-lang es (name the file like eng-spa.tsv or en-es.tsv and it can)."
-        if not (src and tgt)
-        else f"--src-lang and --tgt-lang are both {src!r}: they name the direction and must differ."
+        f"nmt init cannot tell the languages of {names} from a header row, its name or its scripts ({scripts}): "
+        f"give them as language codes, e.g. {examples} (or name the file like eng-hin.tsv or en-hi.tsv, or give "
+        "it a header row such as English<TAB>Hindi)."
+    )
+
+
+def _sides(found: CorpusProfile) -> tuple[str, str]:
+    return found.script("src"), found.script("tgt")
+
+
+def _script_warning(found: CorpusProfile, code: str, side: str) -> str:
+    """A warning when language ``code`` is not usually written in the script of ``side``'s text."""
+    script = found.script(side)
+    if script == "UNKNOWN" or script_fits(code, script):
+        return ""
+    usual = LANGUAGE_SCRIPTS.get(code, "LATIN").lower()
+    fits = ", ".join(written_in(script)[:4]) or "none of the codes nmt knows"
+    which = "source" if side == "src" else "target"
+    return (
+        f"warning: the {which} is {code} ({language_name(code)}), usually written in {usual} script, but its text "
+        f"is in {script.lower()} script (codes written so: {fits}). Check --{side}-lang: the code names the files, "
+        "the report and the model card."
     )
 
 
@@ -510,15 +562,25 @@ def init_config(
     src_lang: str = "",
     tgt_lang: str = "",
     init_from: str = "",
+    arch: str = "",
+    warn: Callable[[str], None] = lambda message: None,
 ) -> tuple[Path, str]:
     """Profile ``data`` and write its config to ``to`` (default: configs/<name>.yaml beside the
     working folder's configs, or ./<name>.yaml); returns where, and the text written.
-    ``init_from``: a model to continue (its settings, and its corpus where it is a related one)."""
+    ``init_from``: a model to continue (its settings, and its corpus where it is a related one);
+    ``arch``: rnn or transformer, instead of the family measured ahead; ``warn``: told of what looks
+    wrong but is kept (a language code whose script is not the text's)."""
+    if arch not in ("", "rnn", "transformer"):
+        raise NmtError(f"--arch {arch!r}: rnn or transformer.")
+    if arch and init_from:
+        raise NmtError("--arch and --init-from: a model continued keeps its own family. Give one of them.")
     if len(data) not in (1, 2):
         raise NmtError("nmt init takes a TSV file or an Anki zip, or two line-aligned files (source, target).")
     with tempfile.TemporaryDirectory() as unpack_dir:
         found = profile_corpus([Path(p) for p in data], Path(unpack_dir))
-    src, tgt = chosen_languages(found, src_lang, tgt_lang)
+    src, tgt, warnings = chosen_languages(found, src_lang, tgt_lang)
+    for warning in warnings:
+        warn(warning)
     name = f"{src}-{tgt}"
     target = to or (Path("configs") / f"{name}.yaml" if Path("configs").is_dir() else Path(f"{name}.yaml"))
     if target.exists():
@@ -526,6 +588,6 @@ def init_config(
     cores = usable_cores()
     parent = parent_plan(init_from, found, src, tgt) if init_from else None
     gpu = select_device("auto").type == "cuda"
-    text = config_text(found, src, tgt, f"runs/{target.stem}", minutes, cores, parent, gpu)
+    text = config_text(found, src, tgt, f"runs/{target.stem}", minutes, cores, parent, gpu, arch)
     write_text_atomic(target, text)
     return target, text

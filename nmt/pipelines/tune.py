@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import yaml
 
-from nmt import DISTRIBUTION
+from nmt import install_hint
 from nmt.config.schema import MODEL_WIDTHS, Config, check_value, config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
@@ -603,7 +603,7 @@ def tune(config: Config, device: torch.device, space: dict | None = None, storag
     try:
         import optuna  # noqa: F401
     except ImportError:
-        raise NmtError(f"nmt tune needs Optuna: pip install '{DISTRIBUTION}[tune]' (or pip install optuna).") from None
+        raise NmtError(f"nmt tune needs Optuna: {install_hint('tune', 'optuna')}.") from None
     check_budget(config)
     params = parse_space(space or config.tune.space or default_space(config.model.arch), config)
     root = Path(config.run_dir) / "tune"

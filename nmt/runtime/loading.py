@@ -88,6 +88,7 @@ SIZE_KEYS = ("embed_dim", "ff_dim", "encoder_hidden", "decoder_hidden", "encoder
 
 def parameter_count(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> int:
     """The parameters ``config``'s model would have, counted on the ``meta`` device (nothing allocated)."""
+    # the random state forked: a dispatch mode (the simulated CUDA tier's) may run meta initialisers on the host
     with torch.device("meta"):
         return sum(p.numel() for p in new_model(config, src_tok, tgt_tok).parameters())
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt import DISTRIBUTION
+from nmt import install_hint
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import refuse_link
@@ -25,7 +25,7 @@ from nmt.model.graphs import memory_names, state_names
 from nmt.runtime.loading import Engine, LoadedModel, package_parts
 
 GRAPHS = ("encoder", "decoder_step")
-INSTALL = f"pip install '{DISTRIBUTION}[onnx]' (onnx and onnxruntime)"
+INSTALL = install_hint("onnx", "onnx 'onnxruntime>=1.24'")
 
 
 def _graph_tensors(graph: Any) -> Iterator:

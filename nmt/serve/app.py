@@ -184,9 +184,13 @@ class ServedModel:
         if path.is_symlink():
             raise RequestError(403, "model", f"{self.name}'s timeline is a symbolic link: it is not served")
         if not path.is_file():
-            raise RequestError(
-                404, "model", f"{self.name} has no attention timeline: training records one with train.probes > 0"
+            config = self.translator.loaded.config
+            why = (
+                "no epoch of its training has ended yet (the probes' attention is recorded at each epoch's end)"
+                if config.train.probes > 0
+                else "it was trained with train.probes: 0 (training records one with train.probes > 0)"
             )
+            raise RequestError(404, "model", f"{self.name} has no attention timeline: {why}")
         return read_timeline(path)
 
 

@@ -99,9 +99,12 @@ class MetricsLog(Callback):
     def after_validation(self, trainer: Trainer, record: ValidationRecord) -> None:
         trainer.metrics.append(record.to_dict())
         where = f"epoch {record.epoch:3d}" if record.epochs is None else f"epoch {record.epochs:5.2f}"
+        vocabulary = trainer.tgt_tok.vocab_size
+        # e^(loss) beyond the vocabulary: the model is surer of wrong subwords than a uniform guess would be
+        beyond = f" (> {vocabulary:,} subwords: worse than guessing)" if record.dev_ppl > vocabulary else ""
         trainer.log(
             f"{where}  train loss {record.train_loss:.3f}  dev loss {record.dev_loss:.3f}  "
-            f"ppl {record.dev_ppl:.1f}  BLEU {record.dev_bleu:.2f}  chrF {record.dev_chrf:.2f}  "
+            f"ppl {record.dev_ppl:.1f}{beyond}  BLEU {record.dev_bleu:.2f}  chrF {record.dev_chrf:.2f}  "
             f"{record.tokens_per_s:.0f} tok/s  {record.epoch_seconds:.0f}s" + ("  *best*" if record.best else "")
         )
         return None

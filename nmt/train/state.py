@@ -29,6 +29,10 @@ class Progress:
     best_loss: float = math.inf  # the dev loss at the best validation: it breaks a tie in BLEU
     best_epoch: int = 0  # the epoch the best validation fell in (a partial one counts)
     best_step: int = 0  # and the update it followed
+    # the best among the validations that count (not a partial one): what patience and the plateau schedule
+    # compare with, so that a run the budget stopped mid-epoch resumes to an uninterrupted run's schedule
+    counted_bleu: float = -1.0
+    counted_loss: float = math.inf
     bad_epochs: int = 0  # validations since the last improvement (early stopping counts them)
     lr_stalled: int = 0  # plateau schedule: validations since the last improvement or reduction
     lr_reductions: int = 0  # plateau schedule: times the learning rate was lowered
@@ -53,6 +57,8 @@ class Progress:
         saved = dict(saved)
         if saved.pop("stopped_early", False):
             saved.setdefault("stop_reason", "no dev BLEU gain (early stopping)")
+        saved.setdefault("counted_bleu", saved.get("best_bleu", -1.0))  # a checkpoint from before they were apart
+        saved.setdefault("counted_loss", saved.get("best_loss", math.inf))
         return cls(**saved)
 
     def note_validation(
@@ -64,16 +70,19 @@ class Progress:
         BLEU alone the first would stay the best, early stopping would end the run and the plateau
         schedule would lower the rate while the loss still falls. ``counts``: it counts towards
         early stopping's patience and the plateau schedule (not so a validation the time budget
-        forced inside an epoch: a resumed run validates that epoch's end)."""
-        lower_loss = dev_loss < self.best_loss - LOSS_TIE_BREAK
-        improved = dev_bleu > self.best_bleu or (dev_bleu == self.best_bleu and lower_loss)
+        forced inside an epoch: a resumed run validates that epoch's end, and compares it with the
+        best of the validations that count, as an uninterrupted run does)."""
+        improved = _better(dev_bleu, dev_loss, self.best_bleu, self.best_loss)
         if improved:
             self.best_bleu, self.best_loss, self.best_epoch, self.best_step = dev_bleu, dev_loss, epoch, self.step
         if not counts:
             return improved
-        self.bad_epochs = 0 if improved else self.bad_epochs + 1
+        gained = _better(dev_bleu, dev_loss, self.counted_bleu, self.counted_loss)
+        if gained:
+            self.counted_bleu, self.counted_loss = dev_bleu, dev_loss
+        self.bad_epochs = 0 if gained else self.bad_epochs + 1
         if cfg.lr_schedule == "plateau":
-            self.lr_stalled = 0 if improved else self.lr_stalled + 1
+            self.lr_stalled = 0 if gained else self.lr_stalled + 1
             if self.lr_stalled > cfg.lr_patience:  # as torch's ReduceLROnPlateau: after patience + 1 stalls
                 self.lr_reductions, self.lr_stalled = self.lr_reductions + 1, 0
         return improved
@@ -85,6 +94,11 @@ class Progress:
         self.batch_in_epoch, self.epoch_loss, self.epoch_tokens, self.epoch_seconds = 0, 0.0, 0, 0.0
         self.epoch_norm_sum, self.epoch_norm_steps = 0.0, 0
         self.epoch_done = []
+
+
+def _better(bleu: float, loss: float, best_bleu: float, best_loss: float) -> bool:
+    """A higher BLEU, or the same BLEU at a lower loss (by more than ``LOSS_TIE_BREAK``)."""
+    return bleu > best_bleu or (bleu == best_bleu and loss < best_loss - LOSS_TIE_BREAK)
 
 
 def seed_everything(seed: int) -> None:

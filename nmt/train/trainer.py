@@ -745,8 +745,10 @@ class Trainer:
             self.log(busy.strip())
 
     def log_threads(self, decision: Decision) -> None:
-        """A thread measurement's result: the first, and any that changes the count."""
-        if not decision.previous or decision.threads != decision.previous:
+        """A thread measurement's result: the first, any that changes the count, and any the pace
+        moving started (a periodic one that keeps the count is not worth a line)."""
+        periodic = decision.why.endswith("since the last measurement")
+        if not decision.previous or decision.threads != decision.previous or not periodic:
             self.log(describe(decision, "tok/s"))
 
     def log_validation_estimate(self) -> None:

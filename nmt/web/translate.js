@@ -215,7 +215,8 @@ async function translate(text, beamSize) {
   if (!ids.length) return null;
   const started = performance.now();
   const found = beamSize === 1 ? await greedy(ids) : await beamSearch(ids, beamSize);
-  const translation = page.tgt.decodeIds(found.tokens).split(/\s+/).filter(Boolean).join(" ");
+  // an incomplete byte sequence (byte-fallback pieces) is dropped, not shown as U+FFFD (Tokenizer.decode)
+  const translation = page.tgt.decodeIds(found.tokens).split("\uFFFD").join("").split(/\s+/).filter(Boolean).join(" ");
   return { ids, found, translation, milliseconds: performance.now() - started };
 }
 

@@ -8,10 +8,10 @@
 # BENCH_GPU_MINUTES sets the quality runs' budget; BENCH_GPU_STEPS, BENCH_GPU_REPEATS,
 # BENCH_GPU_SENTENCES and BENCH_GPU_TRAIN_STEPS size the throughput parts.
 #
-# BENCH_GPU_SHORT=1: the short form for a 15-minute loan (start-up included): the GPU tier (its
-# compiled tests last), the cost of a new batch shape by attention kernel, the RNN and the Transformer GPU recipes side by side for one minute each
-# (time to the best dev BLEU, test BLEU), and training throughput of the Transformer at 8,000 and
-# 32,000-token batches beside the RNN, 100 steps each, one repeat; decoding is left out.
+# BENCH_GPU_SHORT=1: the short form for a 15-minute loan (start-up included), in order of value and
+# each part bounded: scripts/bench/gpu_loan.py (the GPU tier, the main job on the GPU recipe, both
+# families' throughput eager and graphed beside JoeyNMT, the Transformer at the RNN's budget), its
+# log and JSON into $OUT (docs/benchmarks.md, "A GPU loan").
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the studies import the package from here
@@ -57,6 +57,9 @@ transformer_throughput() {  # transformer_throughput TOKENS STEPS REPEATS
       --set "${batch[@]}" train.precision=auto --steps "$2" --repeats "$3" --no-peer
 }
 
+if [ "${BENCH_GPU_SHORT:-0}" = 1 ]; then
+  exec python3 scripts/bench/gpu_loan.py --out "${OUT:-bench-gpu-out}"
+fi
 nvidia-smi -L || true
 python -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
 tier=(python -m pytest -q -m gpu -rs tests/test_gpu.py)
@@ -67,15 +70,6 @@ python -c "import xdist" 2>/dev/null && tier+=(-n 6)  # pytest-xdist where insta
 part "gpu test tier" "${tier[@]}" -k "not compiled"
 # 2. What a new batch shape costs the Transformer's step, with cuDNN's attention and without
 part "attention kernels" python scripts/bench/bench_attention_kernels.py --device cuda
-if [ "${BENCH_GPU_SHORT:-0}" = 1 ]; then
-  part "the RNN and the Transformer, 1 minute each" race 1
-  part "training throughput (short)" transformer_throughput 8000 100 1
-  part "training throughput, 32,000 tokens (short)" python scripts/bench/bench_train.py --device cuda \
-    --config configs/eng-mar-gpu.yaml --rows transformer --set train.batch_tokens=32000 train.batch_size=16000 \
-    train.precision=auto --steps 100 --repeats 1 --no-peer
-  part "gpu test tier, compiled" "${tier[@]}" -k compiled
-  finish
-fi
 part "gpu test tier, compiled" "${tier[@]}" -k compiled
 # 3. Training throughput: precision, batches by tokens, packed against padded encoder input,
 #    the compiled step, the cost of deterministic mode.

@@ -104,8 +104,9 @@ def budget_bleu(config: str, threads: str, seed: int, prepared: str, keep: Path)
     return {"seed": seed, **scores, "epochs": epochs, "tokens_per_s": rate}
 
 
-def decode_rate(run: Path, threads: str, repeats: int) -> dict:
-    """Sentences/s of the test split at beam 5 (median of ``repeats``, each with a new translator)."""
+def decode_rates(run: Path, settings: list[str], repeats: int) -> dict[str, dict]:
+    """Sentences/s of the test split at beam 5 for each setting (median of ``repeats``, the settings
+    interleaved, each time with a new translator: auto measures anew, as a command does)."""
     from nmt.config.paths import prepared_paths
     from nmt.core.threads import DECODING, make_tuner, parse_setting
     from nmt.data.references import read_references
@@ -115,18 +116,22 @@ def decode_rate(run: Path, threads: str, repeats: int) -> dict:
     before = torch.get_num_threads()
     loaded = load_trained(run, torch.device("cpu"))
     sources = read_references(prepared_paths(loaded.config).multi("test")).sources
-    rates, ended = [], []
+    rates: dict[str, list[float]] = {setting: [] for setting in settings}
+    ended: dict[str, list[int]] = {setting: [] for setting in settings}
     for _ in range(repeats):
-        torch.set_num_threads(before)
-        translator = Translator(
-            loaded, threads=make_tuner(parse_setting(threads, "threads"), torch.device("cpu"), settings=DECODING)
-        )
-        start = time.perf_counter()
-        translator.translate(sources, beam_size=5)
-        rates.append(len(sources) / (time.perf_counter() - start))
-        ended.append(torch.get_num_threads())
+        for threads in settings:
+            torch.set_num_threads(before)
+            tuner = make_tuner(parse_setting(threads, "threads"), torch.device("cpu"), settings=DECODING)
+            translator = Translator(loaded, threads=tuner)
+            start = time.perf_counter()
+            translator.translate(sources, beam_size=5)
+            rates[threads].append(len(sources) / (time.perf_counter() - start))
+            ended[threads].append(torch.get_num_threads())
     torch.set_num_threads(before)
-    return {"sentences_per_s": statistics.median(rates), "threads_at_end": ended}
+    return {
+        threads: {"sentences_per_s": statistics.median(rates[threads]), "runs": rates[threads], "ended": ended[threads]}
+        for threads in settings
+    }
 
 
 def table(rows: list[dict], rate: str) -> None:
@@ -192,12 +197,11 @@ def main() -> None:
     if args.decode:
         decoded = []
         for load in loads:
-            count, _ = LOADS[load]
+            with Load(LOADS[load][0], 0.0):
+                found = decode_rates(args.decode, settings, args.repeats)
             for threads in settings:
-                with Load(count, 0.0):
-                    row = {"load": load, "threads": threads, **decode_rate(args.decode, threads, args.repeats)}
-                decoded.append(row)
-                print(json.dumps(row), flush=True)
+                decoded.append({"load": load, "threads": threads, **found[threads]})
+                print(json.dumps(decoded[-1]), flush=True)
         table(decoded, "sentences_per_s")
         rows += decoded
     if args.out:

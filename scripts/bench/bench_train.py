@@ -23,8 +23,10 @@ Rows:
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
+from pathlib import Path
 
 import bench_common as bc
 import joeynmt_peer
@@ -196,9 +198,10 @@ def main() -> None:
         "--rows",
         nargs="*",
         default=["default", "equivalent", "fast", "peer"],
-        help="which rows: default equivalent fast peer encoder compile precision batching deterministic cells "
-        "transformer",
+        help="which rows: default equivalent fast peer encoder compile graphed precision batching deterministic "
+        "cells transformer",
     )
+    parser.add_argument("--json", help="also write the rows (and the ratios) to this file")
     parser.add_argument(
         "--repeats", type=int, default=1, help="time every row this many times, interleaved; report the median"
     )
@@ -224,9 +227,12 @@ def main() -> None:
         plan.append(("nmt, encoder padded", args.set + ["model.rnn_input=padded"], dict()))
     if "compile" in args.rows:
         plan.append(("nmt, compiled decoder step", args.set + ["train.compile=default"], dict(warmup=30)))
+    if "compile" in args.rows or "graphed" in args.rows:
         if args.device == "cuda":  # CUDA graphs: batches padded to the graph buckets, as the trainer pads them
             graphed = args.set + ["train.compile=reduce-overhead"]
             plan.append(("nmt, graphed decoder step", graphed, dict(warmup=60)))
+        else:
+            print("(no graphed row: CUDA graphs need a CUDA device)")
     if "precision" in args.rows:
         plan.append(("nmt, float32", args.set + ["train.precision=float32"], dict()))
         plan.append(("nmt, precision auto", args.set + ["train.precision=auto"], dict()))
@@ -302,9 +308,13 @@ def main() -> None:
         ("nmt Transformer / torch.nn.Transformer", "nmt, Transformer", "torch.nn.Transformer, same sizes"),
         ("nmt Transformer / the config as given", "nmt, Transformer", "nmt, config as given"),
     ]
+    found = {}
     for title, top, bottom in ratios:
         if top in runs and bottom in runs:
-            print(f"{title}: {bc.paired_ratio(runs[top], runs[bottom], 'tokens_per_s')}")
+            found[title] = bc.paired_ratio(runs[top], runs[bottom], "tokens_per_s")
+            print(f"{title}: {found[title]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "ratios": found}, default=str, indent=1), encoding="utf-8")
 
 
 def _measure_kw(label, config_path, overrides, common, options):

@@ -5,6 +5,7 @@ loopback port, then the server is stopped. Prints requests/s, p50/p95/max latenc
     python scripts/bench/load_serve.py --config configs/eng-mar-cpu.yaml --clients 4 --requests 50
     python scripts/bench/load_serve.py --model runs/eng-mar-cpu/package --beam-size 1
     python scripts/bench/load_serve.py --scenario classroom
+    python scripts/bench/load_serve.py --scenario lab-flood --config configs/eng-mar-transformer.yaml
 
 Each request is POST /api/translate with one sentence of the eng-mar sample (n-best 1, the
 attention included, as the page asks for it). Run it alone on the machine: it times the CPU.
@@ -102,10 +103,10 @@ def percentile(latencies: list[float], share: float) -> float:
     return latencies[int(share * (len(latencies) - 1))] * 1000 if latencies else float("nan")
 
 
-def raw_post(port: int, body: bytes) -> socket.socket:
+def raw_post(port: int, body: bytes, path: str = "/api/translate") -> socket.socket:
     """A request on a socket of its own, so that the client can hang up before the answer."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=600)
-    head = "POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     head += f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}"
     sock.sendall(head.encode() + b"\r\n\r\n" + body)
     return sock
@@ -186,6 +187,51 @@ def classroom(args, sentences: list[str]) -> int:
     return 1 if alone[2] or crowd[2] else 0
 
 
+def answer_of(sock: socket.socket) -> tuple[int, int]:
+    """(status, body bytes) of the answer on ``sock``, read to its end."""
+    data = b""
+    while chunk := sock.recv(1 << 20):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), len(body)
+
+
+def lab_flood(args, sentences: list[str]) -> int:
+    """Eight of the biggest lab requests the limits allow at once (heads of a 1,000-character text
+    with 1,000 tokens; trees at beam 16; playbacks of 1,000 tokens), then a one-word translation
+    and health while they run or are refused: their latency, and what each flood request got."""
+    text = ""
+    while len(text) < 1000:
+        text += sentences[len(text) % len(sentences)] + " "
+    text = text[:1000]
+    tokens = ["▁"] * 1000
+    bodies = [("/api/lab/heads", {"text": text, "tokens": tokens}), ("/api/lab/tree", {"text": text, "beam_size": 16})]
+    bodies += [("/api/lab/playback", {"text": text, "tokens": tokens}), ("/api/lab/heads", {"text": text})]
+    port = free_port()
+    server = start_server(args, port)
+    url = f"http://127.0.0.1:{port}/api/translate"
+    try:
+        run_clients(url, page_bodies(sentences, 2, 3, args.beam_size))  # warm up
+        flood = [raw_post(port, json.dumps(body).encode(), path) for path, body in bodies * 2]
+        time.sleep(0.5)
+        start = time.perf_counter()
+        health(port)
+        health_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        client(url, [json.dumps({"text": "Hello."}).encode()], [], [])
+        short_seconds = time.perf_counter() - start
+        answers = [answer_of(sock) for sock in flood]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(f"health during the flood: {health_seconds * 1000:.0f} ms")
+    print(f"a one-word translation during the flood: {short_seconds * 1000:.0f} ms")
+    for (path, body), (status, size) in zip(bodies * 2, answers):
+        what = "text + 1,000 tokens" if "tokens" in body else f"text, beam {body.get('beam_size', '-')}"
+        print(f"  {path} ({what}): {status}, {size:,} bytes")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/eng-mar-cpu.yaml", help="a trained run's config")
@@ -193,9 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--requests", type=int, default=50, help="requests per client (classroom: 10)")
     parser.add_argument("--beam-size", type=int, default=5)
-    parser.add_argument("--scenario", choices=["clients", "classroom"], default="clients")
+    parser.add_argument("--scenario", choices=["clients", "classroom", "lab-flood"], default="clients")
     args = parser.parse_args(argv)
     sentences = [s for s in SENTENCES.read_text(encoding="utf-8").splitlines() if s.strip()]
+    if args.scenario == "lab-flood":
+        return lab_flood(args, sentences)
     if args.scenario == "classroom":
         args.requests = 10 if args.requests == 50 else args.requests
         return classroom(args, sentences)

@@ -48,10 +48,10 @@ RECIPES = {
     RELATED_TRANSFORMER: ("configs/eng-mar-transformer.yaml", BESIDE),
 }
 BESIDE_OTHER = (RELATED_RECIPE, RELATED_TRANSFORMER)  # the recipes trained beside the other corpus
-HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi"]
+HINDI = ["data.path=data/eng-hin/hin.txt", "data.tgt_lang=hi"]
 # the related corpus of each corpus: the eng-mar subsets learn beside the eng-hin file, eng-hin beside eng-mar
 RELATED = {
-    "eng-mar": "data.related={hi: ../shared/data/eng-hin/hin.txt}",
+    "eng-mar": "data.related={hi: data/eng-hin/hin.txt}",
     "eng-hin": "data.related={mr: data/eng-mar/mar.txt}",
 }
 

@@ -25,7 +25,7 @@ from quality import check_variants, measure_seeds, study_arguments, table, train
 from nmt.core.device import prepare_device
 from nmt.data.references import read_references
 
-HINDI = ["data.path=../shared/data/eng-hin/hin.txt", "data.tgt_lang=hi", "data.dev_size=200", "data.test_size=400"]
+HINDI = ["data.path=data/eng-hin/hin.txt", "data.tgt_lang=hi", "data.dev_size=200", "data.test_size=400"]
 PARENT_CONFIG = "configs/eng-mar-cpu.yaml"  # what `bash scripts/main.sh` trains into runs/eng-mar-cpu
 TRANSFORMER = "configs/eng-mar-transformer.yaml"
 FEEDING = ["model.input_feeding=true"]  # the recipe before round 3 (docs/quality.md, third measurement)

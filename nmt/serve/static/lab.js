@@ -21,8 +21,12 @@ function element(tag, attrs = {}, text) {
   return el;
 }
 
+// A subword as a label: without SentencePiece's word marker; one that begins with a combining mark
+// (a vowel sign or virama cut from its consonant) on a dotted circle, as scripts' charts show one,
+// never a missing-glyph box.
 function clean(token) {
-  return token.split("\u2581").join("");
+  const text = token.split("\u2581").join("");
+  return /^\p{M}/u.test(text) ? `\u25CC${text}` : text;
 }
 
 async function labApi(path, body) {
