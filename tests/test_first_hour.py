@@ -87,7 +87,7 @@ def test_init_writes_the_family_asked_for(tmp_path, arch):
         assert "lr_warmup" not in config["train"] and not config["model"].get("tie_embeddings")
     else:
         assert config["train"]["lr_warmup"] > 0
-    with pytest.raises(NmtError, match="--arch 'cnn': rnn or transformer"):
+    with pytest.raises(NmtError, match="--arch 'cnn': one of rnn, transformer"):
         init_config([data], tmp_path / "x.yaml", arch="cnn")
 
 

@@ -62,7 +62,7 @@ def test_the_shipped_eng_mar_file_gets_the_cpu_recipe(tmp_path):
     assert config.data.dev_size == config.data.test_size == 1111  # 5 % of 22,211 distinct sources
     assert not config.model.input_feeding and config.tokenizer.src_vocab_size == 2000
     assert "33,725 pairs, 22,211 distinct en sentences" in text and "init_from" not in text  # no other corpus
-    family = "".join(recipes().family.measured.split())  # the comments wrap it at spaces and hyphens
+    family = "".join(recipes().default_family.measured.split())  # the comments wrap it at spaces and hyphens
     assert config.model.arch == "rnn" and family in "".join(text.replace("\n#", "").split())
     prepares_and_trains(path, tmp_path)
 
@@ -81,7 +81,7 @@ def test_the_shared_eng_hin_file_gets_the_small_corpus_transformer_and_the_relat
     text = (tmp_path / "hin.yaml").read_text(encoding="utf-8")
     config = load_config(tmp_path / "hin.yaml")
     assert (config.data.tgt_lang, config.model.arch) == ("hi", "transformer")
-    beside = "".join(recipes().related_from_scratch_transformer.measured.split())
+    beside = "".join(recipes().families["transformer"].related_measured.split())
     assert beside in "".join(text.replace("\n#", "").split())  # the comments wrap it at spaces
     assert (config.data.dev_size, config.data.test_size) == (50, 353)  # of 2,353 distinct sources
     assert "the header row 'Eng\\tHin\\tOth'" in text and "devanagari" in text
@@ -299,7 +299,7 @@ def test_init_writes_the_transformer_where_a_rule_holds_the_corpus_and_the_budge
     import nmt.pipelines.init as init_module
 
     book = recipes()
-    small, long = book.transformer_rules
+    small, long = book.families["transformer"].rules
     assert small.up_to_pairs < 33_725 <= long.up_to_pairs and small.from_minutes < long.from_minutes
     monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cpu"))
     hin = write_anki(tmp_path / "eng-hin.tsv", synthetic_pairs())
@@ -319,7 +319,7 @@ def test_init_writes_the_transformer_where_a_rule_holds_the_corpus_and_the_budge
     assert load_config(path).model.arch == "transformer" and "A Transformer, not an RNN" in text
     path, text = init_config([mar], tmp_path / "mar.yaml", minutes=long.from_minutes - 1)
     assert load_config(path).model.arch == "rnn" and "An RNN, not a Transformer" in text
-    assert book.transformer_for(long.up_to_pairs + 1, 1_000) is None  # the large-corpus recipe: not measured
+    assert book.family_for(long.up_to_pairs + 1, 1_000)[1] is None  # the large-corpus recipe: not measured
     monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cuda"))
     path, _ = init_config([hin], tmp_path / "gpu-small.yaml", minutes=small.from_minutes)
     assert load_config(path).model.arch == "rnn"

@@ -216,7 +216,7 @@ def test_the_encoder_runs_padded_where_packing_is_unsafe_and_says_so(tmp_path):
     assert encoder_input("packed", torch.device("mps")) == "packed"  # the config's word is kept
     trainer = built_trainer(tmp_path)
     trainer.device = torch.device("mps")  # only the log line is checked: no MPS needed
-    trainer.log_encoder_choice()
+    trainer.log_model_notes()  # the family's notes (Seq2Seq.training_notes)
     assert "The encoder runs padded (packed sequences have open faults on MPS)" in trainer.run_dir.train_log.read_text(
         encoding="utf-8"
     )

@@ -118,11 +118,13 @@ def test_the_transformer_config_is_nmt_inits_recipe_for_a_long_cpu_budget():
     book = recipes()
     shipped = load_config(ROOT / "configs/eng-mar-transformer.yaml")
     recipe = book.for_pairs(33_725)
-    long = book.transformer_for(33_725, 25)
-    assert long is not None and "configs/eng-mar-transformer.yaml" in long.measured
-    assert book.transformer_for(33_725, shipped.train.max_minutes) is None  # at 5 minutes the RNN led
+    transformer, long = book.family_for(33_725, 25)
+    assert (
+        transformer.arch == "transformer" and long is not None and "configs/eng-mar-transformer.yaml" in long.measured
+    )
+    assert book.family_for(33_725, shipped.train.max_minutes)[1] is None  # at 5 minutes the RNN led
     common, training = (
         {section: values for section, values in settings.items() if section != "model"}
         for settings in (book.common, recipe.settings)
     )
-    same_recipe(shipped, recipe_config(shipped, common, training, book.transformer))
+    same_recipe(shipped, recipe_config(shipped, common, training, transformer.settings))

@@ -42,14 +42,40 @@ class Recipe:
 
 
 @dataclass(frozen=True)
-class TransformerRule:
-    """Where the Transformer measured ahead of the RNN on a CPU: corpora of up to ``up_to_pairs``
+class FamilyRule:
+    """Where a family measured ahead of the default one on a CPU: corpora of up to ``up_to_pairs``
     pairs, given ``from_minutes`` of training or more."""
 
     up_to_pairs: int
     from_minutes: float
     measured: str
     page: str
+
+
+@dataclass(frozen=True)
+class FamilyRecipe:
+    """A model family as ``nmt init`` writes it (``families`` in the recipes file)."""
+
+    arch: str  # model.arch
+    name: str  # "Transformer", as the comments name it
+    title: str  # "a Transformer"
+    settings: Sections  # the default family's: under a recipe's; another's: its model whole, its training keys
+    page: str
+    measured: str = ""  # why the default family is the default
+    default: bool = False
+    rules: list[FamilyRule] = field(default_factory=list)  # where it is written instead of the default
+    related_measured: str = ""  # its model beside a related corpus from scratch
+    child_schedule: list[str] = field(default_factory=list)  # training keys a child takes from its parent
+    recipe_children: bool = False  # a child adds the recipe's child_adds; children of a small corpus ensemble
+
+    def rule_for(self, pairs: int, minutes: float) -> FamilyRule | None:
+        """The first rule that holds a corpus of ``pairs`` pairs trained for ``minutes`` on a CPU."""
+        fits = (rule for rule in self.rules if pairs <= rule.up_to_pairs and minutes >= rule.from_minutes)
+        return next(fits, None)
+
+    def nearest_rule(self, pairs: int) -> FamilyRule | None:
+        """The rule nearest a corpus of ``pairs`` pairs (the family asked for by name)."""
+        return min(self.rules, key=lambda rule: abs(rule.up_to_pairs - pairs), default=None)
 
 
 @dataclass(frozen=True)
@@ -64,9 +90,7 @@ class Measured:
 @dataclass(frozen=True)
 class Recipes:
     common: Sections
-    family: Measured  # model.arch, and why
-    transformer: Sections  # the Transformer's model whole, and its training keys over a recipe's
-    transformer_rules: list[TransformerRule]
+    families: dict[str, FamilyRecipe]  # by model.arch
     by_size: list[Recipe]
     split: dict[str, float]
     transfer: Measured
@@ -74,18 +98,33 @@ class Recipes:
     children: Measured
     children_up_to_pairs: int
     related_to_parent: Measured
-    related_from_scratch: Measured  # trained beside an RNN
-    related_from_scratch_transformer: Measured  # the same keys beside a Transformer
+    related_from_scratch: Measured  # its settings (what it gave: each family's related_measured)
 
     def for_pairs(self, pairs: int) -> Recipe:
         """The first recipe whose size holds a corpus of ``pairs`` pairs."""
         return next(recipe for recipe in self.by_size if pairs <= recipe.max_pairs)
 
-    def transformer_for(self, pairs: int, minutes: float) -> TransformerRule | None:
-        """The first rule that holds a corpus of ``pairs`` pairs trained for ``minutes`` on a CPU;
-        None where the RNN stays."""
-        fits = (rule for rule in self.transformer_rules if pairs <= rule.up_to_pairs and minutes >= rule.from_minutes)
-        return next(fits, None)
+    @property
+    def default_family(self) -> FamilyRecipe:
+        return next(family for family in self.families.values() if family.default)
+
+    def family_for(self, pairs: int, minutes: float, asked: str = "") -> tuple[FamilyRecipe, FamilyRule | None]:
+        """The family to write on a CPU for a corpus of ``pairs`` pairs and ``minutes`` of training,
+        and the rule that chose it: the first family with a rule that holds them, else the default;
+        ``asked`` (--arch) names one, then written by its rule nearest the corpus."""
+        if asked:
+            family = self.families[asked]
+            return family, family.rule_for(pairs, minutes) or family.nearest_rule(pairs)
+        for family in self.families.values():
+            rule = family.rule_for(pairs, minutes)
+            if rule is not None:
+                return family, rule
+        return self.default_family, None
+
+    def family_of(self, arch: str) -> FamilyRecipe:
+        """A parent's family: the recipes' entry, or for a family they do not know (a plugin's), one
+        that takes nothing from the recipes for its children."""
+        return self.families.get(arch) or FamilyRecipe(arch, arch, f"a model of model.arch {arch}", {}, "")
 
 
 def _recipe(raw: dict) -> Recipe:
@@ -94,6 +133,11 @@ def _recipe(raw: dict) -> Recipe:
     on_gpu = _measured(raw["on_gpu"]) if "on_gpu" in raw else None
     child_adds = raw.get("child_adds", {})
     return Recipe(raw["name"], raw["max_pairs"], settings, raw["measured"], raw["page"], child_adds, on_gpu)
+
+
+def _family(arch: str, raw: dict) -> FamilyRecipe:
+    rules = [FamilyRule(**rule) for rule in raw.get("rules", [])]
+    return FamilyRecipe(arch, **{**raw, "rules": rules})
 
 
 def _measured(raw: dict, page: str = "") -> Measured:
@@ -108,9 +152,7 @@ def recipes(path: Path = RECIPES_FILE) -> Recipes:
     transfer = raw["transfer"]
     return Recipes(
         common=raw["common"],
-        family=_measured(raw["family"]),
-        transformer=raw["transformer"]["settings"],
-        transformer_rules=[TransformerRule(**rule) for rule in raw["transformer"]["rules"]],
+        families={arch: _family(arch, entry) for arch, entry in raw["families"].items()},
         by_size=[_recipe(entry) for entry in raw["by_size"]],
         split=raw["split"],
         transfer=_measured(transfer),
@@ -118,10 +160,7 @@ def recipes(path: Path = RECIPES_FILE) -> Recipes:
         children=_measured(transfer["children"], transfer["page"]),
         children_up_to_pairs=transfer["children"]["up_to_pairs"],
         related_to_parent=_measured(raw["related_to_parent"]),
-        related_from_scratch=_measured(raw["related_from_scratch"]),
-        related_from_scratch_transformer=_measured(
-            {**raw["related_from_scratch"], "measured": raw["related_from_scratch"]["transformer_measured"]}
-        ),
+        related_from_scratch=Measured(raw["related_from_scratch"]["settings"], "", raw["related_from_scratch"]["page"]),
     )
 
 

@@ -544,40 +544,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> None:
 
 
 def check_model_combination(model: ModelConfig) -> None:
-    """Refuse settings that each make sense alone but not together (what an attention can do
-    is on its registry entry)."""
-    if model.arch == "transformer":
-        if model.embed_dim % model.heads:
-            raise NmtError(
-                f"model.heads={model.heads} splits model.embed_dim ({model.embed_dim}) among the heads: "
-                f"embed_dim must divide by it (e.g. heads: {max(h for h in (1, 2, 4, 8) if model.embed_dim % h == 0)})."
-            )
-        return
-    kind = ATTENTIONS[model.attention]
-    if not kind.takes_window and model.attention_window != "global":
-        raise NmtError(
-            f"model.attention_window={model.attention_window!r} restricts attention, but model.attention "
-            f"{model.attention!r} cannot be windowed. Use attention_window: global, or another attention: "
-            f"{', '.join(name for name, k in ATTENTIONS.items() if k.takes_window)}."
-        )
-    luong = [name for name, k in ATTENTIONS.items() if k.order == "recur-then-attend"]
-    if model.input_feeding and kind.order != "recur-then-attend":
-        raise NmtError(
-            f"model.input_feeding=true is Luong et al.'s and works with model.attention in {', '.join(luong)}; "
-            f"got {model.attention!r} (its decoder already feeds the context c_t into each step)."
-        )
-    if model.lexical and not kind.has_weights:
-        raise NmtError(
-            f"model.lexical=true reads the source words under the attention's weights, and model.attention "
-            f"{model.attention!r} has none. Use another attention: "
-            f"{', '.join(name for name, k in ATTENTIONS.items() if k.has_weights)}."
-        )
-    if kind.needs_equal_widths and model.decoder_hidden != 2 * model.encoder_hidden:
-        raise NmtError(
-            f"model.attention={model.attention!r} compares decoder and encoder states directly, so "
-            f"model.decoder_hidden ({model.decoder_hidden}) must equal 2 x model.encoder_hidden "
-            f"({2 * model.encoder_hidden})."
-        )
+    """Refuse model settings that each make sense alone but not together: the family's rules
+    (its registry entry's ``check_model``; what an attention can do is on the attention's entry)."""
+    ARCHITECTURES[model.arch].check_model(model)
 
 
 def keys_not_read(model: ModelConfig) -> list[str]:
@@ -643,18 +612,7 @@ def check_schedule(config: Config) -> None:
             "Config key 'train.lr_schedule': inverse_sqrt falls as 1/sqrt(step) from the end of the warm-up: "
             "set 'train.lr_warmup' to its length in steps (e.g. 1000)."
         )
-    if config.model.arch == "transformer":
-        if train.teacher_forcing < 1.0:
-            raise NmtError(
-                "Config key 'train.teacher_forcing': a Transformer trains all target positions at once, from the "
-                "gold tokens; scheduled sampling (teacher_forcing < 1) is the RNN's. Leave it at 1."
-            )
-        rnn_parts = sorted(set(train.freeze) & {"bridge", "attention"})
-        if rnn_parts:
-            raise NmtError(
-                f"Config key 'train.freeze': {', '.join(rnn_parts)} are parts of the RNN; a Transformer's are "
-                "src_embeddings, tgt_embeddings, embeddings, encoder and decoder."
-            )
+    ARCHITECTURES[config.model.arch].check_training(config)  # and the family's own (its registry entry's)
 
 
 def check_related_schedule(config: Config) -> None:

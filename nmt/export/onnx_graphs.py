@@ -22,8 +22,6 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import disk_full
 from nmt.data.tokenizer import PAD_ID
 from nmt.model.base import TranslationModel
-from nmt.model.graphs import graph_modules, memory_names, state_names
-from nmt.model.seq2seq import Seq2Seq
 from nmt.runtime.onnx_engine import GRAPHS, graph_file, onnxruntime_module
 
 OPSET = 17
@@ -68,32 +66,33 @@ def _export(module: torch.nn.Module, args: tuple, path: Path, inputs: list[str],
 
 def export_graphs(model: TranslationModel, out_dir: Path) -> dict:
     """Write encoder.onnx and decoder_step.onnx of ``model`` into ``out_dir`` and check them
-    against PyTorch; returns what the manifest records of them."""
+    against PyTorch; returns what the manifest records of them. The graphs are the family's own
+    (its registry entry's ``onnx_graphs``); a family without them is refused by its name."""
+    family = type(model)
+    graphs = family.onnx_graphs()
+    variant = f"The model ({model.config.arch}: {family.describe(model.config)})"
+    if graphs is None:
+        raise NmtError(f"{variant} cannot be exported to ONNX: its family declares no graphs (onnx_graphs).")
     onnxruntime_module()  # a clear error when the extra is missing, before anything is exported
     model = copy.deepcopy(model).float().cpu().eval()
-    if isinstance(model, Seq2Seq):
-        model.encoder.rnn_input = "padded"  # packed sequences do not export; the outputs are the same
     config = model.config
-    states, memory = state_names(config), memory_names(config)
+    states, memory = graphs.state_names(config), graphs.memory_names(config)
     src = _probe(model.tgt_vocab_size)
     source_length = src.size(1)
-    encoder, step = (graph.eval() for graph in graph_modules(model))
+    encoder, step = (graph.eval() for graph in graphs.modules(model))
     with torch.no_grad():
         encoded = list(encoder(src))
         step_inputs = [torch.tensor([4, 5]), torch.tensor([0]), *encoded]
-        if config.arch == "transformer":  # traced and checked with a cache two positions long
-            for position in (0, 1):
-                stepped = list(step(*step_inputs))
-                caches = stepped[2 : 2 + len(states)]
-                step_inputs = [torch.tensor([6, 7]), torch.tensor([position + 1]), *encoded[: len(memory)], *caches]
+        for position in range(graphs.steps_before_tracing):  # traced and checked with a longer cache
+            stepped = list(step(*step_inputs))
+            caches = stepped[2 : 2 + len(states)]
+            step_inputs = [torch.tensor([6, 7]), torch.tensor([position + 1]), *encoded[: len(memory)], *caches]
         stepped = list(step(*step_inputs))
     encoder_outputs = [*memory, *states]
     step_names = ["prev_tokens", "step", *memory, *states]
-    step_outputs = ["logits", "attention", *(f"next_{name}" for name in states)]
-    step_outputs += ["heads"] if config.arch == "transformer" else []
-    if config.arch == "transformer":
-        encoder_axes = _transformer_axes(["src", *encoder_outputs])
-        step_axes = _transformer_axes([*step_names, *step_outputs])
+    step_outputs = ["logits", "attention", *(f"next_{name}" for name in states), *graphs.extra_outputs]
+    if graphs.axes is not None:
+        encoder_axes, step_axes = graphs.axes(["src", *encoder_outputs]), graphs.axes([*step_names, *step_outputs])
     else:
         encoder_axes = _dynamic_axes(["src", *encoder_outputs], [src, *encoded], source_length)
         step_axes = _dynamic_axes([*step_names, *step_outputs], [*step_inputs, *stepped], source_length)
@@ -104,9 +103,9 @@ def export_graphs(model: TranslationModel, out_dir: Path) -> dict:
         full = disk_full(error)
         if full is not None:  # the disk, not the model: said as such (nmt/cli.py)
             raise full from None
-        raise NmtError(f"{_variant(config)} cannot be exported to ONNX: {error}") from None
+        raise NmtError(f"{variant} cannot be exported to ONNX: {error}") from None
     probes = {"encoder": (dict(src=src), encoded), "decoder_step": (dict(zip(step_names, step_inputs)), stepped)}
-    check_parity(out_dir, probes, _variant(config))
+    check_parity(out_dir, probes, variant)
     return {
         "opset": OPSET,
         "exporter": EXPORTER,
@@ -116,41 +115,6 @@ def export_graphs(model: TranslationModel, out_dir: Path) -> dict:
         "encoder": {"inputs": ["src"], "outputs": encoder_outputs},
         "decoder_step": {"inputs": step_names, "outputs": step_outputs},
     }
-
-
-def _transformer_axes(names: list[str]) -> dict:
-    """A Transformer's dynamic axes, by name: the batch first; the source's length in the mask,
-    the cross-attention's keys and values, the attention and the heads; the cache's length, and
-    the next cache's (one longer), in the self-attention's."""
-    axes: dict[str, dict[int, str]] = {}
-    for name in names:
-        if name == "step":
-            continue
-        axes[name] = {0: "batch"}
-        if name in ("src", "mask", "attention"):
-            axes[name][1] = "source"
-        elif name.startswith("cross_"):
-            axes[name][2] = "source"
-        elif name == "heads":
-            axes[name][3] = "source"
-        elif name.startswith("self_"):
-            axes[name][2] = "steps"
-        elif name.startswith("next_self_"):
-            axes[name][2] = "steps_after"
-    return axes
-
-
-def _variant(config) -> str:
-    if config.arch == "transformer":
-        return (
-            f"The Transformer ({config.encoder_layers} + {config.decoder_layers} layers, {config.heads} heads, "
-            f"{config.positions} positions)"
-        )
-    return (
-        f"The model variant (model.rnn={config.rnn}, model.attention={config.attention}, "
-        f"model.attention_window={config.attention_window}, model.input_feeding={config.input_feeding}, "
-        f"model.lexical={config.lexical})"
-    )
 
 
 def check_parity(out_dir: Path, probes: dict, variant: str) -> None:

@@ -15,6 +15,7 @@ from nmt.config.paths import CHECKPOINT_NAMES, PackagePaths, prepared_paths, run
 from nmt.config.schema import Config, ModelConfig, config_from_dict, save_config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, fsync_file, refuse_link, write_lines_atomic, write_text_atomic
+from nmt.core.registry import ARCHITECTURES
 from nmt.data.languages import language_name
 from nmt.pipelines.prepare import load_report
 from nmt.runtime.checkpoint import translation_weights
@@ -59,17 +60,9 @@ def without_local_paths(raw: dict) -> dict:
 
 
 def _architecture(m: ModelConfig) -> tuple[str, str]:
-    """The model card's title word and its description of the model's layout."""
-    if m.arch == "transformer":
-        return "Transformer translation model", (
-            f"pre-norm Transformer, {m.encoder_layers} encoder and {m.decoder_layers} decoder layer(s), width "
-            f"{m.embed_dim}, {m.heads} heads, feed-forward {m.ff_dim}, {m.positions} positions"
-        )
-    return "attention-based RNN translation model", (
-        f"embeddings {m.embed_dim}, bidirectional {m.rnn.upper()} {m.encoder_hidden} per direction × "
-        f"{m.encoder_layers} layer(s), {m.rnn.upper()} decoder {m.decoder_hidden} × {m.decoder_layers} layer(s), "
-        f"attention `{m.attention}` (window `{m.attention_window}`, input feeding {m.input_feeding})"
-    )
+    """The model card's title and its description of the model's layout: the family's own."""
+    family = ARCHITECTURES[m.arch]
+    return family.title, family.describe(m)
 
 
 def _model_card(

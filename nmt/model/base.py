@@ -5,17 +5,43 @@ Training calls ``forward``; search calls ``encode`` and ``decode_step`` (the ``S
 protocol of ``nmt.decoding.search``), whose memory and state are the family's own types, each
 with a ``select`` of rows. So the trainer, search, ensembles, packages and transfer work on any
 family: the RNN (nmt/model/seq2seq.py), the Transformer (nmt/model/transformer.py), a plugin's.
+
+The registry's entry is the family's class, and the class carries the family's facts: what the
+config's checks, the training log, the model card, the lab, ONNX export and ``nmt tune`` read,
+never a family's name (as an ``AttentionKind`` does for an attention). A plugin family that sets
+none of them still trains, translates and packages; what it does not declare (heads, ONNX graphs,
+a tune space) is refused by its name where it is asked for.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from nmt.config.schema import ModelConfig
+from nmt.config.schema import Config, ModelConfig
 from nmt.core.registry import ARCHITECTURES
+
+# The model keys both built-in families read (the rest are each family's own: ``config_keys``).
+SHARED_KEYS = ("embed_dim", "encoder_layers", "decoder_layers", "dropout", "tie_embeddings")
+
+
+@dataclass(frozen=True)
+class OnnxGraphs:
+    """A model family's two graphs of flat, named tensors (nmt/model/graphs.py), as its entry gives
+    them (``onnx_graphs``): what export traces and names, and what an engine feeds back step by step."""
+
+    memory_names: Callable[[ModelConfig], list[str]]  # the flat memory's names
+    state_names: Callable[[ModelConfig], list[str]]  # the flat decoder state's names
+    modules: Callable[[Any], tuple[nn.Module, nn.Module]]  # (encoder graph, decoder-step graph)
+    # decoder steps run before the step is traced: a cache that grows is traced at a length above zero
+    steps_before_tracing: int = 0
+    extra_outputs: tuple[str, ...] = ()  # the step's outputs after the next state ("heads")
+    # the dynamic axes by name; None: found by comparing the probe's tensors with the source's length
+    axes: Callable[[list[str]], dict[str, dict[int, str]]] | None = None
 
 
 class TranslationModel(nn.Module):
@@ -25,8 +51,57 @@ class TranslationModel(nn.Module):
 
     config: ModelConfig
     tgt_vocab_size: int  # the output layer's size
-    # the model keys this family reads (nmt/config/schema.py refuses another family's keys)
-    config_keys: tuple[str, ...] = ()
+
+    # ---- the family's facts ----
+    # the model keys this family reads (the training log names another family's keys that are set)
+    config_keys: ClassVar[tuple[str, ...]] = ()
+    title: ClassVar[str] = "translation model"  # the model card's title: "Transformer translation model"
+    # ``every_head(src, tgt_in)``: each head of each layer, for the lab's heads view and the timeline
+    has_heads: ClassVar[bool] = False
+    recurrent: ClassVar[bool] = False  # its steps are recurrences (kept in float32 under mixed precision)
+    # its layers see every target position at once, so a graphed step pads the target length too
+    whole_target: ClassVar[bool] = False
+    # what train.freeze may name of it (each a prefix of its weights' names, or a group of them)
+    freezable: ClassVar[tuple[str, ...]] = ("src_embeddings", "tgt_embeddings", "embeddings", "encoder", "decoder")
+
+    @classmethod
+    def describe(cls, config: ModelConfig) -> str:
+        """The model's layout in one line (the model card, a refused export)."""
+        return f"{cls.__name__} (model.arch: {config.arch})"
+
+    @classmethod
+    def summary(cls, config: ModelConfig) -> str:
+        """The model in a few words, for the page's model list."""
+        return f"model.arch {config.arch}"
+
+    @classmethod
+    def check_model(cls, model: ModelConfig) -> None:
+        """Refuse (``NmtError``) model settings that each make sense alone but not together."""
+
+    @classmethod
+    def check_training(cls, config: Config) -> None:
+        """Refuse (``NmtError``) training settings this family has no use for."""
+
+    def training_notes(self, config: Config, device: torch.device) -> list[str]:
+        """Lines for the training log about this model on ``device``: a choice made for it, or a
+        setting that is allowed but unwise for its family."""
+        return []
+
+    @classmethod
+    def tune_space(cls) -> dict[str, dict] | None:
+        """``nmt tune``'s default search space for this family (None: a space must be given)."""
+        return None
+
+    @classmethod
+    def playback_numbers(cls, model: ModelConfig, source: int, target: int, top_k: int) -> int:
+        """About how many numbers the lab's playback of a ``target``-token translation of a
+        ``source``-token sentence holds (its answer is sized before it is made)."""
+        return target * (3 * source + 2 * top_k + model.embed_dim)
+
+    @classmethod
+    def onnx_graphs(cls) -> OnnxGraphs | None:
+        """The family's encoder and decoder-step graphs for ONNX export and engines (None: not exported)."""
+        return None
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Any, Any]:
         """src (B, S), src_lengths (B,) on the CPU -> (memory, the decoder's first state)."""
@@ -35,6 +110,11 @@ class TranslationModel(nn.Module):
     def decode_step(self, prev_tokens: torch.Tensor, state: Any, memory: Any) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """prev_tokens (B,) -> logits (B, V) float32, the new state, attention weights (B, S)."""
         raise NotImplementedError
+
+    def every_head(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Where ``has_heads``: the cross-attention of every head of every decoder layer along one
+        translation, src (1, S), tgt_in (1, T) -> (layers, heads, T, S)."""
+        raise NotImplementedError(f"{type(self).__name__} has no heads (has_heads is False)")
 
     def compile_steps(self, mode: str, backend: str = "inductor") -> None:
         """``train.compile``: compile what runs most often."""

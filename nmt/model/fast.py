@@ -139,12 +139,12 @@ def flatten_per_direction(rnn) -> None:
 GRAPH_BUCKET = (64, 8)
 
 
-def graph_bucket(arch: str) -> tuple[int, int, int]:
+def graph_bucket(whole_target: bool) -> tuple[int, int, int]:
     """``padded_to_bucket``'s steps for a model family: rows and source positions by GRAPH_BUCKET,
-    and target positions too for a Transformer, whose layers see every one (an RNN's target length
-    only sets how many steps run)."""
+    and target positions too for a family whose layers see every one (``whole_target``: the
+    Transformer; an RNN's target length only sets how many steps run)."""
     rows, positions = GRAPH_BUCKET
-    return rows, positions, positions if arch == "transformer" else 1
+    return rows, positions, positions if whole_target else 1
 
 
 def graphed_in_training_only(compiled, eager, mode: str):

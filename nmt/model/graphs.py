@@ -12,11 +12,11 @@ Here they are flat tensors with names, the step a tensor::
 
 src_embedded is there with ``model.lexical`` (``memory_names``).
 
-A Transformer's (``model.arch: transformer``) are its own: the memory is the source mask and each
-decoder layer's cross-attention keys and values (B, heads, S, d); the state each layer's
-self-attention cache (B, heads, t, d), empty (t = 0) from the encoder and one position longer
-after each step; and the step also returns ``heads`` (B, layers, heads, S), every layer's
-cross-attention, which the offline page draws::
+A Transformer's (``model.arch: transformer``; its graph modules are in nmt/model/transformer.py) are
+its own: the memory is the source mask and each decoder layer's cross-attention keys and values (B,
+heads, S, d); the state each layer's self-attention cache (B, heads, t, d), empty (t = 0) from the
+encoder and one position longer after each step; and the step also returns ``heads`` (B, layers,
+heads, S), every layer's cross-attention, which the offline page draws::
 
     encoder       src (B, S) -> mask, cross_k_0, cross_v_0 … , self_k_0, self_v_0 … (t = 0)
     decoder_step  prev_tokens, step, mask, cross_k_0 … , self_k_0 … -> logits, attention (the last
@@ -30,39 +30,52 @@ table: the graph stays the size of the weights); the outputs are the model's own
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
 from nmt.config.schema import ModelConfig
-from nmt.core.registry import CELLS
+from nmt.core.errors import NmtError
+from nmt.core.registry import ARCHITECTURES, CELLS
 from nmt.data.tokenizer import PAD_ID
-from nmt.model.base import TranslationModel
+from nmt.model.base import OnnxGraphs, TranslationModel
 from nmt.model.cells import layer_parts, layer_state
 from nmt.model.decoder import DecoderState, Memory
-from nmt.model.seq2seq import Seq2Seq
-from nmt.model.transformer import Transformer, TransformerMemory, TransformerState
 
 MEMORY_NAMES = ("enc_outputs", "keys", "mask")
 
 
 def memory_names(config: ModelConfig) -> list[str]:
-    """The flat memory's names: the attention's three, and the source embeddings the lexical model
-    reads; a Transformer's mask and each layer's cross-attention keys and values."""
-    if config.arch == "transformer":
-        return ["mask", *_per_layer("cross", config.decoder_layers)]
-    return [*MEMORY_NAMES, *(["src_embedded"] if config.lexical else [])]
+    """The flat memory's names of ``config``'s family."""
+    return _graphs(config).memory_names(config)
 
 
 def state_names(config: ModelConfig) -> list[str]:
-    """The flat decoder state's names: h_0 (c_0) h_1 (c_1) … [feed]; a Transformer's caches."""
-    if config.arch == "transformer":
-        return _per_layer("self", config.decoder_layers)
+    """The flat decoder state's names of ``config``'s family."""
+    return _graphs(config).state_names(config)
+
+
+def _graphs(config: ModelConfig) -> OnnxGraphs:
+    graphs = ARCHITECTURES[config.arch].onnx_graphs()
+    if graphs is None:
+        raise NmtError(f"model.arch {config.arch!r} has no ONNX graphs (its registry entry's onnx_graphs).")
+    return graphs
+
+
+def _rnn_memory_names(config: ModelConfig) -> list[str]:
+    """The attention's three, and the source embeddings the lexical model reads."""
+    return [*MEMORY_NAMES, *(["src_embedded"] if config.lexical else [])]
+
+
+def _rnn_state_names(config: ModelConfig) -> list[str]:
+    """h_0 (c_0) h_1 (c_1) … [feed]."""
     parts = ("h", "c")[: CELLS[config.rnn].state_parts]
     names = [f"{part}_{layer}" for layer in range(config.decoder_layers) for part in parts]
     return names + (["feed"] if config.input_feeding else [])
 
 
-def _per_layer(kind: str, layers: int) -> list[str]:
+def per_layer(kind: str, layers: int) -> list[str]:
     return [f"{kind}_{part}_{layer}" for layer in range(layers) for part in ("k", "v")]
 
 
@@ -81,10 +94,13 @@ def unflatten_state(tensors: list[torch.Tensor], config: ModelConfig, step: int 
 
 
 class EncoderGraph(nn.Module):
-    """``Seq2Seq.encode`` with flat outputs, on the padded encoder (lengths from the padding)."""
+    """``Seq2Seq.encode`` with flat outputs, on the padded encoder (lengths from the padding): it
+    sets the model's encoder to run padded, since packed sequences do not export (the outputs are
+    the same), so it is made on a copy of the model (export makes one)."""
 
-    def __init__(self, model: Seq2Seq):
+    def __init__(self, model: Any):  # a Seq2Seq (nmt/model/seq2seq.py imports this module)
         super().__init__()
+        model.encoder.rnn_input = "padded"
         self.model = model
 
     def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -97,7 +113,7 @@ class EncoderGraph(nn.Module):
 class DecoderStepGraph(nn.Module):
     """``Seq2Seq.decode_step`` with flat inputs and outputs; the step a tensor (1,)."""
 
-    def __init__(self, model: Seq2Seq):
+    def __init__(self, model: Any):  # a Seq2Seq (nmt/model/seq2seq.py imports this module)
         super().__init__()
         self.model = model
 
@@ -115,44 +131,8 @@ class DecoderStepGraph(nn.Module):
         return (logits.float(), weights, *flatten_state(DecoderState(cells, 0, feed)))
 
 
-def _interleaved(keys: list[torch.Tensor], values: list[torch.Tensor]) -> list[torch.Tensor]:
-    """k_0, v_0, k_1, v_1, … (``_per_layer``'s order)."""
-    return [tensor for pair in zip(keys, values) for tensor in pair]
-
-
-class TransformerEncoderGraph(nn.Module):
-    """``Transformer.encode`` with flat outputs: the memory, then the empty caches."""
-
-    def __init__(self, model: Transformer):
-        super().__init__()
-        self.model = model
-
-    def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        memory, state = self.model.encode(src, src.ne(PAD_ID).sum(1))
-        return (memory.mask, *_interleaved(memory.keys, memory.values), *_interleaved(state.keys, state.values))
-
-
-class TransformerStepGraph(nn.Module):
-    """``Transformer.decode_step`` with flat inputs and outputs, every layer's heads last."""
-
-    def __init__(self, model: Transformer):
-        super().__init__()
-        self.model = model
-
-    def forward(self, prev_tokens, step, mask, *tensors) -> tuple[torch.Tensor, ...]:
-        """tensors: each layer's cross-attention keys and values, then each layer's cache."""
-        layers = self.model.config.decoder_layers
-        cross, cache = tensors[: 2 * layers], tensors[2 * layers :]
-        memory = TransformerMemory(list(cross[0::2]), list(cross[1::2]), mask)
-        state = TransformerState(list(cache[0::2]), list(cache[1::2]), step)
-        logits, state, weights = self.model.decoder.step(prev_tokens, state, memory, every_layer=True)
-        heads = torch.stack(weights, 1)  # (B, layers, heads, S)
-        return (logits.float(), heads[:, -1].mean(1), *_interleaved(state.keys, state.values), heads)
-
-
-def graph_modules(model: TranslationModel) -> tuple[nn.Module, nn.Module]:
-    """The encoder and decoder-step graphs of ``model``'s family."""
-    if isinstance(model, Transformer):
-        return TransformerEncoderGraph(model), TransformerStepGraph(model)
-    assert isinstance(model, Seq2Seq)
+def _rnn_modules(model: TranslationModel) -> tuple[nn.Module, nn.Module]:
     return EncoderGraph(model), DecoderStepGraph(model)
+
+
+RNN_GRAPHS = OnnxGraphs(_rnn_memory_names, _rnn_state_names, _rnn_modules)

@@ -5,16 +5,31 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.config.schema import ModelConfig
-from nmt.core.registry import ARCHITECTURES, CELLS
+from nmt.config.schema import Config, ModelConfig
+from nmt.core.errors import NmtError
+from nmt.core.registry import ARCHITECTURES, ATTENTIONS, CELLS
 from nmt.data.tokenizer import PAD_ID
-from nmt.model.base import TranslationModel
+from nmt.model.base import SHARED_KEYS, OnnxGraphs, TranslationModel
 from nmt.model.decoder import DecoderState, Memory, build_decoder
-from nmt.model.encoder import Encoder
+from nmt.model.encoder import Encoder, encoder_input
 from nmt.model.fast import compile_step_body, run_in_float32
+from nmt.model.graphs import RNN_GRAPHS
 
-# The model keys both families read (the rest are each family's own: ``config_keys``).
-SHARED_KEYS = ("embed_dim", "encoder_layers", "decoder_layers", "dropout", "tie_embeddings")
+# nmt tune's default space for the RNN: what docs/quality.md found to matter on eng-mar, as ranges around its recipes.
+RNN_SPACE: dict[str, dict] = {
+    "model.width": {"choices": [128, 256, 384]},
+    "model.dropout": {"low": 0.1, "high": 0.5},
+    "model.attention": {},  # the registered soft ones: Seq2Seq.tune_space()
+    "model.input_feeding": {"choices": [False, True]},
+    "tokenizer.src_vocab_size": {"choices": [1000, 2000, 4000]},
+    "tokenizer.tgt_vocab_size": {"choices": [1000, 2000, 4000]},
+    "train.learning_rate": {"low": 0.0005, "high": 0.005, "log": True},
+    "train.lr_hold": {"low": 0.0, "high": 0.9},
+    "train.label_smoothing": {"low": 0.0, "high": 0.3},
+    "train.word_dropout": {"low": 0.0, "high": 0.2},
+    "train.batch_size": {"choices": [32, 64, 128]},
+    "train.patience": {"choices": [0, 5, 10]},
+}
 
 
 @ARCHITECTURES.register("rnn")
@@ -41,6 +56,78 @@ class Seq2Seq(TranslationModel):
         "encoder_output_dropout",
         "rnn_input",
     )
+    title = "attention-based RNN translation model"
+    recurrent = True
+    freezable = TranslationModel.freezable + ("bridge", "attention")
+
+    @classmethod
+    def describe(cls, m: ModelConfig) -> str:
+        return (
+            f"embeddings {m.embed_dim}, bidirectional {m.rnn.upper()} {m.encoder_hidden} per direction × "
+            f"{m.encoder_layers} layer(s), {m.rnn.upper()} decoder {m.decoder_hidden} × {m.decoder_layers} layer(s), "
+            f"attention `{m.attention}` (window `{m.attention_window}`, input feeding {m.input_feeding})"
+        )
+
+    @classmethod
+    def summary(cls, config: ModelConfig) -> str:
+        return f"{config.attention}{' + input feeding' if config.input_feeding else ''}"
+
+    @classmethod
+    def check_model(cls, model: ModelConfig) -> None:
+        """What the attention can do is on its registry entry (``AttentionKind``)."""
+        kind = ATTENTIONS[model.attention]
+        if not kind.takes_window and model.attention_window != "global":
+            raise NmtError(
+                f"model.attention_window={model.attention_window!r} restricts attention, but model.attention "
+                f"{model.attention!r} cannot be windowed. Use attention_window: global, or another attention: "
+                f"{', '.join(name for name, k in ATTENTIONS.items() if k.takes_window)}."
+            )
+        luong = [name for name, k in ATTENTIONS.items() if k.order == "recur-then-attend"]
+        if model.input_feeding and kind.order != "recur-then-attend":
+            raise NmtError(
+                f"model.input_feeding=true is Luong et al.'s and works with model.attention in {', '.join(luong)}; "
+                f"got {model.attention!r} (its decoder already feeds the context c_t into each step)."
+            )
+        if model.lexical and not kind.has_weights:
+            raise NmtError(
+                f"model.lexical=true reads the source words under the attention's weights, and model.attention "
+                f"{model.attention!r} has none. Use another attention: "
+                f"{', '.join(name for name, k in ATTENTIONS.items() if k.has_weights)}."
+            )
+        if kind.needs_equal_widths and model.decoder_hidden != 2 * model.encoder_hidden:
+            raise NmtError(
+                f"model.attention={model.attention!r} compares decoder and encoder states directly, so "
+                f"model.decoder_hidden ({model.decoder_hidden}) must equal 2 x model.encoder_hidden "
+                f"({2 * model.encoder_hidden})."
+            )
+
+    def training_notes(self, config: Config, device: torch.device) -> list[str]:
+        """Where model.rnn_input: auto runs the padded encoder (``encoder_input``), and why."""
+        encoder = self.encoder
+        if encoder.rnn_input != "auto" or encoder_input("auto", device, encoder.stacked_dropout) != "padded":
+            return []
+        why = (
+            "packed sequences have open faults on MPS"
+            if device.type == "mps"
+            else "cuDNN's own dropout between stacked layers could not be resumed exactly"
+        )
+        return [f"The encoder runs padded ({why}); model.rnn_input: packed overrides."]
+
+    @classmethod
+    def tune_space(cls) -> dict[str, dict]:
+        """``RNN_SPACE``, ``model.attention`` choosing among every registered soft attention that takes
+        any widths: the built-ins' bahdanau, luong-general and luong-concat, and a plugin's."""
+        soft = [n for n, k in ATTENTIONS.items() if k.has_weights and not k.one_position and not k.needs_equal_widths]
+        return {**RNN_SPACE, "model.attention": {"choices": soft}}
+
+    @classmethod
+    def playback_numbers(cls, model: ModelConfig, source: int, target: int, top_k: int) -> int:
+        width = max(model.decoder_hidden, model.attention_dim, 2 * model.encoder_hidden)
+        return target * (width + 3 * source + 2 * model.encoder_hidden + 2 * top_k)
+
+    @classmethod
+    def onnx_graphs(cls) -> OnnxGraphs:
+        return RNN_GRAPHS
 
     def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
         super().__init__()

@@ -35,13 +35,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.config.schema import ModelConfig
+from nmt.config.schema import Config, ModelConfig
+from nmt.core.errors import NmtError
 from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import PAD_ID
-from nmt.model.base import TranslationModel
+from nmt.model.base import SHARED_KEYS, OnnxGraphs, TranslationModel
 from nmt.model.dropout import Dropout
 from nmt.model.fast import compiled_for_training
-from nmt.model.seq2seq import SHARED_KEYS
+from nmt.model.graphs import per_layer
 
 # model.positions: learned: one row per position up to this many; later positions share the last row
 MAX_LEARNED_POSITIONS = 1024
@@ -372,6 +373,25 @@ class TransformerDecoder(Embedder):
         return logits, TransformerState(keys, values, state.position + 1), weights
 
 
+# nmt tune's default space for the Transformer: the small-data levers of Araabi & Monz (2020) and
+# van Biljon et al. (2020) — depth, width, heads, dropout, vocabulary — and the warm-up it needs.
+TRANSFORMER_SPACE: dict[str, dict] = {
+    "model.width": {"choices": [128, 256, 384]},
+    "model.encoder_layers": {"choices": [2, 3, 4, 6]},
+    "model.decoder_layers": {"choices": [2, 3, 4, 6]},
+    "model.heads": {"choices": [2, 4, 8]},
+    "model.ff_dim": {"choices": [512, 1024, 2048]},
+    "model.dropout": {"low": 0.1, "high": 0.5},
+    "model.attention_dropout": {"low": 0.0, "high": 0.3},
+    "tokenizer.src_vocab_size": {"choices": [1000, 2000, 4000]},
+    "tokenizer.tgt_vocab_size": {"choices": [1000, 2000, 4000]},
+    "train.learning_rate": {"low": 0.0003, "high": 0.003, "log": True},
+    "train.lr_warmup": {"choices": [200, 500, 1000, 2000]},
+    "train.label_smoothing": {"low": 0.0, "high": 0.3},
+    "train.batch_size": {"choices": [32, 64, 128]},
+}
+
+
 @ARCHITECTURES.register("transformer")
 class Transformer(TranslationModel):
     """Encoder and decoder of ``model.encoder_layers`` and ``model.decoder_layers`` pre-norm
@@ -379,6 +399,64 @@ class Transformer(TranslationModel):
     ``forward`` for training, ``encode`` / ``decode_step`` for search."""
 
     config_keys = SHARED_KEYS + ("heads", "ff_dim", "attention_dropout", "activation_dropout", "positions")
+    title = "Transformer translation model"
+    has_heads = True
+    whole_target = True
+
+    @classmethod
+    def describe(cls, m: ModelConfig) -> str:
+        return (
+            f"pre-norm Transformer, {m.encoder_layers} encoder and {m.decoder_layers} decoder layer(s), width "
+            f"{m.embed_dim}, {m.heads} heads, feed-forward {m.ff_dim}, {m.positions} positions"
+        )
+
+    @classmethod
+    def check_training(cls, config: Config) -> None:
+        train = config.train
+        if train.teacher_forcing < 1.0:
+            raise NmtError(
+                "Config key 'train.teacher_forcing': a Transformer trains all target positions at once, from the "
+                "gold tokens; scheduled sampling (teacher_forcing < 1) is the RNN's. Leave it at 1."
+            )
+        others = sorted(set(train.freeze) - set(cls.freezable))
+        if others:
+            raise NmtError(
+                f"Config key 'train.freeze': {', '.join(others)} are parts of the RNN; a Transformer's are "
+                f"{', '.join(cls.freezable[:-1])} and {cls.freezable[-1]}."
+            )
+
+    @classmethod
+    def summary(cls, config: ModelConfig) -> str:
+        return f"Transformer {config.encoder_layers}+{config.decoder_layers} layers, {config.heads} heads"
+
+    @classmethod
+    def check_model(cls, model: ModelConfig) -> None:
+        if model.embed_dim % model.heads:
+            raise NmtError(
+                f"model.heads={model.heads} splits model.embed_dim ({model.embed_dim}) among the heads: "
+                f"embed_dim must divide by it (e.g. heads: {max(h for h in (1, 2, 4, 8) if model.embed_dim % h == 0)})."
+            )
+
+    def training_notes(self, config: Config, device: torch.device) -> list[str]:
+        if config.train.lr_warmup:
+            return []
+        return [
+            "A Transformer with no train.lr_warmup: its first full-size steps can derail attention; "
+            "configs/eng-mar-transformer.yaml warms up over its first steps."
+        ]
+
+    @classmethod
+    def tune_space(cls) -> dict[str, dict]:
+        return dict(TRANSFORMER_SPACE)
+
+    @classmethod
+    def playback_numbers(cls, model: ModelConfig, source: int, target: int, top_k: int) -> int:
+        width = model.embed_dim // max(1, model.heads)
+        return target * (2 * width + 2 * source + 2 * top_k) + source * width
+
+    @classmethod
+    def onnx_graphs(cls) -> OnnxGraphs:
+        return TRANSFORMER_GRAPHS
 
     def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
         super().__init__()
@@ -430,3 +508,78 @@ class Transformer(TranslationModel):
         under ``reduce-overhead``, search runs the layers eagerly (``compiled_for_training``)."""
         for layer in [*self.encoder.layers, *self.decoder.layers]:
             layer.forward = compiled_for_training(layer.forward, mode, backend)
+
+
+# ---- the Transformer as two ONNX graphs of flat, named tensors (nmt/model/graphs.py's layout) ----
+
+
+def _interleaved(keys: list[torch.Tensor], values: list[torch.Tensor]) -> list[torch.Tensor]:
+    """k_0, v_0, k_1, v_1, … (``per_layer``'s order)."""
+    return [tensor for pair in zip(keys, values) for tensor in pair]
+
+
+class TransformerEncoderGraph(nn.Module):
+    """``Transformer.encode`` with flat outputs: the memory, then the empty caches."""
+
+    def __init__(self, model: Transformer):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        memory, state = self.model.encode(src, src.ne(PAD_ID).sum(1))
+        return (memory.mask, *_interleaved(memory.keys, memory.values), *_interleaved(state.keys, state.values))
+
+
+class TransformerStepGraph(nn.Module):
+    """``Transformer.decode_step`` with flat inputs and outputs, every layer's heads last."""
+
+    def __init__(self, model: Transformer):
+        super().__init__()
+        self.model = model
+
+    def forward(self, prev_tokens, step, mask, *tensors) -> tuple[torch.Tensor, ...]:
+        """tensors: each layer's cross-attention keys and values, then each layer's cache."""
+        layers = self.model.config.decoder_layers
+        cross, cache = tensors[: 2 * layers], tensors[2 * layers :]
+        memory = TransformerMemory(list(cross[0::2]), list(cross[1::2]), mask)
+        state = TransformerState(list(cache[0::2]), list(cache[1::2]), step)
+        logits, state, weights = self.model.decoder.step(prev_tokens, state, memory, every_layer=True)
+        heads = torch.stack(weights, 1)  # (B, layers, heads, S)
+        return (logits.float(), heads[:, -1].mean(1), *_interleaved(state.keys, state.values), heads)
+
+
+def transformer_axes(names: list[str]) -> dict[str, dict[int, str]]:
+    """A Transformer's dynamic axes, by name: the batch first; the source's length in the mask,
+    the cross-attention's keys and values, the attention and the heads; the cache's length, and
+    the next cache's (one longer), in the self-attention's."""
+    axes: dict[str, dict[int, str]] = {}
+    for name in names:
+        if name == "step":
+            continue
+        axes[name] = {0: "batch"}
+        if name in ("src", "mask", "attention"):
+            axes[name][1] = "source"
+        elif name.startswith("cross_"):
+            axes[name][2] = "source"
+        elif name == "heads":
+            axes[name][3] = "source"
+        elif name.startswith("self_"):
+            axes[name][2] = "steps"
+        elif name.startswith("next_self_"):
+            axes[name][2] = "steps_after"
+    return axes
+
+
+def _transformer_modules(model: TranslationModel) -> tuple[nn.Module, nn.Module]:
+    transformer = cast(Transformer, model)
+    return TransformerEncoderGraph(transformer), TransformerStepGraph(transformer)
+
+
+TRANSFORMER_GRAPHS = OnnxGraphs(
+    lambda config: ["mask", *per_layer("cross", config.decoder_layers)],  # the mask, each layer's keys and values
+    lambda config: per_layer("self", config.decoder_layers),  # each layer's cache
+    _transformer_modules,
+    steps_before_tracing=2,
+    extra_outputs=("heads",),
+    axes=transformer_axes,
+)

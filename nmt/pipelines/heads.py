@@ -4,7 +4,7 @@ layer, and one head's scaled dot-product step by step.
 Where an RNN has one attention, a Transformer has ``layers × heads`` of each kind: the encoder's
 self-attention (source over source), the decoder's causal self-attention (target over the target
 so far) and its cross-attention (target over source, the RNN attention's successor). ``Lab``
-(nmt/pipelines/lab.py) answers with these for a Transformer:
+(nmt/pipelines/lab.py) answers with these for a Transformer (``TransformerInside``):
 
 * ``heads``: for one translation, the weights of every head of every layer of the three kinds;
 * ``playback`` of one layer's head: each decoding step with its own numbers — the query q_t,
@@ -21,11 +21,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
 from nmt.data.tokenizer import BOS_ID
+from nmt.decoding.search import NEVER_CHOSEN
 from nmt.model.transformer import MultiHeadAttention, Transformer
+from nmt.pipelines.lab_views import Edit, Heads, LabInputError, LabParts, LooksInside, Playback, Step, choosable
 
 FORMULA = ["e_tj = q_t · k_j / √d_k", "α_tj = softmax_j(e_tj)", "c_t = Σ_j α_tj v_j"]
 
@@ -68,23 +71,6 @@ def rows(weights: torch.Tensor, queries: int, keys: int, head: int | None = None
     cut to the real positions."""
     kept = weights[0, :, :queries, :keys] if head is None else weights[0, head : head + 1, :queries, :keys]
     return kept.float().cpu().tolist()
-
-
-@dataclass
-class Heads:
-    """Every head of every layer for one translation: [layer][head][query position][key position]."""
-
-    source_tokens: list[str]
-    tokens: list[str]  # the target subwords, <eos> last where the translation ended
-    heads: int
-    cross: list  # decoder layer -> head -> target step -> source position
-    decoder_self: list  # decoder layer -> head -> target step -> target step (causal: later ones are 0)
-    encoder_self: list  # encoder layer -> head -> source position -> source position
-    layer: int | None = None  # asked for one layer (of each kind): the lists hold it alone
-    head: int | None = None  # asked for one head: each layer's list holds it alone
-
-    def to_json(self) -> dict:
-        return self.__dict__
 
 
 @torch.inference_mode()
@@ -154,3 +140,78 @@ def head_steps(
         logits.append(step_logits[0])
         prev = torch.tensor([token], device=src.device)
     return keys, steps, logits
+
+
+class TransformerInside(LooksInside):
+    """Playback of one head and every head of a Transformer; edit is the RNN's."""
+
+    family = "a Transformer"
+    views = ("tree", "playback", "saliency", "heads")
+
+    def playback(
+        self, lab: LabParts, text: str, tokens: list[str] | None, top_k: int, layer: int, head: int
+    ) -> Playback:
+        """Decoder ``layer``'s (−1: the last) ``head``'s cross-attention, step by step."""
+        model = cast(Transformer, lab.model())
+        layers, heads = model.config.decoder_layers, model.config.heads
+        if not (layer == -1 or 0 <= layer < layers):
+            raise LabInputError("layer", f"layer must be from 0 to {layers - 1} (or -1, the last), got {layer}")
+        if not 0 <= head < heads:
+            raise LabInputError("head", f"head must be from 0 to {heads - 1}, got {head}")
+        layer %= layers
+        src, lengths, source_tokens = lab.source(text)
+        target = lab.target_ids(text, tokens)
+        keys, parts, logits = head_steps(model, src, lengths, target, layer, head)
+        steps = []
+        for t, (token, part, step_logits) in enumerate(zip(target, parts, logits)):
+            probabilities = step_logits.float().softmax(-1)
+            best = choosable(probabilities).topk(min(top_k, probabilities.numel() - len(NEVER_CHOSEN)))
+            top = [
+                {"token": piece, "probability": p}
+                for piece, p in zip(lab.labels(best.indices.tolist()), best.values.tolist())
+            ]
+            scores: list[float | None] = list(part.scores)
+            probability = probabilities[token].item()
+            label = lab.labels([token])[0]
+            steps.append(Step(t, label, probability, part.query, None, scores, part.weights, part.context, top))
+        query_is = (
+            f"q_t = W^Q LN(x_t): decoder layer {layer}'s state at step t after its self-attention, "
+            f"head {head}'s share ({model.config.embed_dim // heads} of {model.config.embed_dim} dimensions)"
+        )
+        return Playback(
+            source_tokens,
+            lab.labels(target),
+            "scaled-dot-product",
+            "global",
+            FORMULA,
+            query_is,
+            steps,
+            layer,
+            head,
+            layers,
+            heads,
+            keys,
+        )
+
+    def edit(self, lab: LabParts, text: str, step: int, weights: list[float], tokens: list[str] | None) -> Edit:
+        config = lab.config.model
+        raise LabInputError(
+            "model",
+            f"edit replaces one attention's weights, and a Transformer has {config.decoder_layers} x {config.heads} "
+            "cross-attention heads, each one path of several from the source to the output: replacing one "
+            "does not make the model attend there, so this view is the RNN's (see heads and playback)",
+        )
+
+    def heads(self, lab: LabParts, text: str, tokens: list[str] | None, layer: int | None, head: int | None) -> Heads:
+        """Every head of every layer for ``tokens`` (default: the best translation), or ``layer``'s
+        (of each kind) and ``head``'s alone."""
+        model = cast(Transformer, lab.model())
+        most = max(model.config.encoder_layers, model.config.decoder_layers)
+        if layer is not None and not 0 <= layer < most:
+            raise LabInputError("layer", f"layer must be from 0 to {most - 1}, got {layer}")
+        if head is not None and not 0 <= head < model.config.heads:
+            raise LabInputError("head", f"head must be from 0 to {model.config.heads - 1}, got {head}")
+        src, lengths, source_tokens = lab.source(text)
+        target = lab.target_ids(text, tokens)
+        found = all_heads(model, src, lengths, target, layer, head)
+        return Heads(source_tokens, lab.labels(target), model.config.heads, **found, layer=layer, head=head)

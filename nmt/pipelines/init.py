@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from nmt.config.recipes import Measured, Recipe, TransformerRule, example_corpora, recipes
+from nmt.config.recipes import FamilyRecipe, FamilyRule, Measured, Recipe, example_corpora, recipes
 from nmt.core.device import select_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
@@ -225,10 +225,6 @@ def split_sizes(sources: int) -> tuple[int, int]:
     return dev, test
 
 
-# The training keys a Transformer child takes from its parent
-TRANSFORMER_SCHEDULE = ("learning_rate", "lr_schedule", "lr_hold", "lr_warmup")
-
-
 @dataclass
 class ParentPlan:
     """What ``--init-from`` adds: the parent, its model settings, and its own corpus where that
@@ -237,12 +233,9 @@ class ParentPlan:
     path: str
     pair: str  # the parent's, e.g. en-mr
     model: dict
+    family: FamilyRecipe  # the parent's, as the recipes write its children
     related: dict[str, str] = field(default_factory=dict)
-    schedule: dict = field(default_factory=dict)  # a Transformer parent's learning rate and warm-up
-
-    @property
-    def transformer(self) -> bool:
-        return self.model.get("arch") == "transformer"
+    schedule: dict = field(default_factory=dict)  # the parent's training keys its family's child takes
 
 
 def parent_plan(init_from: str, found: CorpusProfile, src_lang: str, tgt_lang: str) -> ParentPlan:
@@ -250,10 +243,9 @@ def parent_plan(init_from: str, found: CorpusProfile, src_lang: str, tgt_lang: s
 
     parent = load_parent(init_from)  # a clear error for anything but a run or a package
     data = parent.config.data
-    plan = ParentPlan(init_from, f"{data.src_lang}-{data.tgt_lang}", asdict(parent.config.model))
-    if plan.transformer:  # the recipes' rate (0.002, no warm-up) derails a Transformer: its own, measured
-        train = parent.config.train
-        plan.schedule = {key: getattr(train, key) for key in TRANSFORMER_SCHEDULE}
+    family = recipes().family_of(parent.config.model.arch)
+    plan = ParentPlan(init_from, f"{data.src_lang}-{data.tgt_lang}", asdict(parent.config.model), family)
+    plan.schedule = {key: getattr(parent.config.train, key) for key in family.child_schedule}
     processor = parent.tgt_tok.processor  # its target's script: the letters of its pieces (bytes are not)
     words = (processor.id_to_piece(i) for i in range(processor.get_piece_size()) if not processor.is_byte(i))
     script = Counter(s for piece in words for s in _scripts(piece)).most_common(1)
@@ -309,20 +301,20 @@ def config_text(
         data = {"train": {src_lang: str(found.files[0]), tgt_lang: str(found.files[1])}}
     data |= {"src_lang": src_lang, "tgt_lang": tgt_lang, "dev_size": dev, "test_size": test}
     on_gpu = recipe.on_gpu if gpu else None
-    # measured on a CPU (on a GPU the RNN led); a child is of its parent's family
-    transformer = book.transformer_for(found.pairs, minutes) if not gpu and parent is None else None
-    if arch == "rnn":
-        transformer = None
-    elif arch == "transformer" and transformer is None:  # asked for: the rule nearest this corpus
-        transformer = min(book.transformer_rules, key=lambda rule: abs(rule.up_to_pairs - found.pairs))
-    settings = _merged(book.family.settings, book.common, recipe.settings, on_gpu.settings if on_gpu else {})
-    if transformer is not None:  # another family: its model whole, its keys over the recipe's training ones
-        settings = _merged({**settings, "model": {}}, book.transformer)
+    # the rules were measured on a CPU (on a GPU the RNN led); a child is of its parent's family
+    default = book.default_family
+    family, rule = (
+        (default, None) if parent is not None or (gpu and not arch) else book.family_for(found.pairs, minutes, arch)
+    )
+    settings = _merged(default.settings, book.common, recipe.settings, on_gpu.settings if on_gpu else {})
+    if family is not default:  # another family: its model whole, its keys over the recipe's training ones
+        settings = _merged({**settings, "model": {}}, family.settings)
     config: dict[str, Any] = {"run_dir": run_dir, "data": data}
     config |= {section: settings.get(section, {}) for section in ("tokenizer", "model")}
     config["train"] = {"max_minutes": minutes, **settings["train"], "threads": "auto"}
     config["decode"] = settings["decode"]
-    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, cores, parent is not None, transformer, arch)
+    chosen = None if parent is not None else (family, rule)
+    comments = _comments(found, recipe, src_lang, tgt_lang, minutes, cores, chosen, arch)
     if on_gpu is not None:
         comments += _commented(
             [f"On this machine's CUDA GPU: batches by tokens, {on_gpu.measured} ({on_gpu.page}).", ""]
@@ -331,7 +323,7 @@ def config_text(
         config, comments = _child_config(config, comments, found, recipe, parent)
     text = comments + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
     if parent is None:
-        return text + _related_lines(found, src_lang, tgt_lang, transformer is not None)
+        return text + _related_lines(found, src_lang, tgt_lang, family)
     return text + _parent_related_lines(parent, tgt_lang)
 
 
@@ -346,12 +338,13 @@ def _child_config(
         "init_from": parent.path,
         **{k: v for k, v in config.items() if k != "run_dir"},
     }
-    # A Transformer child is what was measured of one (docs/transformer.md): one model, the parent's
-    # schedule, and none of the RNN's additions (the lexical model reads an RNN's attention)
-    adds = {} if parent.transformer else recipe.child_adds.get("model", {})
+    # A child of another family is what was measured of one (a Transformer's, docs/transformer.md): one
+    # model, the parent's schedule, none of the recipe's additions (the lexical model reads an RNN's attention)
+    recipe_children = parent.family.recipe_children
+    adds = recipe.child_adds.get("model", {}) if recipe_children else {}
     config["model"] = {**parent.model, **adds}
     config["train"] = {**config["train"], **parent.schedule}
-    ensembled = found.pairs <= book.children_up_to_pairs and not parent.transformer
+    ensembled = found.pairs <= book.children_up_to_pairs and recipe_children
     if ensembled:
         extra = book.children.settings
         train = config["train"]  # members right after the budget they share
@@ -363,11 +356,11 @@ def _child_config(
 
 def _parent_comments(parent: ParentPlan, adds_lexical: bool, ensembled: bool) -> str:
     book = recipes()
-    if parent.transformer:
+    if not parent.family.recipe_children:
         return _commented(
             [
-                f"Started from {parent.path} ({parent.pair}), a Transformer: its model settings and learning-rate "
-                f"schedule, every weight carried over, one model ({book.family.page}).",
+                f"Started from {parent.path} ({parent.pair}), {parent.family.title}: its model settings and "
+                f"learning-rate schedule, every weight carried over, one model ({parent.family.page}).",
                 "",
             ]
         )
@@ -418,22 +411,12 @@ def _comments(
     tgt_lang: str,
     minutes: float,
     cores: int,
-    child: bool = False,
-    transformer: TransformerRule | None = None,
+    chosen: tuple[FamilyRecipe, FamilyRule | None] | None = None,
     arch: str = "",
 ) -> str:
-    family = recipes().family
-    asked = f" (--arch {arch}; nmt init --arch {'rnn' if arch == 'transformer' else 'transformer'} writes the other)"
-    if child:
-        which = []
-    elif transformer is not None:
-        which = [
-            f"A Transformer, not an RNN (model.arch){asked if arch else ''}: where it was measured ahead, for up to "
-            f"{transformer.up_to_pairs:,} pairs from {transformer.from_minutes:g} minutes on, {transformer.measured} "
-            f"({transformer.page})."
-        ]
-    else:
-        which = [f"An RNN, not a Transformer (model.arch){asked if arch else ''}: {family.measured} ({family.page})."]
+    """The config's opening comments; ``chosen``: the family written and the rule that chose it
+    (None for a child, of its parent's family)."""
+    which = [] if chosen is None else [_family_line(*chosen, arch)]
     lines = [
         f"Written by `nmt init` from {', '.join(map(str, found.files))}:",
         f"{found.pairs:,} pairs, {found.sources:,} distinct {src_lang} sentences"
@@ -444,7 +427,7 @@ def _comments(
         found.describe("src", f"{src_lang} ({language_name(src_lang)})") + ";",
         found.describe("tgt", f"{tgt_lang} ({language_name(tgt_lang)})") + ".",
         "",
-        _recipe_line(recipe, child, transformer is not None),
+        _recipe_line(recipe, chosen),
         f"A {minutes:g}-minute budget on this machine's {cores} core(s): a faster machine trains more epochs. "
         "train.threads: auto measures how many threads train fastest, and again while the run goes on "
         "(another program's load can make fewer faster).",
@@ -456,26 +439,42 @@ def _comments(
     return _commented(lines)
 
 
-def _recipe_line(recipe: Recipe, child: bool, transformer: bool) -> str:
+def _family_line(family: FamilyRecipe, rule: FamilyRule | None, arch: str) -> str:
+    """Which family is written and why: where its rule measured it ahead, or why it is the default."""
+    others = [other for name, other in recipes().families.items() if name != family.arch]
+    named = f"{family.title[0].upper()}{family.title[1:]}, not {' or '.join(o.title for o in others)} (model.arch)"
+    if arch:
+        offered = " or ".join(f"--arch {o.arch}" for o in others)
+        named += f" (--arch {arch}; nmt init {offered} writes the other)"
+    if rule is None:
+        return f"{named}: {family.measured} ({family.page})."
+    return (
+        f"{named}: where it was measured ahead, for up to {rule.up_to_pairs:,} pairs from {rule.from_minutes:g} "
+        f"minutes on, {rule.measured} ({rule.page})."
+    )
+
+
+def _recipe_line(recipe: Recipe, chosen: tuple[FamilyRecipe, FamilyRule | None] | None) -> str:
     """Which recipe the settings come from, and what it measured where its model is the one written."""
     named = f"{recipe.name} recipe (up to {recipe.max_pairs:,} pairs"
-    if child:
+    if chosen is None:
         return f"The training settings of the {named}); the model's are the parent's."
-    if transformer:
+    family = chosen[0]
+    if not family.default:
         return (
             f"The tokenizer and batches of the {named}, {recipe.page}); the model and its schedule are the "
-            "Transformer's."
+            f"{family.name}'s."
         )
     return f"The {named}): {recipe.measured} ({recipe.page})."
 
 
-def _related_lines(found: CorpusProfile, src_lang: str, tgt_lang: str, transformer: bool) -> str:
+def _related_lines(found: CorpusProfile, src_lang: str, tgt_lang: str, family: FamilyRecipe) -> str:
     """Commented lines for a corpus the package ships in the target's script (another language),
     if any: a model trained on it as a parent (the better measured), or the corpus itself trained
     beside this one from scratch (the learning curve's related-language lines: the RNN's, or the
     Transformer's where the config trains one), with the keys to add."""
     book = recipes()
-    offered = book.related_from_scratch_transformer if transformer else book.related_from_scratch
+    offered = Measured(book.related_from_scratch.settings, family.related_measured, book.related_from_scratch.page)
     text = ""
     for corpus in example_corpora():
         if corpus.src_lang != src_lang or corpus.tgt_lang == tgt_lang or corpus.script != found.script("tgt"):
@@ -570,8 +569,9 @@ def init_config(
     ``init_from``: a model to continue (its settings, and its corpus where it is a related one);
     ``arch``: rnn or transformer, instead of the family measured ahead; ``warn``: told of what looks
     wrong but is kept (a language code whose script is not the text's)."""
-    if arch not in ("", "rnn", "transformer"):
-        raise NmtError(f"--arch {arch!r}: rnn or transformer.")
+    families = recipes().families
+    if arch and arch not in families:
+        raise NmtError(f"--arch {arch!r}: one of {', '.join(families)} (the families the recipes write).")
     if arch and init_from:
         raise NmtError("--arch and --init-from: a model continued keeps its own family. Give one of them.")
     if len(data) not in (1, 2):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nmt.config.schema import Config
+from nmt.core.registry import ARCHITECTURES
 
 NUMBER_BYTES = 10  # a number in a lab answer's JSON, as sent (6 significant digits and a separator)
 STEP_BYTES = 120  # what a step or a tree node carries besides its numbers (labels, keys, flags)
@@ -56,12 +57,7 @@ def lab_size(
         nodes = 1 + t * 2 * beam  # each step keeps and prunes up to twice the beam
         return LabSize(nodes * (s + 4), nodes, (("beam_size", "a smaller beam_size"), ("text", "a shorter text")))
     if view == "playback":
-        if model.arch == "transformer":
-            width = model.embed_dim // max(1, model.heads)
-            numbers = t * (2 * width + 2 * s + 2 * top_k) + s * width
-        else:
-            width = max(model.decoder_hidden, model.attention_dim, 2 * model.encoder_hidden)
-            numbers = t * (width + 3 * s + 2 * model.encoder_hidden + 2 * top_k)
+        numbers = ARCHITECTURES[model.arch].playback_numbers(model, s, t, top_k)  # the family's own layout
         return LabSize(numbers, t, (fewer_tokens, ("top_k", "a smaller top_k")))
     if view == "edit":
         return LabSize(2 * s + 2 * t, 2, (fewer_tokens,))

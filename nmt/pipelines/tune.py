@@ -36,7 +36,7 @@ from nmt import install_hint
 from nmt.config.schema import MODEL_WIDTHS, Config, check_value, config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
-from nmt.core.registry import ATTENTIONS
+from nmt.core.registry import ARCHITECTURES
 from nmt.core.threads import AUTO
 from nmt.pipelines.prepare import prepare
 from nmt.train.callbacks import Callback
@@ -47,54 +47,16 @@ from nmt.train.trainer import build_trainer
 WIDTHS = tuple(f"model.{key}" for key in MODEL_WIDTHS)
 ALIASES = {"model.width": WIDTHS}  # one value for several keys
 
-# What docs/quality.md found to matter on eng-mar, as ranges around its recipes.
-DEFAULT_SPACE: dict[str, dict] = {
-    "model.width": {"choices": [128, 256, 384]},
-    "model.dropout": {"low": 0.1, "high": 0.5},
-    "model.attention": {},  # the registered ones: default_space()
-    "model.input_feeding": {"choices": [False, True]},
-    "tokenizer.src_vocab_size": {"choices": [1000, 2000, 4000]},
-    "tokenizer.tgt_vocab_size": {"choices": [1000, 2000, 4000]},
-    "train.learning_rate": {"low": 0.0005, "high": 0.005, "log": True},
-    "train.lr_hold": {"low": 0.0, "high": 0.9},
-    "train.label_smoothing": {"low": 0.0, "high": 0.3},
-    "train.word_dropout": {"low": 0.0, "high": 0.2},
-    "train.batch_size": {"choices": [32, 64, 128]},
-    "train.patience": {"choices": [0, 5, 10]},
-}
-
-
-# A Transformer's (model.arch: transformer): the small-data levers of Araabi & Monz (2020) and
-# van Biljon et al. (2020) — depth, width, heads, dropout, vocabulary — and the warm-up it needs.
-TRANSFORMER_SPACE: dict[str, dict] = {
-    "model.width": {"choices": [128, 256, 384]},
-    "model.encoder_layers": {"choices": [2, 3, 4, 6]},
-    "model.decoder_layers": {"choices": [2, 3, 4, 6]},
-    "model.heads": {"choices": [2, 4, 8]},
-    "model.ff_dim": {"choices": [512, 1024, 2048]},
-    "model.dropout": {"low": 0.1, "high": 0.5},
-    "model.attention_dropout": {"low": 0.0, "high": 0.3},
-    "tokenizer.src_vocab_size": {"choices": [1000, 2000, 4000]},
-    "tokenizer.tgt_vocab_size": {"choices": [1000, 2000, 4000]},
-    "train.learning_rate": {"low": 0.0003, "high": 0.003, "log": True},
-    "train.lr_warmup": {"choices": [200, 500, 1000, 2000]},
-    "train.label_smoothing": {"low": 0.0, "high": 0.3},
-    "train.batch_size": {"choices": [32, 64, 128]},
-}
-
 
 def default_space(arch: str = "rnn") -> dict[str, dict]:
-    """The space of a model family: a Transformer's ``TRANSFORMER_SPACE``; an RNN's
-    ``DEFAULT_SPACE`` with ``model.attention`` choosing among every registered soft attention
-    that takes any widths: the built-ins' bahdanau, luong-general and luong-concat, and a plugin's."""
-    if arch == "transformer":
-        return dict(TRANSFORMER_SPACE)
-    soft = [
-        n
-        for n, kind in ATTENTIONS.items()
-        if kind.has_weights and not kind.one_position and not kind.needs_equal_widths
-    ]
-    return {**DEFAULT_SPACE, "model.attention": {"choices": soft}}
+    """The space of a model family, as its registry entry gives it (``tune_space``)."""
+    space = ARCHITECTURES[arch].tune_space()
+    if space is None:
+        raise NmtError(
+            f"model.arch {arch!r} has no default search space for nmt tune: give one with --space FILE "
+            "(docs/tuning.md)."
+        )
+    return space
 
 
 MIN_TRIAL_MINUTES = 0.5  # a trial must have time for an epoch and a validation

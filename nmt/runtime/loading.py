@@ -89,7 +89,7 @@ SIZE_KEYS = ("embed_dim", "ff_dim", "encoder_hidden", "decoder_hidden", "encoder
 def parameter_count(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> int:
     """The parameters ``config``'s model would have, counted on the ``meta`` device (nothing allocated)."""
     # the random state forked: a dispatch mode (the simulated CUDA tier's) may run meta initialisers on the host
-    with torch.device("meta"):
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
         return sum(p.numel() for p in new_model(config, src_tok, tgt_tok).parameters())
 
 
@@ -217,7 +217,7 @@ def check_weights_fit(
     weights' own), and (``dtypes``: a safetensors header's) of the types it takes. The model is
     built on the ``meta`` device, which allocates nothing, so memory stays bounded by the
     weights' size whatever a shared config.yaml says."""
-    with torch.device("meta"):
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):  # as parameter_count
         state = new_model(config, src_tok, tgt_tok).state_dict()
     expected = weights_shapes(state)
     problems = [f"{name}: missing" for name in sorted(set(expected) - set(shapes))]

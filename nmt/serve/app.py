@@ -36,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 from nmt.config.paths import run_paths
 from nmt.core.errors import NmtError
 from nmt.core.fonts import missing_scripts, script_font
+from nmt.core.registry import ARCHITECTURES
 from nmt.pipelines.lab import Lab, LabInputError
 from nmt.pipelines.lab_size import LabSize
 from nmt.pipelines.translate import Explanation, Translator
@@ -94,6 +95,8 @@ class ServedModel:
             "src_lang": config.data.src_lang,
             "tgt_lang": config.data.tgt_lang,
             "arch": config.model.arch,  # rnn | transformer: which of the keys below describe it
+            "summary": ARCHITECTURES[config.model.arch].summary(config.model),  # the family's few words
+            "lab_views": list(self.lab.views()),  # the lab's views of this model
             "heads": config.model.heads,  # transformer
             "attention": config.model.attention,  # rnn
             "input_feeding": config.model.input_feeding,

@@ -49,7 +49,7 @@ def probe_translations(
             "translation": " ".join(tgt_tok.decode([best.tokens])[0].split()),
             "attention": [[round(w, 5) for w in row] for row in attention],
         }
-        if hasattr(model, "every_head"):  # a Transformer: each head of each layer, for the lab's head picker
+        if model.has_heads:  # each head of each layer (a Transformer's), for the lab's head picker
             src = torch.tensor([[*ids, EOS_ID]], device=device)  # (1, S): <eos> closes the source
             tgt_in = torch.tensor([[BOS_ID, *best.tokens]], device=device)[:, : len(probe["tokens"])]  # (1, T)
             with evaluating(model):

@@ -37,7 +37,6 @@ from nmt.core.threads import Decision, OtherLoad, ThreadTuner, describe, make_tu
 from nmt.data.batching import Batch, padded_to_bucket, padding_fraction
 from nmt.data.tokenizer import Tokenizer
 from nmt.model.base import TranslationModel, count_parameters
-from nmt.model.encoder import Encoder, encoder_input
 from nmt.model.fast import graph_bucket
 from nmt.runtime.checkpoint import save_training_checkpoint, training_checkpoint
 from nmt.runtime.loading import check_trainable, load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
@@ -274,7 +273,7 @@ class Trainer:
             self.model.compile_steps(self.config.train.compile)
         # CUDA graphs replay one shape each: batches padded to buckets (nmt/model/fast.py)
         graphed = self.config.train.compile == "reduce-overhead" and device.type == "cuda"
-        self.graph_bucket = graph_bucket(self.config.model.arch) if graphed else None
+        self.graph_bucket = graph_bucket(type(model).whole_target) if graphed else None
         self.optimizer = build_optimizer(self.model, self.config.train)
         self.ema = EmaWeights(self.model, self.config.train.ema_decay) if self.config.train.ema_decay else None
         self.ema_is_better = False  # at the last validation
@@ -678,10 +677,9 @@ class Trainer:
         self.log(
             f"Model: {count_parameters(self.model):,} parameters; {len(data.train):,} training pairs "
             f"({data.skipped_long} longer than {train.max_len} subwords skipped); device {self.device}, "
-            f"{self.precision.describe(recurrent=self.config.model.arch == 'rnn')}"
+            f"{self.precision.describe(recurrent=type(self.model).recurrent)}"
             f"{', deterministic' if train.deterministic else ''}."
         )
-        self.log_encoder_choice()
         self.log_model_notes()
         for note in self.notes:
             self.log(note)
@@ -698,30 +696,14 @@ class Trainer:
             )
 
     def log_model_notes(self) -> None:
-        """Keys of another model family this model does not read, and a Transformer without warm-up."""
-        model, train = self.config.model, self.config.train
+        """Keys of another model family this model does not read, and the model family's own notes."""
+        model = self.config.model
         unread = keys_not_read(model)
         if unread:
             settings = ", ".join(f"model.{key}: {getattr(model, key)}" for key in unread)
             self.log(f"Not read by model.arch {model.arch}: {settings} (another model family's settings).")
-        if model.arch == "transformer" and not train.lr_warmup:
-            self.log(
-                "A Transformer with no train.lr_warmup: its first full-size steps can derail attention; "
-                "configs/eng-mar-transformer.yaml warms up over its first steps."
-            )
-
-    def log_encoder_choice(self) -> None:
-        """Say so where model.rnn_input: auto runs the padded encoder (nmt.model.encoder.encoder_input)."""
-        encoder = self.model.encoder
-        if not isinstance(encoder, Encoder):  # the RNN's encoder only
-            return
-        if encoder.rnn_input == "auto" and encoder_input("auto", self.device, encoder.stacked_dropout) == "padded":
-            why = (
-                "packed sequences have open faults on MPS"
-                if self.device.type == "mps"
-                else "cuDNN's own dropout between stacked layers could not be resumed exactly"
-            )
-            self.log(f"The encoder runs padded ({why}); model.rnn_input: packed overrides.")
+        for note in self.model.training_notes(self.config, self.device):
+            self.log(note)
 
     def log_pace(self, batches: int, seconds_per_batch: float) -> None:
         """How long an epoch will take, at the pace of this session's first batches (and whether

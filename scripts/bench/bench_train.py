@@ -77,6 +77,7 @@ def measure(
     warmup: int = 5,
 ) -> dict:
     from nmt.core.device import make_deterministic, select_precision
+    from nmt.core.registry import ARCHITECTURES
     from nmt.data.batching import collate, padded_to_bucket, padding_fraction
     from nmt.model.fast import graph_bucket
     from nmt.runtime.loading import load_tokenizers
@@ -107,7 +108,7 @@ def measure(
             batch = collate([data.train[i] for i in indices])
             tokens = batch.num_tgt_tokens
             if cfg.compile == "reduce-overhead" and device.type == "cuda":
-                batch = padded_to_bucket(batch, *graph_bucket(config.model.arch))
+                batch = padded_to_bucket(batch, *graph_bucket(ARCHITECTURES[config.model.arch].whole_target))
             return batch.to(device), tokens
 
         def run_step(made):

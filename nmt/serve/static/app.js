@@ -36,8 +36,7 @@ function status(message, isError = false) {
 }
 
 function describeModel(m) {
-  if (m.arch === "transformer") return `Transformer ${m.layers.join("+")} layers, ${m.heads} heads`;
-  return `${m.attention}${m.input_feeding ? " + input feeding" : ""}`;
+  return m.summary;  // the model family's own few words (/api/models)
 }
 
 async function start() {

@@ -452,7 +452,7 @@ const VIEWS = {
     await drawTree(host, lab.data.tree);
   },
   async playback(host) {
-    const heads = isTransformer() ? { layer: lab.layer, head: lab.head } : {};
+    const heads = hasView("heads") ? { layer: lab.layer, head: lab.head } : {};
     lab.data.playback = await labApi("/api/lab/playback", { text: lab.text, model: lab.model, tokens: lab.result.translations[0].tokens, ...heads });
     lab.step = Math.min(lab.step, lab.data.playback.steps.length - 1);
     playbackControls(host, lab.data.playback);
@@ -474,14 +474,15 @@ const VIEWS = {
   },
 };
 
-function isTransformer() {
-  return (lab.models[lab.model] || {}).arch === "transformer";
+// The lab's views of the chosen model, as its family says (/api/models: a Transformer's heads, an
+// RNN's single attention to edit); the timeline is every trained model's.
+function hasView(view) {
+  return view === "timeline" || ((lab.models[lab.model] || {}).lab_views || []).includes(view);
 }
 
-// The tabs the chosen model has: a Transformer's heads, an RNN's single attention to edit.
 function showTabs() {
   for (const tab of document.querySelectorAll("#lab .tabs button")) {
-    const hidden = (tab.dataset.view === "heads" && !isTransformer()) || (tab.dataset.view === "edit" && isTransformer());
+    const hidden = !hasView(tab.dataset.view);
     tab.hidden = hidden;
     if (hidden && tab.dataset.view === lab.view) document.querySelector("#lab .tabs button[data-view='tree']").click();
   }
