@@ -245,6 +245,13 @@ class DecodeConfig:
     mbr: int = 0
     mbr_utility: Literal["chrf", "bleu"] = "chrf"  # the sentence-level agreement MBR maximises
 
+    def with_beam(self, beam_size: int | None) -> DecodeConfig:
+        """These settings at another beam size (None: these): how a request's or a command's beam
+        reaches search, inside the settings, never beside them."""
+        return (
+            self if beam_size is None or beam_size == self.beam_size else dataclasses.replace(self, beam_size=beam_size)
+        )
+
 
 @dataclass
 class TuneConfig:

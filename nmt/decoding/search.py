@@ -569,17 +569,17 @@ def search_sentences(
     sentences: list[list[int]],
     decode: DecodeConfig,
     device: torch.device,
-    beam_size: int | None = None,
     n_best: int = 1,
     with_attention: bool = False,
     progress: bool = False,
 ) -> list[list[Hypothesis]]:
-    """Subword ids of many sentences -> the ``n_best`` hypotheses of each, in their order.
+    """Subword ids of many sentences -> the ``n_best`` hypotheses of each, in their order, at
+    ``decode.beam_size`` (another beam: ``decode.with_beam(k)``).
 
     Sentences are batched by length (longest first) under ``decode.batch_size`` and
     ``decode.batch_tokens``; an empty sentence gets one empty hypothesis.
     """
-    beam_size = decode.beam_size if beam_size is None else beam_size
+    beam_size = decode.beam_size
     if not 1 <= n_best <= beam_size:
         raise NmtError(f"n_best must be between 1 and the beam size ({beam_size}), got {n_best}.")
     results: list[list[Hypothesis] | None] = [None] * len(sentences)
@@ -591,7 +591,7 @@ def search_sentences(
         for batch in batches:
             rows = [todo[i] for i in batch]
             src, src_lengths = source_tensor([sentences[r] for r in rows])
-            found = search_batch(model, src.to(device), src_lengths, decode, beam_size, n_best, with_attention)
+            found = search_batch(model, src.to(device), src_lengths, decode, n_best, with_attention)
             for row, hypotheses in zip(rows, found):
                 results[row] = hypotheses
             bar.update(len(rows))
@@ -646,13 +646,13 @@ def search_batch(
     src: torch.Tensor,
     src_lengths: torch.Tensor,
     decode: DecodeConfig,
-    beam_size: int,
     n_best: int = 1,
     with_attention: bool = False,
     trace: BeamTrace | None = None,
 ) -> list[list[Hypothesis]]:
-    """One batch with ``decode``'s settings, searched by the strategy ``decode.strategy`` names
-    (``STRATEGIES``: auto, greedy, beam, or a plugin's)."""
+    """One batch with ``decode``'s settings (its beam size among them), searched by the strategy
+    ``decode.strategy`` names (``STRATEGIES``: auto, greedy, beam, or a plugin's)."""
+    beam_size = decode.beam_size
     max_len = max_output_lengths(src_lengths.tolist(), decode.max_len_ratio, decode.max_len_offset)
     ranking = Ranking.of(decode)
     settings = SearchSettings(beam_size, n_best, max_len, ranking, with_attention, decode.no_repeat_span, trace)

@@ -130,7 +130,7 @@ class Lab:
         trace = BeamTrace()
         model = self.translator.model
         with evaluating(model):
-            search_batch(model, src, lengths, self.config.decode, beam, n_best=beam, trace=trace)
+            search_batch(model, src, lengths, self.config.decode.with_beam(beam), n_best=beam, trace=trace)
         nodes = [asdict(node) for node in trace.nodes]
         pieces = self.labels([node["token"] for node in nodes])
         for node, piece in zip(nodes, pieces):

@@ -161,7 +161,7 @@ class RnnInside(LooksInside):
         continuation's ids and the first continued step's own attention weights."""
         searched = PrefixedModel(model, prefix) if prefix else model
         with attention_calls(model, replace) as calls:
-            found: Hypothesis = search_batch(searched, src, lengths, decode, 1)[0][0]
+            found: Hypothesis = search_batch(searched, src, lengths, decode.with_beam(1))[0][0]
         first_call = calls[len(prefix)] if len(calls) > len(prefix) else calls[-1]
         own = model.decoder.attention.explain(*first_call)["weights"][0, 0, : lengths[0]].float().cpu().tolist()
         return found.tokens, own

@@ -116,8 +116,9 @@ class Translator:
         progress: bool = False,
     ) -> list[list[Hypothesis]]:
         """The ``n_best`` hypotheses of each line, best first."""
+        decode = self.decode.with_beam(beam_size)
         return search_sentences(
-            self.searched, self.source_ids(lines), self.decode, self.device, beam_size, n_best, with_attention, progress
+            self.searched, self.source_ids(lines), decode, self.device, n_best, with_attention, progress
         )
 
     def score(self, sources: list[str], translations: list[str], progress: bool = False) -> list[Hypothesis]:
@@ -143,7 +144,7 @@ class Translator:
         prefix_ids = self.prefix_ids(prefix)
         model = PrefixedModel(self.searched, prefix_ids) if prefix_ids else self.searched
         src_ids = self.source_ids(lines)
-        found = search_sentences(model, src_ids, self.decode, self.device, beam_size, n_best, with_attention)
+        found = search_sentences(model, src_ids, self.decode.with_beam(beam_size), self.device, n_best, with_attention)
         explanations = []
         for line, ids, hypotheses in zip(lines, src_ids, found):
             if prefix_ids and ids:

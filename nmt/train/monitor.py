@@ -56,7 +56,7 @@ class TensorBoardMonitor:
         if not ATTENTIONS[self.config.model.attention].has_weights:
             return
         found = search_sentences(
-            self.model, self.sentences, self.config.decode, self.device, beam_size=1, with_attention=True
+            self.model, self.sentences, self.config.decode.with_beam(1), self.device, with_attention=True
         )
         for number, (ids, hypotheses) in enumerate(zip(self.sentences, found)):
             best = hypotheses[0]

@@ -38,7 +38,7 @@ def probe_translations(
     """Each probe's subwords, greedy translation and attention (rows: target subwords and
     <eos>; columns: source subwords and <eos>)."""
     src_tok, tgt_tok = tokenizers
-    found = search_sentences(model, sources, config.decode, device, beam_size=1, with_attention=True)
+    found = search_sentences(model, sources, config.decode.with_beam(1), device, with_attention=True)
     probes = []
     for ids, hypotheses in zip(sources, found):
         best = hypotheses[0]

@@ -85,7 +85,9 @@ def validate(
             if stop():
                 break
             batch = chunk[start : start + config.decode.batch_size]
-            hypotheses = search_sentences(model, [data.dev_sources[r] for r in batch], config.decode, device, 1)
+            hypotheses = search_sentences(
+                model, [data.dev_sources[r] for r in batch], config.decode.with_beam(1), device
+            )
             found_rows += batch
             found += [best[0].tokens for best in hypotheses]
         if ddp.any(stop(), device):
@@ -118,7 +120,7 @@ def validation_seconds(model, data: TrainData, config: Config, device: torch.dev
     start = time.perf_counter()
     dev_loss_sums(model, pairs, config.train.batch_size, device)
     middle = time.perf_counter()
-    search_sentences(model, sources, config.decode, device, beam_size=1)
+    search_sentences(model, sources, config.decode.with_beam(1), device)
     end = time.perf_counter()
     loss_seconds = (middle - start) * len(data.dev) / max(1, len(pairs))
     decode_seconds = (end - middle) * len(data.dev_sources) / max(1, len(sources))

@@ -111,10 +111,10 @@ def measure(
                 model.load_state_dict(torch.load(weights, weights_only=True))
         if tool == "onnx":  # the same weights as ONNX graphs, on onnxruntime (nmt export --onnx)
             model = onnx_model(model, config)
-        search_sentences(model, src_ids[:64], config.decode, device, beam)  # warm-up
+        search_sentences(model, src_ids[:64], config.decode.with_beam(beam), device)  # warm-up
         bc.settle(device)
         start = time.perf_counter()
-        outputs = search_sentences(model, src_ids, config.decode, device, beam)
+        outputs = search_sentences(model, src_ids, config.decode.with_beam(beam), device)
         bc.sync(device)
         seconds = time.perf_counter() - start
         out_tokens = sum(len(o[0].tokens) for o in outputs)
