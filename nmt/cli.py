@@ -591,6 +591,82 @@ def _plot_attention(translator, lines: list[str], target: Path, count: int, imag
 
 @app.command()
 @user_errors
+def align(
+    source: Annotated[Path, typer.Option("--src", help="The source sentences, one a line.")],
+    target: Annotated[
+        Path | None,
+        typer.Option("--tgt", help="Their translations, one a line (default: the model's own, written beside)."),
+    ] = None,
+    config: OptionalConfigOption = None,
+    set_: SetOption = None,
+    checkpoint: CheckpointsOption = None,
+    model: ModelOption = None,
+    aligner: Annotated[
+        str, typer.Option("--aligner", help="model (its attention) or eflomal (the reference aligner).")
+    ] = "model",
+    layer: Annotated[
+        int | None, typer.Option("--layer", help="A Transformer's decoder layer to read (default: its aligning layer).")
+    ] = None,
+    heads: Annotated[
+        str, typer.Option("--heads", help="A Transformer's heads to average, e.g. 0,2 (default: all).")
+    ] = "",
+    step: Annotated[
+        str,
+        typer.Option(
+            "--step", help="produced (the step that emits a target word) or input (the step it is fed: Shift-Att)."
+        ),
+    ] = "produced",
+    reference: Annotated[
+        Path | None,
+        typer.Option("--reference", help="A Pharaoh file to score against (AER, precision, recall on stderr)."),
+    ] = None,
+    device: DeviceOption = None,
+) -> None:
+    """Write word alignments in the Pharaoh format (i-j: source word i, target word j), one line per
+    sentence pair: from the model's attention under forced decoding, or (--aligner eflomal) from the
+    reference aligner run both ways over the pairs and the run's training pairs. Without --tgt, the
+    model translates first and each line is "translation ||| links". Words are whitespace-separated."""
+    from nmt.data.alignments import agreement, read_links
+    from nmt.pipelines.align import eflomal_alignments, model_lines
+    from nmt.pipelines.translate import read_input_lines
+
+    sources = read_input_lines(str(source))
+    targets = read_input_lines(str(target)) if target is not None else None
+    if targets is not None and len(targets) != len(sources):
+        raise NmtError(f"{source} has {len(sources)} lines and {target} {len(targets)}: give one translation a line.")
+    if aligner not in ("model", "eflomal"):
+        raise NmtError(f"--aligner {aligner!r}: model or eflomal.")
+    if aligner == "eflomal":
+        if targets is None:
+            raise NmtError("--aligner eflomal aligns given pairs: give --tgt.")
+        found = eflomal_alignments(sources, targets, _training_pairs(config, set_))
+        written = [links.pharaoh() for links in found]
+    else:
+        translator = _translator(config, set_, checkpoint, model, device)
+        chosen = [int(h) for h in heads.split(",") if h.strip()] if heads.strip() else None
+        written, found = model_lines(translator, sources, targets, layer, chosen, step)
+    if reference is not None:
+        typer.echo(agreement(read_links(reference), found).describe(), err=True)
+    _write_lines(written, None)
+
+
+def _training_pairs(config: Path | None, set_: list[str] | None) -> tuple[list[str], list[str]]:
+    """The prepared training pairs of --config's run, for eflomal's statistics (none without one)."""
+    if config is None:
+        return [], []
+    from nmt.config.paths import prepared_paths
+
+    cfg = _load(config, set_)
+    paths = prepared_paths(cfg)
+    files = paths.text("train", "src"), paths.text("train", "tgt")
+    if not all(path.is_file() for path in files):
+        raise NmtError(f"{files[0].parent} has no prepared training pairs: run nmt prepare --config {config} first.")
+    src, tgt = (path.read_text(encoding="utf-8").splitlines() for path in files)
+    return src, tgt
+
+
+@app.command()
+@user_errors
 def evaluate(
     config: OptionalConfigOption = None,
     set_: SetOption = None,
@@ -607,6 +683,12 @@ def evaluate(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    align: Annotated[
+        bool,
+        typer.Option(
+            "--align", help="Also hold the model's attention against eflomal's word alignments of the pairs (AER)."
+        ),
+    ] = False,
     beam_size: BeamOption = None,
     device: DeviceOption = None,
     engine: EngineOption = "torch",
@@ -616,11 +698,13 @@ def evaluate(
 
     Scores are computed on detokenized text. To <run_dir>/eval/ go the translations (NAME.hyp), the
     sources they translate line for line (NAME.src), both beside the references (NAME.tsv) and a
-    JSON report.
+    JSON report. With --align, the word alignments of every (source, reference) pair by the model's
+    attention and by eflomal (NAME.model.align, NAME.eflomal.align) and their agreement.
     """
     from nmt.config.paths import run_paths
     from nmt.pipelines.evaluate import evaluate as run_evaluate
     from nmt.pipelines.evaluate import evaluation_set
+    from nmt.pipelines.evaluate import write_report as run_evaluate_report
 
     if model and src is None:
         raise NmtError("With --model, give the sentences to score: --src FILE --ref FILE [--ref FILE ...].")
@@ -628,9 +712,19 @@ def evaluate(
     cfg = translator.loaded.config
     test_set, name = evaluation_set(cfg, src, ref or [])
     report = run_evaluate(translator, test_set, name, checkpoint or ["best"])
+    if align:
+        from nmt.pipelines.align import alignment_agreement
+
+        report["alignment"] = alignment_agreement(translator, test_set, name, _training_pairs(config, set_))
+        run_evaluate_report(translator, name, report)
     if as_json:
         typer.echo(json.dumps(report, ensure_ascii=False))
         return
+    _print_report(report, name, run_paths(cfg).eval_dir)
+
+
+def _print_report(report: dict, name: str, eval_dir: Path) -> None:
+    """``nmt evaluate``'s report, as people read it."""
     references = "1 reference" if report["num_references"] == 1 else f"up to {report['num_references']} references"
     typer.echo(f"{name}: {report['num_sentences']} sentences, {references} each")
     for metric in ("bleu", "chrf", "ter"):
@@ -640,7 +734,13 @@ def evaluate(
         f"Outputs with a word repeated back to back: {repeats['hypotheses']:.1f} % "
         f"(references: {repeats['references']:.1f} %)"
     )
-    typer.echo(f"Hypotheses and report in {run_paths(cfg).eval_dir}")
+    if "alignment" in report:
+        found = report["alignment"]
+        typer.echo(
+            f"Attention against eflomal's word alignments: AER {found['aer']:.3f}, precision "
+            f"{found['precision']:.3f}, recall {found['recall']:.3f} ({found['sentences']:,} pairs)"
+        )
+    typer.echo(f"Hypotheses and report in {eval_dir}")
 
 
 def _translator(

@@ -179,6 +179,11 @@ class RunPaths:
         """source<TAB>hypothesis<TAB>reference 1[<TAB>reference 2...]: what to read side by side."""
         return self.eval_dir / f"{name}.tsv"
 
+    def eval_alignments(self, name: str, aligner: str) -> Path:
+        """The word alignments of each (source, reference) pair of ``name``, in the Pharaoh format:
+        the model's (``aligner`` "model") or the reference aligner's ("eflomal", written once)."""
+        return self.eval_dir / f"{name}.{aligner}.align"
+
     def eval_report(self, name: str) -> Path:
         return self.eval_dir / f"{name}.report.json"
 

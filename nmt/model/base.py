@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from nmt.config.schema import Config, ModelConfig
+from nmt.core.errors import NmtError
 from nmt.core.registry import ARCHITECTURES
 
 # The model keys both built-in families read (the rest are each family's own: ``config_keys``).
@@ -61,6 +62,8 @@ class TranslationModel(nn.Module):
     recurrent: ClassVar[bool] = False  # its steps are recurrences (kept in float32 under mixed precision)
     # its layers see every target position at once, so a graphed step pads the target length too
     whole_target: ClassVar[bool] = False
+    # the decoder layer whose cross-attention word alignments read by default (None: its one attention)
+    aligning_layer: ClassVar[int | None] = None
     # what train.freeze may name of it (each a prefix of its weights' names, or a group of them)
     freezable: ClassVar[tuple[str, ...]] = ("src_embeddings", "tgt_embeddings", "embeddings", "encoder", "decoder")
 
@@ -115,6 +118,24 @@ class TranslationModel(nn.Module):
         """Where ``has_heads``: the cross-attention of every head of every decoder layer along one
         translation, src (1, S), tgt_in (1, T) -> (layers, heads, T, S)."""
         raise NotImplementedError(f"{type(self).__name__} has no heads (has_heads is False)")
+
+    def cross_attention(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor,
+        tgt_in: torch.Tensor,
+        layer: int | None = None,
+        heads: list[int] | None = None,
+    ) -> torch.Tensor:
+        """Teacher-forced, in eval mode and without gradients: the attention over the source at
+        each target step, src (B, S), tgt_in (B, T) <bos> and the target -> (B, T, S) float32, what
+        word alignments read. ``layer`` and ``heads`` choose among a family's heads."""
+        if layer is not None or heads is not None:
+            raise NmtError(f"{type(self).__name__} has one attention: a layer and heads are a Transformer's.")
+        _, attention = self(src, src_lengths, tgt_in)
+        if attention is None:
+            raise NmtError(f"{type(self).__name__} gives no attention weights to align with.")
+        return attention.float()
 
     def compile_steps(self, mode: str, backend: str = "inductor") -> None:
         """``train.compile``: compile what runs most often."""

@@ -101,6 +101,18 @@ class Seq2Seq(TranslationModel):
                 f"({2 * model.encoder_hidden})."
             )
 
+    def cross_attention(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor,
+        tgt_in: torch.Tensor,
+        layer: int | None = None,
+        heads: list[int] | None = None,
+    ) -> torch.Tensor:
+        if not ATTENTIONS[self.config.attention].has_weights:
+            raise NmtError(f"model.attention {self.config.attention!r} has no weights over the source to align with.")
+        return super().cross_attention(src, src_lengths, tgt_in, layer, heads)
+
     def training_notes(self, config: Config, device: torch.device) -> list[str]:
         """Where model.rnn_input: auto runs the padded encoder (``encoder_input``), and why."""
         encoder = self.encoder

@@ -353,6 +353,15 @@ class TransformerDecoder(Embedder):
             weights = layer_weights if shown else weights
         return self.output(self.norm(x)), None if weights is None else weights.mean(1)
 
+    def cross_weights(self, tgt_in: torch.Tensor, memory: TransformerMemory) -> list[torch.Tensor]:
+        """Teacher-forced: every layer's cross-attention weights, each (B, heads, T, S)."""
+        x = self.embed(tgt_in)  # (B, T, width)
+        weights = []
+        for index, layer in enumerate(self.layers):
+            x, layer_weights, _ = layer(x, memory, index, with_weights=True)
+            weights.append(layer_weights)
+        return weights
+
     def step(
         self, prev_tokens: torch.Tensor, state: TransformerState, memory: TransformerMemory, every_layer: bool = False
     ) -> tuple[torch.Tensor, TransformerState, list[torch.Tensor]]:
@@ -402,6 +411,7 @@ class Transformer(TranslationModel):
     title = "Transformer translation model"
     has_heads = True
     whole_target = True
+    aligning_layer = -2  # the penultimate (Garg et al. 2019; a 1-layer decoder: its only layer)
 
     @classmethod
     def describe(cls, m: ModelConfig) -> str:
@@ -480,6 +490,30 @@ class Transformer(TranslationModel):
         the last layer's heads averaged."""
         logits, state, weights = self.decoder.step(prev_tokens, state, memory)
         return logits.float(), state, weights[-1].mean(1).float()
+
+    def cross_attention(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor,
+        tgt_in: torch.Tensor,
+        layer: int | None = None,
+        heads: list[int] | None = None,
+    ) -> torch.Tensor:
+        """Decoder ``layer``'s cross-attention (default ``aligning_layer``; negative counts from the
+        last), ``heads`` averaged (default: every head): (B, T, S)."""
+        layers, count = self.config.decoder_layers, self.config.heads
+        chosen = (self.aligning_layer or 0) if layer is None else layer
+        if not -layers <= chosen < layers:
+            chosen = 0 if layer is None else chosen  # the default on a one-layer decoder: its layer
+        if not -layers <= chosen < layers:
+            raise NmtError(f"layer must be from {-layers} to {layers - 1} (this decoder has {layers}), got {chosen}.")
+        picked = list(range(count)) if heads is None else heads
+        if not picked or any(not 0 <= h < count for h in picked):
+            raise NmtError(f"heads must be from 0 to {count - 1} (this model has {count}), got {heads}.")
+        mask = src.ne(PAD_ID)  # (B, S)
+        memory = self.decoder.memory(self.encoder(src, mask), mask)
+        weights = self.decoder.cross_weights(tgt_in, memory)[chosen]  # (B, heads, T, S)
+        return weights[:, picked].mean(1).float()
 
     @torch.no_grad()
     def every_head(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:

@@ -64,5 +64,11 @@ def evaluate(translator: Translator, test_set: ReferenceSet, name: str, checkpoi
     write_lines_atomic(run.eval_sources(name), test_set.sources)  # line for line with the hypotheses
     rows = zip(test_set.sources, hypotheses, test_set.references)
     write_lines_atomic(run.eval_table(name), ("\t".join([src, hyp, *refs]) for src, hyp, refs in rows))
-    write_text_atomic(run.eval_report(name), json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_report(translator, name, report)
     return report
+
+
+def write_report(translator: Translator, name: str, report: dict) -> None:
+    """<run_dir>/eval/NAME.report.json."""
+    path = run_paths(translator.loaded.config).eval_report(name)
+    write_text_atomic(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")

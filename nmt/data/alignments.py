@@ -1,0 +1,183 @@
+"""Word alignments: the Pharaoh format every aligner and scorer reads, agreement between two
+alignments (Och & Ney 2003), subwords mapped back to words, and grow-diag-final-and.
+
+A line of a Pharaoh file is one sentence pair's links, ``i-j`` for source word i and target word
+j (0-based, words being the text's whitespace-separated tokens, as eflomal and fast_align read
+them); a gold file may mark a link possible rather than sure with ``i?j`` (``i-j`` links are
+sure, and every sure link is possible too). Agreement is read as Och & Ney define it for a
+hypothesis A against sure links S and possible links P ⊇ S:
+
+    precision = |A ∩ P| / |A|      recall = |A ∩ S| / |S|
+    AER = 1 − (|A ∩ S| + |A ∩ P|) / (|A| + |S|)
+
+summed over the sentences before dividing (the corpus figure, as the papers report it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nmt.core.errors import NmtError
+
+Link = tuple[int, int]  # (source word, target word)
+WORD_START = "▁"  # SentencePiece's mark of a piece that begins a whitespace-separated word
+LINK = re.compile(r"^(\d+)([-?])(\d+)$")
+
+
+@dataclass
+class Links:
+    """One sentence pair's alignment: its sure links, and the possible ones (sure included)."""
+
+    sure: set[Link] = field(default_factory=set)
+    possible: set[Link] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.possible = self.possible | self.sure
+
+    def pharaoh(self) -> str:
+        """``i-j`` for each sure link, ``i?j`` for each possible one that is not sure, in order."""
+        marked = [(link, "-") for link in self.sure] + [(link, "?") for link in self.possible - self.sure]
+        return " ".join(f"{i}{mark}{j}" for (i, j), mark in sorted(marked))
+
+
+def parse_links(line: str, where: str = "") -> Links:
+    """One Pharaoh line; ``where`` (file:line) names it in the error."""
+    links = Links()
+    for token in line.split():
+        found = LINK.match(token)
+        if found is None:
+            raise NmtError(f"{where or 'a Pharaoh line'}: {token!r} is not a link: i-j (sure) or i?j (possible).")
+        pair = (int(found.group(1)), int(found.group(3)))
+        (links.sure if found.group(2) == "-" else links.possible).add(pair)
+    links.possible |= links.sure
+    return links
+
+
+def read_links(path: str | Path) -> list[Links]:
+    """A Pharaoh file, one sentence pair a line (an empty line: no links)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise NmtError(f"{path}: cannot read its alignments ({error}).") from None
+    return [parse_links(line, f"{path}:{number}") for number, line in enumerate(lines, start=1)]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How far a hypothesis alignment agrees with a reference, over a corpus."""
+
+    precision: float
+    recall: float
+    aer: float
+    sentences: int
+    links: int  # the hypothesis's
+    sure: int  # the reference's sure links
+
+    def to_dict(self) -> dict:
+        return {
+            "precision": round(self.precision, 4),
+            "recall": round(self.recall, 4),
+            "aer": round(self.aer, 4),
+            "sentences": self.sentences,
+        }
+
+    def describe(self) -> str:
+        return (
+            f"AER {self.aer:.3f}, precision {self.precision:.3f}, recall {self.recall:.3f} "
+            f"({self.sentences:,} sentence pairs, {self.links:,} links against {self.sure:,} sure)"
+        )
+
+
+def agreement(references: Sequence[Links], hypotheses: Sequence[Links]) -> Agreement:
+    """Och & Ney's precision, recall and AER of ``hypotheses`` against ``references``, one each."""
+    if len(references) != len(hypotheses):
+        raise NmtError(f"{len(references)} reference alignments but {len(hypotheses)} to score: give one per pair.")
+    found = sure = with_sure = with_possible = 0
+    for reference, hypothesis in zip(references, hypotheses):
+        links = hypothesis.sure
+        found += len(links)
+        sure += len(reference.sure)
+        with_sure += len(links & reference.sure)
+        with_possible += len(links & reference.possible)
+    precision = with_possible / found if found else 0.0
+    recall = with_sure / sure if sure else 0.0
+    aer = 1.0 - (with_sure + with_possible) / (found + sure) if found + sure else 0.0
+    return Agreement(precision, recall, aer, len(references), found, sure)
+
+
+def word_of_pieces(pieces: Sequence[str], special: Iterable[str] = ()) -> list[int | None]:
+    """The whitespace word each SentencePiece piece belongs to: a piece that starts with ``▁``
+    starts the next word (a lone ``▁`` too: the piece after it continues that word); the others
+    continue the current one. ``special`` pieces (``<eos>``, a target tag such as ``<2hi>``)
+    belong to no word (None)."""
+    specials = set(special)
+    words: list[int | None] = []
+    word = -1
+    attached = False  # a lone ▁ began a word that has no letters yet
+    for piece in pieces:
+        if piece in specials:
+            words.append(None)
+            continue
+        if piece.startswith(WORD_START) and not (attached and piece == WORD_START):
+            word += 1
+            attached = piece == WORD_START
+        else:
+            word = max(word, 0)
+            attached = False
+        words.append(word)
+    return words
+
+
+def word_links(attention: np.ndarray, source_words: Sequence[int | None], target_words: Sequence[int | None]) -> Links:
+    """Links from a subword attention matrix (target subwords × source subwords): the weights
+    summed over each word's subwords on both sides, each target word linked to the source word
+    it attends to most. Subwords of no word (``<eos>``, tags, padding) give no link."""
+    source = [w for w in source_words if w is not None]
+    target = [w for w in target_words if w is not None]
+    if not source or not target:
+        return Links()
+    summed = np.zeros((max(target) + 1, max(source) + 1), dtype=np.float32)
+    for row, tw in enumerate(target_words):
+        if tw is None:
+            continue
+        for column, sw in enumerate(source_words):
+            if sw is not None:
+                summed[tw, sw] += attention[row, column]
+    return Links({(int(summed[tw].argmax()), tw) for tw in sorted(set(target))})
+
+
+def grow_diag_final_and(forward: Links, backward: Links) -> Links:
+    """The symmetrisation of Koehn et al. (2003) as Moses writes it: the links both directions
+    agree on, grown into their union through neighbours (diagonals included) that align a word
+    not yet aligned, then the union's links whose two words are both still unaligned."""
+    union = forward.sure | backward.sure
+    aligned = set(forward.sure & backward.sure)
+    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+    grew = True
+    while grew:
+        grew = False
+        for i, j in sorted(aligned):
+            for di, dj in neighbours:
+                link = (i + di, j + dj)
+                if link in union and link not in aligned and _unaligned(link, aligned, either=True):
+                    aligned.add(link)
+                    grew = True
+    for direction in (forward.sure, backward.sure):
+        for link in sorted(direction):
+            if link not in aligned and _unaligned(link, aligned, either=False):
+                aligned.add(link)
+    return Links(aligned)
+
+
+def _unaligned(link: Link, aligned: set[Link], either: bool) -> bool:
+    """Whether the link's source word or (``either``) its target word is unaligned; with
+    ``either`` False, whether both are."""
+    source = all(i != link[0] for i, _ in aligned)
+    target = all(j != link[1] for _, j in aligned)
+    return source or target if either else source and target

@@ -1,0 +1,189 @@
+"""``nmt align``: word alignments out of a model's attention, and from a statistical aligner
+(eflomal) to hold them against.
+
+A model's alignment of a sentence pair is read from its attention under forced decoding (the
+target fed as given, as aligners read pairs): the weights are summed over each word's subwords
+on both sides and each target word is linked to the source word it attends to most
+(``nmt.data.alignments.word_links``). Which step's attention stands for a target word is a
+choice: the step that produces it, or the step where it is the decoder's input (Chen et al.
+2020's "Shift-Att", which they found better for a Transformer); ``step`` chooses, "produced" by
+default: on eng-mar's test pairs against eflomal it agreed far better, for the RNN and for a
+Transformer alike (docs/alignment.md). A family with
+heads aligns from one decoder layer, its heads averaged (``--layer``, ``--heads``; default its
+``aligning_layer``).
+
+The reference aligner is eflomal (Östling & Tiedemann 2016), run both ways over the pairs (and
+the run's training pairs, which give it the statistics a few hundred pairs lack) and
+symmetrised by grow-diag-final-and: a silver reference, not a gold one.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nmt import install_hint
+from nmt.config.paths import run_paths
+from nmt.core.errors import NmtError
+from nmt.core.fileio import write_lines_atomic
+from nmt.data.alignments import (
+    Links,
+    agreement,
+    grow_diag_final_and,
+    parse_links,
+    read_links,
+    word_links,
+    word_of_pieces,
+)
+from nmt.data.batching import source_tensor
+from nmt.data.pairs import normalize_text
+from nmt.data.references import ReferenceSet
+from nmt.data.tokenizer import BOS, BOS_ID, EOS, PAD, PAD_ID
+from nmt.decoding.search import evaluating
+from nmt.model.base import TranslationModel
+from nmt.pipelines.translate import Translator
+
+STEPS = ("input", "produced")  # which step's attention stands for a target word
+SPECIAL = re.compile(r"^<2[^>]+>$")  # a target tag leading the source of a model of several targets
+BATCH = 32  # sentence pairs a forced pass reads at once
+
+
+def aligning_model(translator: Translator) -> TranslationModel:
+    """The one PyTorch model whose attention is read."""
+    model = translator.model
+    if not isinstance(model, TranslationModel):
+        raise NmtError(
+            "Alignments read one PyTorch model's attention: load a run or a package with --engine torch, "
+            "one checkpoint (not an ensemble)."
+        )
+    return model
+
+
+def model_alignments(
+    translator: Translator,
+    sources: Sequence[str],
+    targets: Sequence[list[int]],
+    layer: int | None = None,
+    heads: list[int] | None = None,
+    step: str = "produced",
+) -> list[Links]:
+    """Each pair's links from the model's attention: ``sources`` as text, ``targets`` as target
+    subword ids (``target_ids`` of text; a translation's own tokens)."""
+    if step not in STEPS:
+        raise NmtError(f"step {step!r}: one of {', '.join(STEPS)}.")
+    model = aligning_model(translator)
+    src_ids = translator.source_ids(list(sources))
+    links: list[Links] = []
+    for start in range(0, len(src_ids), BATCH):
+        chunk = range(start, min(start + BATCH, len(src_ids)))
+        rows = [i for i in chunk if src_ids[i] and targets[i]]
+        found = dict(
+            zip(
+                rows,
+                _attention(model, translator, [src_ids[i] for i in rows], [targets[i] for i in rows], layer, heads),
+            )
+        )
+        for i in chunk:
+            if i not in found:
+                links.append(Links())  # an empty side: nothing to link
+                continue
+            length = len(targets[i])
+            attention = found[i][1 : length + 1] if step == "input" else found[i][:length]  # (T, S)
+            source_pieces = [*translator.src_tok.id_to_piece(src_ids[i]), EOS]
+            target_pieces = translator.tgt_tok.id_to_piece(targets[i])
+            links.append(word_links(attention, _words(source_pieces), _words(target_pieces)))
+    return links
+
+
+def model_lines(
+    translator: Translator,
+    sources: list[str],
+    targets: list[str] | None,
+    layer: int | None = None,
+    heads: list[int] | None = None,
+    step: str = "produced",
+) -> tuple[list[str], list[Links]]:
+    """``nmt align``'s lines and links: each pair's Pharaoh line, or without ``targets`` the
+    model's translation and the links of it, "translation ||| links"."""
+    hypotheses = [found[0] for found in translator.search(sources)] if targets is None else None
+    ids = target_ids(translator, targets) if targets is not None else [h.tokens for h in hypotheses or []]
+    links = model_alignments(translator, sources, ids, layer, heads, step)
+    written = [found.pharaoh() for found in links]
+    if hypotheses is not None:
+        written = [f"{translator.detokenize(h)} ||| {line}" for h, line in zip(hypotheses, written)]
+    return written, links
+
+
+def _words(pieces: list[str]) -> list[int | None]:
+    return word_of_pieces(pieces, {p for p in pieces if p in (EOS, BOS, PAD) or SPECIAL.match(p)})
+
+
+def _attention(
+    model: TranslationModel,
+    translator: Translator,
+    sources: list[list[int]],
+    targets: list[list[int]],
+    layer: int | None,
+    heads: list[int] | None,
+) -> list[np.ndarray]:
+    """Each pair's attention, teacher-forced: (T + 1, S + 1) rows <bos> then each target subword
+    fed, columns each source subword then <eos>."""
+    src, lengths = source_tensor(sources)  # (B, S + 1): <eos> closes each source
+    width = max(len(t) for t in targets) + 1
+    tgt_in = torch.full((len(targets), width), PAD_ID, dtype=torch.long)  # (B, T + 1)
+    for row, target in enumerate(targets):
+        tgt_in[row, : len(target) + 1] = torch.tensor([BOS_ID, *target])
+    device = translator.device
+    with torch.no_grad(), evaluating(model):
+        attention = model.cross_attention(src.to(device), lengths, tgt_in.to(device), layer, heads).cpu().numpy()
+    return [attention[row, : len(t) + 1, : len(s) + 1] for row, (s, t) in enumerate(zip(sources, targets))]
+
+
+def target_ids(translator: Translator, targets: Sequence[str]) -> list[list[int]]:
+    """Target text as the model reads it."""
+    return translator.tgt_tok.encode([normalize_text(line) for line in targets])
+
+
+def eflomal_alignments(
+    sources: Sequence[str], targets: Sequence[str], extra: tuple[Sequence[str], Sequence[str]] = ((), ())
+) -> list[Links]:
+    """eflomal's links for each pair, both ways and symmetrised (grow-diag-final-and); ``extra``
+    pairs are aligned beside them for their statistics and not returned."""
+    try:
+        import eflomal
+    except ImportError:
+        raise NmtError(f"The reference aligner is eflomal: {install_hint('align', 'eflomal')}.") from None
+    if len(sources) != len(targets):
+        raise NmtError(f"{len(sources)} sources but {len(targets)} targets: give one per source.")
+    every_source = [" ".join(line.split()) for line in [*sources, *extra[0]]]
+    every_target = [" ".join(line.split()) for line in [*targets, *extra[1]]]
+    with tempfile.TemporaryDirectory() as folder:
+        forward, backward = Path(folder, "forward"), Path(folder, "backward")
+        eflomal.Aligner().align(
+            every_source, every_target, links_filename_fwd=str(forward), links_filename_rev=str(backward)
+        )
+        ways = [path.read_text(encoding="utf-8").splitlines() for path in (forward, backward)]
+    return [grow_diag_final_and(parse_links(f), parse_links(b)) for f, b in zip(*ways)][: len(sources)]
+
+
+def alignment_agreement(translator: Translator, test_set: ReferenceSet, name: str, training: tuple[list, list]) -> dict:
+    """The model's alignments of every (source, reference) pair of ``test_set`` against eflomal's
+    (computed beside the ``training`` pairs once, then read from the run's eval folder); both
+    written to <run_dir>/eval/. What ``nmt evaluate --align`` reports."""
+    sources = [s for s, refs in zip(test_set.sources, test_set.references) for _ in refs]
+    targets = [ref for refs in test_set.references for ref in refs]
+    run = run_paths(translator.loaded.config)
+    kept = run.eval_alignments(name, "eflomal")
+    run.writable(kept, run.eval_alignments(name, "model"))
+    reference = read_links(kept) if kept.is_file() else []
+    if len(reference) != len(sources):  # none yet, or of another test set
+        reference = eflomal_alignments(sources, targets, training)
+        write_lines_atomic(kept, [links.pharaoh() for links in reference])
+    found = model_alignments(translator, sources, target_ids(translator, targets))
+    write_lines_atomic(run.eval_alignments(name, "model"), [links.pharaoh() for links in found])
+    return {"reference": "eflomal, grow-diag-final-and", "step": "produced", **agreement(reference, found).to_dict()}

@@ -1,0 +1,177 @@
+#!/usr/bin/env python
+"""Does attention align? Each attention the seed papers describe, and a Transformer's every layer
+and head, held against eflomal's links on the test pairs (AER, precision, recall), two seeds,
+with the step that produces a target word and the step it is fed (Shift-Att).
+
+Every variant trains the same prepared data (that of --config) for --epochs epochs (a fixed
+count, not minutes: the table does not depend on the machine's load), then aligns the test
+pairs by forced decoding. eflomal aligns the test pairs beside the training pairs once.
+
+Writes --out (default docs/alignment/): results.json and results.md. Runs go to --runs (default
+runs/alignment/); a finished run is reused. About 45 minutes on a 2-core CPU:
+
+    python scripts/studies/alignment.py --config configs/eng-mar-cpu.yaml --epochs 4 --seeds 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from nmt.config.paths import prepared_paths, run_paths
+from nmt.config.schema import load_config
+from nmt.core.fileio import write_text_atomic
+from nmt.data.alignments import Links, agreement, parse_links
+from nmt.pipelines.align import eflomal_alignments, model_alignments, target_ids
+from nmt.pipelines.prepare import prepare
+from nmt.pipelines.translate import Translator
+from nmt.runtime.loading import load_checkpoints
+from nmt.train.launch import train
+
+TRANSFORMER = [
+    "model.arch=transformer",
+    "model.embed_dim=256",
+    "model.encoder_layers=2",
+    "model.decoder_layers=2",
+    "model.heads=4",
+    "model.ff_dim=512",
+    "model.dropout=0.1",
+    "model.attention_dropout=0.1",
+    "model.tie_embeddings=true",
+    "train.lr_warmup=300",
+    "train.lr_hold=0.3",
+    "train.learning_rate=0.001",
+]
+# name -> overrides of --config: the seeds' attentions (windows of D = 3: the sentences are short)
+VARIANTS = {
+    "bahdanau": ["model.attention=bahdanau"],
+    "transformer": TRANSFORMER,
+    "luong-general": ["model.attention=luong-general"],
+    "luong-concat": ["model.attention=luong-concat"],
+    "luong-general/local-m": [
+        "model.attention=luong-general",
+        "model.attention_window=local-m",
+        "model.window_width=3",
+    ],
+    "luong-general/local-p": [
+        "model.attention=luong-general",
+        "model.attention_window=local-p",
+        "model.window_width=3",
+    ],
+    "hard": ["model.attention=hard"],
+    "luong-dot": ["model.attention=luong-dot", "model.encoder_hidden=128"],  # dot needs s and h equally wide
+}
+STEPS = ("produced", "input")
+
+
+def trained(args, name: str, seed: int) -> Path:
+    """The config of variant ``name`` at ``seed``, trained (reused when its run finished)."""
+    base = load_config(args.config)
+    run_dir = Path(args.runs) / f"{name.replace('/', '-')}-seed{seed}"
+    overrides = [
+        *VARIANTS[name],
+        f"run_dir={run_dir}",
+        f"data.prepared_dir={prepared_paths(base).root}",
+        f"train.seed={seed}",
+        f"train.epochs={args.epochs}",
+        "train.max_minutes=0",
+        "train.validation_sentences=300",  # the best checkpoint by a sample of dev: validation is not timed here
+    ]
+    config = load_config(args.config, overrides)
+    if not run_paths(config).checkpoint("best").is_file():
+        print(f"training {name}, seed {seed}", file=sys.stderr, flush=True)
+        train(config, torch.device("cpu"))
+    return config
+
+
+def scores(translator: Translator, sources, targets, reference: list[Links], **choice) -> dict:
+    found = model_alignments(translator, sources, target_ids(translator, targets), **choice)
+    return agreement(reference, found).to_dict()
+
+
+def measure(args) -> dict:
+    base = load_config(args.config)
+    prepare(base, log=lambda _: None)
+    paths = prepared_paths(base)
+    sources, targets = (paths.text("test", side).read_text(encoding="utf-8").splitlines() for side in ("src", "tgt"))
+    reference_file = Path(args.runs) / "eflomal.test.txt"
+    if not reference_file.is_file():
+        train_pairs = tuple(
+            paths.text("train", side).read_text(encoding="utf-8").splitlines() for side in ("src", "tgt")
+        )
+        links = eflomal_alignments(sources, targets, train_pairs)  # type: ignore[arg-type]
+        write_text_atomic(reference_file, "".join(f"{line.pharaoh()}\n" for line in links))
+    reference = [parse_links(line) for line in reference_file.read_text(encoding="utf-8").splitlines()]
+    results: dict = {"epochs": args.epochs, "pairs": len(sources), "variants": {}}
+    for seed in args.seeds:  # every variant at the first seed first: a stopped study has them all once
+        for name in VARIANTS:
+            config = trained(args, name, seed)
+            translator = Translator(load_checkpoints(config, ["best"], torch.device("cpu")), None, config.decode)
+            row = {step: scores(translator, sources, targets, reference, step=step) for step in STEPS}
+            if config.model.arch == "transformer":
+                for layer in range(config.model.decoder_layers):
+                    for head in [None, *range(config.model.heads)]:
+                        heads = None if head is None else [head]
+                        key = f"layer {layer}" + ("" if head is None else f" head {head}")
+                        row[key] = scores(translator, sources, targets, reference, layer=layer, heads=heads)
+            results["variants"].setdefault(name, {})[str(seed)] = row
+            print(name, seed, {k: v["aer"] for k, v in row.items()}, file=sys.stderr, flush=True)
+            write_text_atomic(Path(args.out) / "results.json", json.dumps(results, indent=1) + "\n")
+    return results
+
+
+def table(results: dict) -> str:
+    lines = [
+        f"AER against eflomal (lower is better), mean of seeds {', '.join(next(iter(results['variants'].values())))}; "
+        f"{results['pairs']:,} test pairs, {results['epochs']} epochs each.",
+        "",
+        "| model | produced | input (Shift-Att) | precision (produced) | recall (produced) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, seeds in results["variants"].items():
+        keys = [k for k in next(iter(seeds.values())) if k not in STEPS] if name == "transformer" else []
+        for key in ["", *keys]:
+            mean = {
+                field: statistics.mean(run[key or "produced"][field] for run in seeds.values())
+                for field in ("aer", "precision", "recall")
+            }
+            shifted = "" if key else f"{statistics.mean(run['input']['aer'] for run in seeds.values()):.3f}"
+            label = name if not key else f"{name}, {key} (produced)"
+            lines.append(
+                f"| {label} | {mean['aer']:.3f} | {shifted} | {mean['precision']:.3f} | {mean['recall']:.3f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/eng-mar-cpu.yaml")
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--runs", default="runs/alignment")
+    parser.add_argument("--out", default="docs/alignment")
+    parser.add_argument("--only", nargs="*", help="these variants alone (default: all)")
+    parser.add_argument("--check", action="store_true", help="load every variant's config, train nothing")
+    args = parser.parse_args(argv)
+    if args.only:
+        for name in [n for n in VARIANTS if n not in args.only]:
+            del VARIANTS[name]
+    if args.check:
+        for overrides in VARIANTS.values():
+            load_config(args.config, overrides)
+        return 0
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    results = measure(args)
+    write_text_atomic(Path(args.out) / "results.json", json.dumps(results, indent=1) + "\n")
+    write_text_atomic(Path(args.out) / "results.md", table(results))
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
