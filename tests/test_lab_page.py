@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 import unicodedata
 import urllib.request
@@ -16,9 +17,10 @@ from xml.etree import ElementTree
 import pytest
 import torch
 
+from nmt.config.paths import prepared_paths
 from nmt.train.timeline import Timeline, probe_translations
 
-from .helpers import copy_translator, random_translator
+from .helpers import COPY_WORDS, copy_translator, random_translator
 from .test_page import CHROMEDRIVER, CHROMIUM, MISSING, REQUIRED, running_server, wait_for
 
 pytestmark = [
@@ -41,6 +43,13 @@ def server(tmp_path_factory):
             copying.model, sources, copying.loaded.config, (copying.src_tok, copying.tgt_tok), torch.device("cpu")
         )
         timeline.append({"epoch": epoch, "step": 10 * epoch, "dev_bleu": 10.0 * epoch, "probes": probes})
+    # the run's training pairs, as prepare writes them: what the alignment view runs eflomal beside
+    paths = prepared_paths(copying.loaded.config)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(1)
+    copied = [" ".join(rng.choice(COPY_WORDS) for _ in range(rng.randint(3, 6))) for _ in range(400)]
+    for side in ("src", "tgt"):
+        paths.text("train", side).write_text("\n".join(copied) + "\n", encoding="utf-8")
     models = {"copy": copying, "random": random_translator(tmp_path_factory.mktemp("random"), beam_size=4)}
     with running_server(models) as url:
         yield url
@@ -211,6 +220,32 @@ def test_every_lab_view_shows_the_models_numbers_and_exports(server, browser, do
         if '"Network.requestWillBeSent"' in entry["message"]
     ]
     assert urls and all(url.startswith((server + "/", "data:", "blob:" + server)) for url in urls), urls
+
+
+def test_the_alignment_view_marks_the_attentions_links_beside_eflomals(server, browser):
+    """A model that copies attends to each word as it writes it: its links and eflomal's (over the
+    copying pairs) are the diagonal, drawn as dots inside rings, AER 0."""
+    pytest.importorskip("eflomal")
+    from selenium.webdriver.common.by import By
+
+    answer = post(server, "/api/lab/align", {"text": SENTENCE, "model": "copy"})
+    words = len(SENTENCE.split())
+    assert answer["source_words"] == SENTENCE.split() and len(answer["weights"]) == len(answer["target_words"])
+    assert answer["links"] == answer["reference"] == [[i, i] for i in range(words)]
+    assert answer["agreement"]["aer"] == 0.0 and answer["heads"] is None  # an RNN: no heads
+    browser.get(server + "/")
+    wait_for(browser, lambda d: "copy:" in d.find_element(By.ID, "model-list").text)
+    browser.find_element(By.ID, "source").send_keys(SENTENCE)
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".panel .heatmap svg rect.cell"))
+    view = open_tab(browser, "align")
+    wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, "svg.align-figure circle.link.reference"))
+    model_links = view.find_elements(By.CSS_SELECTOR, "svg.align-figure circle.link.model")
+    assert sorted((int(c.get_attribute("data-source")), int(c.get_attribute("data-target"))) for c in model_links) == [
+        (i, i) for i in range(words)
+    ]
+    assert len(view.find_elements(By.CSS_SELECTOR, "circle.link.reference")) == words
+    assert "AER 0.00 against eflomal" in view.find_element(By.CSS_SELECTOR, ".align-summary").text
+    screenshot(browser, "lab-align")
 
 
 def test_the_beam_tree_of_a_long_sentence_fits_its_box_and_zooms(server, browser):

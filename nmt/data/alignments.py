@@ -134,22 +134,31 @@ def word_of_pieces(pieces: Sequence[str], special: Iterable[str] = ()) -> list[i
     return words
 
 
-def word_links(attention: np.ndarray, source_words: Sequence[int | None], target_words: Sequence[int | None]) -> Links:
-    """Links from a subword attention matrix (target subwords × source subwords): the weights
-    summed over each word's subwords on both sides, each target word linked to the source word
-    it attends to most. Subwords of no word (``<eos>``, tags, padding) give no link."""
+def word_weights(
+    attention: np.ndarray, source_words: Sequence[int | None], target_words: Sequence[int | None]
+) -> np.ndarray:
+    """A subword attention matrix (target subwords × source subwords) summed over each word's
+    subwords on both sides: (target words, source words). Subwords of no word (``<eos>``, tags,
+    padding) count for nothing."""
     source = [w for w in source_words if w is not None]
     target = [w for w in target_words if w is not None]
-    if not source or not target:
-        return Links()
-    summed = np.zeros((max(target) + 1, max(source) + 1), dtype=np.float32)
+    summed = np.zeros((max(target, default=-1) + 1, max(source, default=-1) + 1), dtype=np.float32)
     for row, tw in enumerate(target_words):
         if tw is None:
             continue
         for column, sw in enumerate(source_words):
             if sw is not None:
                 summed[tw, sw] += attention[row, column]
-    return Links({(int(summed[tw].argmax()), tw) for tw in sorted(set(target))})
+    return summed
+
+
+def word_links(attention: np.ndarray, source_words: Sequence[int | None], target_words: Sequence[int | None]) -> Links:
+    """Links from a subword attention matrix (target subwords × source subwords): each target word
+    linked to the source word it attends to most, over their subwords (``word_weights``)."""
+    summed = word_weights(attention, source_words, target_words)
+    if not summed.size:
+        return Links()
+    return Links({(int(summed[tw].argmax()), tw) for tw in range(summed.shape[0])})
 
 
 def grow_diag_final_and(forward: Links, backward: Links) -> Links:

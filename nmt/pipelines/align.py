@@ -28,10 +28,12 @@ import numpy as np
 import torch
 
 from nmt import install_hint
-from nmt.config.paths import run_paths
+from nmt.config.paths import prepared_paths, run_paths
+from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_lines_atomic
 from nmt.data.alignments import (
+    WORD_START,
     Links,
     agreement,
     grow_diag_final_and,
@@ -39,6 +41,7 @@ from nmt.data.alignments import (
     read_links,
     word_links,
     word_of_pieces,
+    word_weights,
 )
 from nmt.data.batching import source_tensor
 from nmt.data.pairs import normalize_text
@@ -46,6 +49,7 @@ from nmt.data.references import ReferenceSet
 from nmt.data.tokenizer import BOS, BOS_ID, EOS, PAD, PAD_ID
 from nmt.decoding.search import evaluating
 from nmt.model.base import TranslationModel
+from nmt.pipelines.lab_views import Alignment
 from nmt.pipelines.translate import Translator
 
 STEPS = ("input", "produced")  # which step's attention stands for a target word
@@ -187,3 +191,73 @@ def alignment_agreement(translator: Translator, test_set: ReferenceSet, name: st
     found = model_alignments(translator, sources, target_ids(translator, targets))
     write_lines_atomic(run.eval_alignments(name, "model"), [links.pharaoh() for links in found])
     return {"reference": "eflomal, grow-diag-final-and", "step": "produced", **agreement(reference, found).to_dict()}
+
+
+def sentence_alignment(translator: Translator, text: str, target: list[int], training: tuple[list, list]) -> Alignment:
+    """The lab's alignment view of one translation (``target``: its subword ids): the model's word
+    attention and links, and eflomal's beside the ``training`` pairs where there are some and eflomal
+    is installed, with the agreement, and each head's for a family with heads."""
+    model = aligning_model(translator)
+    src_ids = translator.source_ids([text])[0]
+    source_pieces = [*translator.src_tok.id_to_piece(src_ids), EOS]
+    target_pieces = translator.tgt_tok.id_to_piece(target)
+    source_words, target_words = _words(source_pieces), _words(target_pieces)
+    attention = _attention(model, translator, [src_ids], [target], None, None)[0][: len(target)]
+    weights = word_weights(attention, source_words, target_words)
+    links = word_links(attention, source_words, target_words)
+    source_text, target_text = _spelled(source_pieces, source_words), _spelled(target_pieces, target_words)
+    reference, note = _sentence_reference(" ".join(source_text), " ".join(target_text), training)
+    found = agreement([reference], [links]).to_dict() if reference is not None else None
+    heads = None
+    if reference is not None and model.has_heads:
+        heads = [
+            [
+                agreement([reference], model_alignments(translator, [text], [target], layer, [head])).aer
+                for head in range(model.config.heads)
+            ]
+            for layer in range(model.config.decoder_layers)
+        ]
+    pairs = [[i, j] for i, j in sorted(links.sure)]
+    return Alignment(
+        source_text,
+        target_text,
+        (weights / np.maximum(weights.sum(1, keepdims=True), 1e-9)).tolist(),
+        pairs,
+        None if reference is None else [[i, j] for i, j in sorted(reference.sure)],
+        note,
+        found,
+        heads,
+    )
+
+
+def _spelled(pieces: list[str], words: list[int | None]) -> list[str]:
+    """Each word's text, its pieces joined (the word mark dropped)."""
+    spelled: list[str] = []
+    for piece, word in zip(pieces, words):
+        if word is None:
+            continue
+        if word == len(spelled):
+            spelled.append("")
+        spelled[word] += piece.replace(WORD_START, "")
+    return spelled
+
+
+def _sentence_reference(source: str, target: str, training: tuple[list, list]) -> tuple[Links | None, str]:
+    """eflomal's links of one pair beside the training pairs, or None and why."""
+    if not training[0]:
+        return None, "no reference: this model has no training pairs beside it to run eflomal over (serve a run)"
+    try:
+        import eflomal  # noqa: F401  (only whether it is installed)
+    except ImportError:
+        return None, f"no reference: eflomal is not installed ({install_hint('align', 'eflomal')})"
+    return eflomal_alignments([source], [target], training)[0], "eflomal beside the training pairs, grow-diag-final-and"
+
+
+def training_pairs(config: Config) -> tuple[list[str], list[str]]:
+    """A run's prepared training pairs, for eflomal's statistics (none for a package: it has none)."""
+    paths = prepared_paths(config)
+    files = paths.text("train", "src"), paths.text("train", "tgt")
+    if not all(path.is_file() for path in files):
+        return [], []
+    source, target = (path.read_text(encoding="utf-8").splitlines() for path in files)
+    return source, target

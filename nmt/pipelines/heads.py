@@ -146,7 +146,7 @@ class TransformerInside(LooksInside):
     """Playback of one head and every head of a Transformer; edit is the RNN's."""
 
     family = "a Transformer"
-    views = ("tree", "playback", "saliency", "heads")
+    views = ("tree", "playback", "saliency", "heads", "align")
 
     def playback(
         self, lab: LabParts, text: str, tokens: list[str] | None, top_k: int, layer: int, head: int

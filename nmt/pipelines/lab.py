@@ -35,9 +35,20 @@ from nmt.model.base import TranslationModel
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Seq2Seq
 from nmt.model.transformer import Transformer
+from nmt.pipelines.align import sentence_alignment, training_pairs
 from nmt.pipelines.heads import TransformerInside
 from nmt.pipelines.lab_size import LabSize, lab_size
-from nmt.pipelines.lab_views import Edit, Heads, LabInputError, LooksInside, Playback, Saliency, Tree, spearman
+from nmt.pipelines.lab_views import (
+    Alignment,
+    Edit,
+    Heads,
+    LabInputError,
+    LooksInside,
+    Playback,
+    Saliency,
+    Tree,
+    spearman,
+)
 from nmt.pipelines.rnn_lab import RnnInside
 from nmt.pipelines.translate import Translator
 
@@ -56,6 +67,7 @@ class Lab:
         self.translator = translator
         self.tgt_tok, self.src_tok = translator.tgt_tok, translator.src_tok
         self.config = translator.loaded.config
+        self.training: tuple[list[str], list[str]] | None = None  # the run's pairs, for the align view
 
     # ---- inputs ----
 
@@ -151,6 +163,21 @@ class Lab:
         translation) forced, and the attention of step ``step`` replaced by ``weights`` (one
         per source subword, <eos> included; normalised to sum 1); greedy after it."""
         return self.inside().edit(self, text, step, weights, tokens)
+
+    @torch.inference_mode()
+    def align(self, text: str, tokens: list[str] | None = None) -> Alignment:
+        """The word alignment of ``tokens`` (default: the best translation) by the model's attention,
+        beside eflomal's where the model was served from its run (``nmt.pipelines.align``)."""
+        self.inside().views_check("align")
+        if self.training is None:  # read once: eflomal aligns a sentence beside them
+            self.training = training_pairs(self.config)
+        target = [t for t in self.target_ids(text, tokens) if t != EOS_ID]
+        if not target:
+            raise LabInputError("tokens", "the translation is empty: nothing to align")
+        try:
+            return sentence_alignment(self.translator, text, target, self.training)
+        except NmtError as error:
+            raise LabInputError("model", str(error)) from None
 
     def heads(
         self, text: str, tokens: list[str] | None = None, layer: int | None = None, head: int | None = None

@@ -59,6 +59,8 @@ def lab_size(
     if view == "playback":
         numbers = ARCHITECTURES[model.arch].playback_numbers(model, s, t, top_k)  # the family's own layout
         return LabSize(numbers, t, (fewer_tokens, ("top_k", "a smaller top_k")))
+    if view == "align":  # a word matrix (at most the subwords'), the links, and a figure per head
+        return LabSize(t * s + 4 * (t + s) + model.decoder_layers * model.heads, t, (fewer_tokens,))
     if view == "edit":
         return LabSize(2 * s + 2 * t, 2, (fewer_tokens,))
     return LabSize(2 * s, 1, (("text", "a shorter text"),))  # saliency

@@ -147,6 +147,25 @@ class Heads:
         return self.__dict__
 
 
+@dataclass
+class Alignment:
+    """One translation's word alignment: the model's attention summed over each word's subwords
+    (a row per target word), its links, and a reference aligner's links with their agreement; for a
+    family with heads, each decoder layer's each head's AER against the reference."""
+
+    source_words: list[str]
+    target_words: list[str]
+    weights: list[list[float]]  # target word -> source word
+    links: list[list[int]]  # the model's [source word, target word]
+    reference: list[list[int]] | None  # eflomal's, or None (``note`` says why)
+    note: str  # which reference, or why there is none
+    agreement: dict | None  # the model's links against the reference: aer, precision, recall
+    heads: list[list[float]] | None = None  # layer -> head -> AER against the reference
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
 class LabParts(Protocol):
     """What a family's view reads of the lab (``Lab``): the model, the sentence and the translation
     as ids, labels for subwords."""
@@ -171,6 +190,11 @@ class LooksInside:
 
     family = "this model family"  # for the refusals
     views: tuple[str, ...] = ("tree", "saliency")  # what the lab shows of it: these, and the family's own
+
+    def views_check(self, view: str) -> None:
+        """Refuse ``view`` where the family's views do not hold it."""
+        if view not in self.views:
+            raise LabInputError("model", f"{self.family} has no {view} view in the lab")
 
     def playback(
         self, lab: LabParts, text: str, tokens: list[str] | None, top_k: int, layer: int, head: int

@@ -56,7 +56,7 @@ class RnnInside(LooksInside):
     """Playback and edit of an RNN's attention; it has no heads."""
 
     family = "an RNN (one attention: see playback)"
-    views = ("tree", "playback", "edit", "saliency")
+    views = ("tree", "playback", "edit", "saliency", "align")
 
     @torch.inference_mode()
     def playback(

@@ -54,7 +54,7 @@ from nmt.serve.scheduler import QueueFull, Scheduler, SoloWork, Ticket
 from nmt.train.timeline import read_timeline
 
 STATIC = Path(__file__).resolve().parent / "static"
-LAB_VIEWS = ("tree", "playback", "edit", "saliency", "heads")
+LAB_VIEWS = ("tree", "playback", "edit", "saliency", "heads", "align")
 
 
 # A served model's output limit (ratio x source subwords + offset), whatever its package says:
@@ -159,6 +159,7 @@ class ServedModel:
             "heads": lambda: lab.heads(request.text, request.tokens, request.one_layer, request.one_head),
             "edit": lambda: lab.edit(request.text, request.step, list(request.weights), request.tokens),
             "saliency": lambda: lab.saliency(request.text, request.position, request.tokens),
+            "align": lambda: lab.align(request.text, request.tokens),
         }
         try:
             answer = calls[view]().to_json()  # type: ignore[attr-defined]  # every view has one
@@ -203,6 +204,7 @@ NARROW = {  # what makes each lab view's answer smaller
     "playback": "send the subwords of a shorter translation, or a smaller top_k",
     "edit": "send a shorter text",
     "saliency": "send a shorter text",
+    "align": "send a shorter text, or the subwords of a shorter translation",
 }
 
 

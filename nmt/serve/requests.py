@@ -294,6 +294,10 @@ class LabRequest:
         return cls(text(data.get("text"), "text", limits), tokens_of(data, limits), step=step, weights=weights)
 
     @classmethod
+    def align(cls, data: dict, limits: Limits) -> LabRequest:
+        return cls(text(data.get("text"), "text", limits), tokens_of(data, limits))
+
+    @classmethod
     def saliency(cls, data: dict, limits: Limits) -> LabRequest:
         position = integer(data, "position", 0, 0, limits.max_chars)
         return cls(text(data.get("text"), "text", limits), tokens_of(data, limits), position=position)

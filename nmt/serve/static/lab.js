@@ -444,6 +444,50 @@ async function timelineView(host) {
   await drawTimeline(host);
 }
 
+// ---- does attention align? ----
+
+// The translation's words: the attention summed over each word's subwords (a row per target word),
+// the model's links (●: each target word's strongest source word) and eflomal's (○) over it, their
+// AER; for a Transformer, each decoder layer's each head's AER, the best marked.
+async function drawAlignment(host, data) {
+  const holder = element("div");
+  const figure = await drawHeatmap(holder, data.target_words, data.source_words, data.weights,
+    { title: "word attention with the model's links and the reference's" });
+  const cell = 28, left = 130, top = 90;
+  const mark = (pairs, kind) => pairs.forEach(([i, j]) => {
+    const circle = add(figure, "circle", { cx: left + i * cell + cell / 2 - 0.5, cy: top + j * cell + cell / 2 - 0.5,
+      r: kind === "model" ? 5 : 9, class: `link ${kind}`, "data-source": i, "data-target": j });
+    add(circle, "title", {}, `${kind === "model" ? "the attention's link" : "eflomal's link"}: ` +
+      `${data.target_words[j]} ← ${data.source_words[i]}`);
+  });
+  mark(data.links, "model");
+  if (data.reference) mark(data.reference, "reference");
+  figure.classList.add("align-figure");
+  const summary = data.agreement
+    ? `AER ${fmt(data.agreement.aer, 2)} against eflomal (precision ${fmt(data.agreement.precision, 2)}, ` +
+      `recall ${fmt(data.agreement.recall, 2)}): ● the attention's links, ○ the aligner's, a match is ● inside ○.`
+    : `● the attention's links. ${data.note}.`;
+  const parts = [element("p", { class: "align-summary" }, summary), holder];
+  if (data.heads) parts.push(headAgreement(data.heads));
+  host.querySelector(".align-body").replaceChildren(...parts);
+}
+
+function headAgreement(heads) {
+  const best = Math.min(...heads.flat());
+  const table = element("table", { class: "align-heads" });
+  const header = element("tr", {}, "");
+  header.appendChild(element("th", {}, "AER by head"));
+  heads[0].forEach((_, h) => header.appendChild(element("th", {}, `head ${h}`)));
+  table.appendChild(header);
+  heads.forEach((row, layer) => {
+    const tr = element("tr");
+    tr.appendChild(element("th", {}, `layer ${layer}`));
+    row.forEach((aer) => tr.appendChild(element("td", { class: aer === best ? "best" : "" }, fmt(aer, 2))));
+    table.appendChild(tr);
+  });
+  return table;
+}
+
 // ---- the lab ----
 
 const VIEWS = {
@@ -471,6 +515,11 @@ const VIEWS = {
   async heads(host) {
     lab.data.heads = await labApi("/api/lab/heads", { text: lab.text, model: lab.model, tokens: lab.result.translations[0].tokens });
     window.headsView.controls(host, lab.data.heads);
+  },
+  async align(host) {
+    host.replaceChildren(element("div", { class: "align-body" }, "Aligning (eflomal runs beside the training pairs: a few seconds)…"));
+    lab.data.align = await labApi("/api/lab/align", { text: lab.text, model: lab.model, tokens: lab.result.translations[0].tokens });
+    await drawAlignment(host, lab.data.align);
   },
 };
 
@@ -510,7 +559,7 @@ async function refresh() {
 }
 
 function figureOf(view) {
-  return viewHost(view).querySelector(`svg.${{ tree: "tree-figure", playback: "playback-figure", edit: "edit-figure", saliency: "saliency-figure", timeline: "heatmap-figure", heads: "heads-figure" }[view]}`);
+  return viewHost(view).querySelector(`svg.${{ tree: "tree-figure", playback: "playback-figure", edit: "edit-figure", saliency: "saliency-figure", timeline: "heatmap-figure", heads: "heads-figure", align: "align-figure" }[view]}`);
 }
 
 function startLab(models) {
