@@ -273,3 +273,32 @@ def test_evaluate_align_reports_the_agreement_and_keeps_the_reference_once(train
     again = runner.invoke(app, ["evaluate", "--config", config, "--align", "--json"])
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["alignment"] == report["alignment"]
+
+
+def test_a_transformers_alignment_view_gives_each_heads_agreement(tmp_path):
+    pytest.importorskip("eflomal")
+    from nmt.config.schema import Config, DecodeConfig
+    from nmt.model.transformer import Transformer
+    from nmt.pipelines.align import sentence_alignment
+    from nmt.runtime.loading import LoadedModel
+
+    from .helpers import COPY_WORDS, TINY_TRANSFORMER, copy_translator, model_config
+
+    copying = copy_translator(tmp_path, steps=1)  # its word tokenizer
+    tok = copying.src_tok
+    torch.manual_seed(0)
+    config = Config(run_dir=str(tmp_path), model=model_config(**TINY_TRANSFORMER), decode=DecodeConfig(beam_size=2))
+    model = Transformer(config.model, tok.vocab_size, tok.vocab_size).eval()
+    translator = Translator(LoadedModel(config, model, tok, tok, torch.device("cpu")))
+    rng = random.Random(0)
+    pairs = [" ".join(rng.choice(COPY_WORDS) for _ in range(rng.randint(3, 6))) for _ in range(300)]
+    target = tok.encode(["golf alpha bravo"])[0]
+    found = sentence_alignment(translator, "alpha bravo golf", target, (pairs, pairs))
+    assert found.source_words == ["alpha", "bravo", "golf"] and found.target_words == ["golf", "alpha", "bravo"]
+    reference = {tuple(link) for link in found.reference or []}
+    assert len(reference) >= 2 and reference <= {(0, 1), (1, 2), (2, 0)}  # eflomal over copies: word to word
+    assert len(found.heads) == TINY_TRANSFORMER["decoder_layers"]
+    assert all(len(row) == TINY_TRANSFORMER["heads"] and all(0 <= aer <= 1 for aer in row) for row in found.heads)
+    assert sorted(j for _, j in found.links) == [0, 1, 2]
+    without = sentence_alignment(translator, "alpha bravo golf", target, ([], []))
+    assert without.reference is None and without.heads is None and "no training pairs" in without.note
