@@ -232,6 +232,7 @@ def test_the_alignment_view_marks_the_attentions_links_beside_eflomals(server, b
     words = len(SENTENCE.split())
     assert answer["source_words"] == SENTENCE.split() and len(answer["weights"]) == len(answer["target_words"])
     assert answer["links"] == answer["reference"] == [[i, i] for i in range(words)]
+    assert answer["pharaoh"] == answer["reference_pharaoh"] == " ".join(f"{i}-{i}" for i in range(words))
     assert answer["agreement"]["aer"] == 0.0 and answer["heads"] is None  # an RNN: no heads
     browser.get(server + "/")
     wait_for(browser, lambda d: "copy:" in d.find_element(By.ID, "model-list").text)

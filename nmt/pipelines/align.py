@@ -227,6 +227,8 @@ def sentence_alignment(translator: Translator, text: str, target: list[int], tra
         note,
         found,
         heads,
+        links.pharaoh(),
+        None if reference is None else reference.pharaoh(),
     )
 
 

@@ -161,6 +161,8 @@ class Alignment:
     note: str  # which reference, or why there is none
     agreement: dict | None  # the model's links against the reference: aer, precision, recall
     heads: list[list[float]] | None = None  # layer -> head -> AER against the reference
+    pharaoh: str = ""  # the model's links as a Pharaoh line ("0-0 2-1"), what the export carries
+    reference_pharaoh: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
