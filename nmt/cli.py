@@ -654,15 +654,12 @@ def _training_pairs(config: Path | None, set_: list[str] | None) -> tuple[list[s
     """The prepared training pairs of --config's run, for eflomal's statistics (none without one)."""
     if config is None:
         return [], []
-    from nmt.config.paths import prepared_paths
+    from nmt.pipelines.align import training_pairs
 
-    cfg = _load(config, set_)
-    paths = prepared_paths(cfg)
-    files = paths.text("train", "src"), paths.text("train", "tgt")
-    if not all(path.is_file() for path in files):
-        raise NmtError(f"{files[0].parent} has no prepared training pairs: run nmt prepare --config {config} first.")
-    src, tgt = (path.read_text(encoding="utf-8").splitlines() for path in files)
-    return src, tgt
+    pairs = training_pairs(_load(config, set_))
+    if not pairs[0]:
+        raise NmtError(f"{config}'s run has no prepared training pairs: run nmt prepare --config {config} first.")
+    return pairs
 
 
 @app.command()
@@ -713,9 +710,9 @@ def evaluate(
     test_set, name = evaluation_set(cfg, src, ref or [])
     report = run_evaluate(translator, test_set, name, checkpoint or ["best"])
     if align:
-        from nmt.pipelines.align import alignment_agreement
+        from nmt.pipelines.align import alignment_agreement, training_pairs
 
-        report["alignment"] = alignment_agreement(translator, test_set, name, _training_pairs(config, set_))
+        report["alignment"] = alignment_agreement(translator, test_set, name, training_pairs(cfg))
         run_evaluate_report(translator, name, report)
     if as_json:
         typer.echo(json.dumps(report, ensure_ascii=False))

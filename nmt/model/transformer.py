@@ -502,17 +502,15 @@ class Transformer(TranslationModel):
         """Decoder ``layer``'s cross-attention (default ``aligning_layer``; negative counts from the
         last), ``heads`` averaged (default: every head): (B, T, S)."""
         layers, count = self.config.decoder_layers, self.config.heads
-        chosen = (self.aligning_layer or 0) if layer is None else layer
-        if not -layers <= chosen < layers:
-            chosen = 0 if layer is None else chosen  # the default on a one-layer decoder: its layer
-        if not -layers <= chosen < layers:
-            raise NmtError(f"layer must be from {-layers} to {layers - 1} (this decoder has {layers}), got {chosen}.")
+        if layer is None:  # the family's default, or a one-layer decoder's only layer
+            layer = self.aligning_layer if -layers <= self.aligning_layer < layers else 0
+        if not -layers <= layer < layers:
+            raise NmtError(f"layer must be from {-layers} to {layers - 1} (this decoder has {layers}), got {layer}.")
         picked = list(range(count)) if heads is None else heads
         if not picked or any(not 0 <= h < count for h in picked):
             raise NmtError(f"heads must be from 0 to {count - 1} (this model has {count}), got {heads}.")
-        mask = src.ne(PAD_ID)  # (B, S)
-        memory = self.decoder.memory(self.encoder(src, mask), mask)
-        weights = self.decoder.cross_weights(tgt_in, memory)[chosen]  # (B, heads, T, S)
+        memory, _ = self.encode(src, src_lengths)
+        weights = self.decoder.cross_weights(tgt_in, memory)[layer]  # (B, heads, T, S)
         return weights[:, picked].mean(1).float()
 
     @torch.no_grad()

@@ -22,30 +22,24 @@ import sys
 from pathlib import Path
 
 import torch
+from compare_attention import VARIANTS as COMPARED  # the local windows' overrides (a study beside this one)
 
 from nmt.config.paths import prepared_paths, run_paths
+from nmt.config.recipes import recipes
 from nmt.config.schema import load_config
 from nmt.core.fileio import write_text_atomic
 from nmt.data.alignments import Links, agreement, parse_links
-from nmt.pipelines.align import eflomal_alignments, model_alignments, target_ids
+from nmt.pipelines.align import eflomal_alignments, model_alignments, target_ids, training_pairs
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints
 from nmt.train.launch import train
 
+# the Transformer nmt init writes (nmt/recipes.yaml's families), over --config's tokenizer and batches
 TRANSFORMER = [
-    "model.arch=transformer",
-    "model.embed_dim=256",
-    "model.encoder_layers=2",
-    "model.decoder_layers=2",
-    "model.heads=4",
-    "model.ff_dim=512",
-    "model.dropout=0.1",
-    "model.attention_dropout=0.1",
-    "model.tie_embeddings=true",
-    "train.lr_warmup=300",
-    "train.lr_hold=0.3",
-    "train.learning_rate=0.001",
+    f"{section}.{key}={str(value).lower() if isinstance(value, bool) else value}"
+    for section, values in recipes().families["transformer"].settings.items()
+    for key, value in values.items()
 ]
 # name -> overrides of --config: the seeds' attentions (windows of D = 3: the sentences are short)
 VARIANTS = {
@@ -53,16 +47,7 @@ VARIANTS = {
     "transformer": TRANSFORMER,
     "luong-general": ["model.attention=luong-general"],
     "luong-concat": ["model.attention=luong-concat"],
-    "luong-general/local-m": [
-        "model.attention=luong-general",
-        "model.attention_window=local-m",
-        "model.window_width=3",
-    ],
-    "luong-general/local-p": [
-        "model.attention=luong-general",
-        "model.attention_window=local-p",
-        "model.window_width=3",
-    ],
+    **{name: COMPARED[name] for name in ("luong-general/local-m", "luong-general/local-p")},
     "hard": ["model.attention=hard"],
     "luong-dot": ["model.attention=luong-dot", "model.encoder_hidden=128"],  # dot needs s and h equally wide
 }
@@ -101,10 +86,7 @@ def measure(args) -> dict:
     sources, targets = (paths.text("test", side).read_text(encoding="utf-8").splitlines() for side in ("src", "tgt"))
     reference_file = Path(args.runs) / "eflomal.test.txt"
     if not reference_file.is_file():
-        train_pairs = tuple(
-            paths.text("train", side).read_text(encoding="utf-8").splitlines() for side in ("src", "tgt")
-        )
-        links = eflomal_alignments(sources, targets, train_pairs)  # type: ignore[arg-type]
+        links = eflomal_alignments(sources, targets, training_pairs(base))
         write_text_atomic(reference_file, "".join(f"{line.pharaoh()}\n" for line in links))
     reference = [parse_links(line) for line in reference_file.read_text(encoding="utf-8").splitlines()]
     results: dict = {"epochs": args.epochs, "pairs": len(sources), "variants": {}}
