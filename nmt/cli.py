@@ -89,7 +89,7 @@ EngineOption = Annotated[
     typer.Option(
         "--engine",
         help="What runs --model packages: torch, onnx (the ONNX graphs `nmt export --onnx` makes, on onnxruntime), "
-        "or a plugin's engine.",
+        "ctranslate2 (the CTranslate2 model `nmt export --ctranslate2` makes), or a plugin's engine.",
     ),
 ]
 ThreadsOption = Annotated[
@@ -626,8 +626,8 @@ def align(
     sentence pair: from the model's attention under forced decoding, or (--aligner eflomal) from the
     reference aligner run both ways over the pairs and the run's training pairs. Without --tgt, the
     model translates first and each line is "translation ||| links". Words are whitespace-separated."""
-    from nmt.data.alignments import agreement, read_links
-    from nmt.pipelines.align import eflomal_alignments, model_lines
+    from nmt.data.alignments import agreement, eflomal_alignments, read_links
+    from nmt.pipelines.align import model_lines
     from nmt.pipelines.translate import read_input_lines
 
     sources = read_input_lines(str(source))
@@ -901,6 +901,32 @@ def _warn_if_reachable(host: str, token: str) -> None:
 RunDirArgument = Annotated[Path, typer.Argument(help="A run directory (run_dir of a config).")]
 
 
+CTranslate2Option = Annotated[
+    bool,
+    typer.Option(
+        "--ctranslate2",
+        help="Also the model as a CTranslate2 model (a Transformer; --engine ctranslate2 runs it; needs "
+        "`pip install ctranslate2`).",
+    ),
+]
+QuantizationOption = Annotated[
+    str,
+    typer.Option(
+        "--quantization",
+        help="--ctranslate2 and --argos: how its weights are stored: int8 (the fastest on a CPU), int8_float32, "
+        "float32 (PyTorch's outputs exactly), float16, bfloat16, int16, int8_float16, int8_bfloat16.",
+    ),
+]
+ArgosOption = Annotated[
+    bool,
+    typer.Option(
+        "--argos",
+        help="Write an Argos Translate package (OUT_DIR.argosmodel, what LibreTranslate installs) of a "
+        "Transformer instead: its CTranslate2 model (--quantization) and SentencePiece model.",
+    ),
+]
+
+
 @app.command()
 @user_errors
 def export(
@@ -911,6 +937,9 @@ def export(
         bool,
         typer.Option("--onnx", help="Also the encoder and one decoder step as ONNX graphs (--engine onnx runs them)."),
     ] = False,
+    ctranslate2: CTranslate2Option = False,
+    quantization: QuantizationOption = "int8",
+    argos: ArgosOption = False,
     web: Annotated[
         bool, typer.Option("--web", help="Write a static page that translates in the browser instead of a package.")
     ] = False,
@@ -922,26 +951,45 @@ def export(
     """Write a self-contained model package: weights (safetensors), the resolved config, both
     SentencePiece models and a model card. Use it with `nmt translate --model OUT_DIR`. With
     --onnx, the graphs are checked against PyTorch before they are kept (needs onnx and onnxruntime:
-    `pip install onnx onnxruntime`).
+    `pip install onnx onnxruntime`); with --ctranslate2, a CTranslate2 model of the Transformer (int8 by
+    default), checked against PyTorch likewise.
     With --web, a folder any static file host serves: the page translates as you type and draws
-    attention, offline (onnxruntime-web and SentencePiece in the page; `npm ci --prefix web` once)."""
+    attention, offline (onnxruntime-web and SentencePiece in the page; `npm ci --prefix web` once).
+    With --argos, an Argos Translate package that LibreTranslate and `argospm` install."""
     from nmt.core.locking import holding
 
-    if web:
-        from nmt.export.web_page import export_web, folder_size
-
-        with holding(run_dir, f"nmt export {run_dir} {out_dir} --web", create=False):
-            path = export_web(run_dir, out_dir, checkpoint, runtime)
-        typer.echo(
-            f"Wrote the page for {run_dir} ({checkpoint}) to {path} ({folder_size(path) / 1e6:.1f} MB); "
-            f"serve it with: python3 -m http.server --directory {path}"
-        )
+    if web or argos:
+        _export_elsewhere(run_dir, out_dir, checkpoint, runtime, quantization if argos else None)
         return
     from nmt.export.package import export_model
 
     with holding(run_dir, f"nmt export {run_dir} {out_dir}", create=False):
-        path = export_model(run_dir, out_dir, checkpoint, onnx)
+        path = export_model(run_dir, out_dir, checkpoint, onnx, quantization if ctranslate2 else None)
     typer.echo(f"Exported {run_dir} ({checkpoint}) to {path}; see {path / 'MODEL_CARD.md'}")
+
+
+def _export_elsewhere(run_dir: Path, out_dir: Path, checkpoint: str, runtime: Path | None, argos: str | None) -> None:
+    """``nmt export --web`` (the offline page), or ``--argos`` (an Argos Translate package of that quantization)."""
+    from nmt.core.locking import holding
+
+    if argos is not None:
+        from nmt.export.argos import export_argos
+
+        with holding(run_dir, f"nmt export {run_dir} {out_dir} --argos", create=False):
+            path = export_argos(run_dir, out_dir, checkpoint, argos)
+        typer.echo(
+            f"Wrote the Argos Translate package of {run_dir} ({checkpoint}) to {path}; install it with "
+            f"argostranslate.package.install_from_path (docs/portable.md; offline: ARGOS_CHUNK_TYPE=SPACY)"
+        )
+        return
+    from nmt.export.web_page import export_web, folder_size
+
+    with holding(run_dir, f"nmt export {run_dir} {out_dir} --web", create=False):
+        path = export_web(run_dir, out_dir, checkpoint, runtime)
+    typer.echo(
+        f"Wrote the page for {run_dir} ({checkpoint}) to {path} ({folder_size(path) / 1e6:.1f} MB); "
+        f"serve it with: python3 -m http.server --directory {path}"
+    )
 
 
 @app.command()

@@ -174,7 +174,7 @@ def test_a_transformer_aligns_from_the_layer_and_heads_asked_for_and_refuses_oth
 
 def test_eflomal_recovers_a_fixed_reordering():
     pytest.importorskip("eflomal")
-    from nmt.pipelines.align import eflomal_alignments
+    from nmt.data.alignments import eflomal_alignments
 
     rng = random.Random(0)
     sources, targets, gold = [], [], []

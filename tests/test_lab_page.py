@@ -42,7 +42,10 @@ def server(tmp_path_factory):
         probes = probe_translations(
             copying.model, sources, copying.loaded.config, (copying.src_tok, copying.tgt_tok), torch.device("cpu")
         )
-        timeline.append({"epoch": epoch, "step": 10 * epoch, "dev_bleu": 10.0 * epoch, "probes": probes})
+        # and the attention's agreement with eflomal, as train.probe_alignment records it
+        alignment = {"aer": round(0.8 - 0.2 * epoch, 4), "precision": 0.5, "recall": 0.5, "pairs": 20}
+        record = {"epoch": epoch, "step": 10 * epoch, "dev_bleu": 10.0 * epoch, "probes": probes}
+        timeline.append({**record, "alignment": alignment})
     # the run's training pairs, as prepare writes them: what the alignment view runs eflomal beside
     paths = prepared_paths(copying.loaded.config)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -198,6 +201,11 @@ def test_every_lab_view_shows_the_models_numbers_and_exports(server, browser, do
     browser.execute_script("arguments[0].value = 0; arguments[0].dispatchEvent(new Event('input'));", slider)
     wait_for(browser, lambda d: "epoch 1" in view.find_element(By.CSS_SELECTOR, ".tl-label").text)
     wait_for(browser, lambda d: view.find_elements(By.CSS_SELECTOR, "svg.heatmap-figure rect.cell"))
+    # the agreement with eflomal by validation: one point each, the file's AER, the one shown marked
+    assert "AER 0.600 against eflomal" in view.find_element(By.CSS_SELECTOR, ".tl-label").text
+    points = view.find_elements(By.CSS_SELECTOR, "svg.tl-agreement circle.tl-aer")
+    assert [float(p.get_attribute("data-aer")) for p in points] == pytest.approx([0.6, 0.4, 0.2])
+    assert [float(p.get_attribute("r")) for p in points] == [5, 3, 3]  # validation 1 is the one shown
     screenshot(browser, "lab-timeline")
 
     # Export the timeline view: the SVG parses, the PNG opens, the JSON is the API's data.

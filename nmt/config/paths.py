@@ -184,6 +184,18 @@ class RunPaths:
         the model's (``aligner`` "model") or the reference aligner's ("eflomal", written once)."""
         return self.eval_dir / f"{name}.{aligner}.align"
 
+    @property
+    def training_alignments(self) -> Path:
+        """eflomal's links of each prepared training pair within train.max_len, in the Pharaoh
+        format: what ``train.guided_alignment`` guides the attention toward (written once, so that
+        a resumed run reads the same links)."""
+        return self.root / "train.eflomal.align"
+
+    @property
+    def probe_alignments(self) -> Path:
+        """eflomal's links of the dev pairs ``train.probe_alignment`` measures at each validation."""
+        return self.root / "dev.eflomal.align"
+
     def eval_report(self, name: str) -> Path:
         return self.eval_dir / f"{name}.report.json"
 

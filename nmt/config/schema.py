@@ -173,6 +173,9 @@ class TrainConfig:
     # with related corpora: from the first epoch that starts past this share of the run (budget or
     # epochs), this pair's pairs only, a last phase on the user's pair alone (1 = related to the end)
     related_until: float = 1.0
+    # > 0: the weight of a loss pulling the aligning attention toward eflomal's links of the
+    # training pairs (guided alignment; the `align` extra; 0 = off)
+    guided_alignment: float = 0.0
     # early stopping: validations without a better dev BLEU, an equal one at a lower dev loss
     # counting as better (0 = none: train to the end)
     patience: int = 5
@@ -213,6 +216,9 @@ class TrainConfig:
     max_nonfinite: int = 10  # stop after this many steps in a row with a non-finite loss or gradient
     tensorboard: bool = False  # also log scalars and attention heatmaps to <run_dir>/tensorboard
     probes: int = 3  # the first N dev sentences' attention at each epoch's end, in <run_dir>/timeline.jsonl (0 = off)
+    # > 0: at each validation, the attention's agreement with eflomal (AER) on the first N dev pairs,
+    # in timeline.jsonl and the log: alignment forming (the `align` extra; 0 = off)
+    probe_alignment: int = 0
     # registered callbacks told of the run (nmt/train/callbacks.py): csv writes <run_dir>/metrics.csv;
     # a plugin registers its own
     callbacks: list[str] = field(default_factory=list)
@@ -349,6 +355,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.teacher_forcing": _PROBABILITY,
     "train.label_smoothing": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.word_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "train.guided_alignment": (lambda v: v >= 0.0, "a number >= 0 (0 = off)"),
     "train.lr_hold": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "train.lr_warmup": _NON_NEGATIVE,
     "train.ema_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = off)"),
@@ -372,6 +379,7 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.keep_checkpoints": _POSITIVE,
     "train.max_nonfinite": _POSITIVE,
     "train.probes": _NON_NEGATIVE,
+    "train.probe_alignment": _NON_NEGATIVE,
     "train.freeze": (lambda v: set(v) <= set(FREEZE_PARTS), "a list of: " + ", ".join(FREEZE_PARTS)),
     "tune.trials": _POSITIVE,
     "tune.trial_fraction": (lambda v: 0.0 < v <= 1.0, "a number in (0, 1]"),
@@ -602,6 +610,7 @@ def config_from_dict(raw: dict, default_run_dir: str = "", trained: bool = False
         config.run_dir = default_run_dir
     check_data_sources(config.data)
     check_related_schedule(config)
+    check_guided_alignment(config)
     if config.tokenizer.joint and config.tokenizer.src_vocab_size != config.tokenizer.tgt_vocab_size:
         raise NmtError(
             "tokenizer.joint=true trains one vocabulary for both languages: set tokenizer.src_vocab_size and "
@@ -639,6 +648,20 @@ def check_related_schedule(config: Config) -> None:
     if train.subword_sampling:
         raise NmtError(
             f"Config key {keys} works on the prepared segmentation, not with 'train.subword_sampling': set one of them."
+        )
+
+
+def check_guided_alignment(config: Config) -> None:
+    """Guided alignment reads eflomal's links of the prepared training pairs, word by word: it
+    needs the prepared segmentation and sources without a target's tag."""
+    if not config.train.guided_alignment:
+        return
+    clash = {"train.subword_sampling": config.train.subword_sampling, "data.related": config.data.related}
+    chosen = [key for key, value in clash.items() if value]
+    if chosen:
+        raise NmtError(
+            f"Config key 'train.guided_alignment' guides the attention with links of the prepared training pairs, "
+            f"not with '{chosen[0]}': set one of them."
         )
 
 

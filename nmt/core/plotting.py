@@ -97,7 +97,8 @@ def plot_timeline(records: list[dict], path: str | Path, probe: int = 0) -> int:
         ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
         ax.set_xticks(range(cols), labels=shown["source_tokens"], rotation=70, fontsize=7)
         ax.set_yticks(range(len(shown["tokens"])), labels=shown["tokens"], fontsize=7)
-        ax.set_title(f"epoch {record['epoch']}\nBLEU {record['dev_bleu']:.1f}", fontsize=8)
+        aer = f", AER {record['alignment']['aer']:.2f}" if "alignment" in record else ""  # train.probe_alignment
+        ax.set_title(f"epoch {record['epoch']}\nBLEU {record['dev_bleu']:.1f}{aer}", fontsize=8)
     fig.suptitle("".join(first["source_tokens"][:-1]).replace("▁", " ").strip(), fontsize=9)
     fig.tight_layout()
     _save(fig, path)

@@ -16,12 +16,14 @@ summed over the sentences before dividing (the corpus figure, as the papers repo
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from nmt import install_hint
 from nmt.core.errors import NmtError
 
 Link = tuple[int, int]  # (source word, target word)
@@ -190,3 +192,48 @@ def _unaligned(link: Link, aligned: set[Link], either: bool) -> bool:
     source = all(i != link[0] for i, _ in aligned)
     target = all(j != link[1] for _, j in aligned)
     return source or target if either else source and target
+
+
+def eflomal_alignments(
+    sources: Sequence[str], targets: Sequence[str], extra: tuple[Sequence[str], Sequence[str]] = ((), ())
+) -> list[Links]:
+    """eflomal's links for each pair (Östling & Tiedemann 2016), both ways and symmetrised
+    (grow-diag-final-and); ``extra`` pairs are aligned beside them for their statistics and not
+    returned. The reference aligner: a library made for it, not one of this toolkit's own."""
+    try:
+        import eflomal
+    except ImportError:
+        raise NmtError(f"The reference aligner is eflomal: {install_hint('align', 'eflomal')}.") from None
+    if len(sources) != len(targets):
+        raise NmtError(f"{len(sources)} sources but {len(targets)} targets: give one per source.")
+    every_source = [" ".join(line.split()) for line in [*sources, *extra[0]]]
+    every_target = [" ".join(line.split()) for line in [*targets, *extra[1]]]
+    with tempfile.TemporaryDirectory() as folder:
+        forward, backward = Path(folder, "forward"), Path(folder, "backward")
+        eflomal.Aligner().align(
+            every_source, every_target, links_filename_fwd=str(forward), links_filename_rev=str(backward)
+        )
+        ways = [path.read_text(encoding="utf-8").splitlines() for path in (forward, backward)]
+    return [grow_diag_final_and(parse_links(f), parse_links(b)) for f, b in zip(*ways)][: len(sources)]
+
+
+def piece_links(links: Links, source_words: Sequence[int | None], target_words: Sequence[int | None]) -> np.ndarray:
+    """Word links carried down to subwords: each target subword linked to every subword of the
+    source words its word is linked to (sure and possible alike) -> (n, 2) int32 rows of
+    (target subword, source subword), what guided alignment's target distribution is made of.
+    A target word linked to nothing gives no row (its subwords are not guided)."""
+    by_target: dict[int, list[int]] = {}
+    for i, j in sorted(links.possible):
+        by_target.setdefault(j, []).append(i)
+    pieces_of: dict[int, list[int]] = {}
+    for column, word in enumerate(source_words):
+        if word is not None:
+            pieces_of.setdefault(word, []).append(column)
+    rows = [
+        (row, column)
+        for row, word in enumerate(target_words)
+        if word is not None
+        for source_word in by_target.get(word, ())
+        for column in pieces_of.get(source_word, ())
+    ]
+    return np.array(rows, dtype=np.int32).reshape(-1, 2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -20,6 +21,8 @@ from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 class Example:
     src_ids: list[int]  # subword ids, without <eos>
     tgt_ids: list[int]
+    # guided alignment: (n, 2) rows of (target subword, source subword) a reference aligner links
+    links: np.ndarray | None = None
 
 
 @dataclass
@@ -28,6 +31,9 @@ class Batch:
     src_lengths: torch.Tensor  # (B,) on CPU, as pack_padded_sequence wants
     tgt_in: torch.Tensor  # (B, T) <bos> + target ids, padded
     tgt_out: torch.Tensor  # (B, T) target ids + <eos>, padded
+    # guided alignment: (B, T, S) where each target position's reference attention lies (rows sum
+    # to 1 where the position has links, 0 elsewhere); None without links
+    guide: torch.Tensor | None = None
 
     @property
     def num_tgt_tokens(self) -> int:
@@ -36,11 +42,14 @@ class Batch:
     def to(self, device: torch.device) -> Batch:
         """On ``device`` (lengths stay on the CPU). From pinned memory the copies are asynchronous."""
         copy = lambda t: t.to(device, non_blocking=t.is_pinned())  # noqa: E731
-        return Batch(copy(self.src), self.src_lengths, copy(self.tgt_in), copy(self.tgt_out))
+        guide = None if self.guide is None else copy(self.guide)
+        return Batch(copy(self.src), self.src_lengths, copy(self.tgt_in), copy(self.tgt_out), guide)
 
     def pin_memory(self) -> Batch:
         """Page-locked copies, so the copy to the GPU can overlap computation (DataLoader calls this)."""
-        return Batch(self.src.pin_memory(), self.src_lengths, self.tgt_in.pin_memory(), self.tgt_out.pin_memory())
+        guide = None if self.guide is None else self.guide.pin_memory()
+        src, tgt_in, tgt_out = (t.pin_memory() for t in (self.src, self.tgt_in, self.tgt_out))
+        return Batch(src, self.src_lengths, tgt_in, tgt_out, guide)
 
 
 def round_up(value: int, step: int) -> int:
@@ -70,7 +79,11 @@ def padded_to_bucket(batch: Batch, row_step: int, length_step: int, target_step:
     tgt_in[rows:, 0] = BOS_ID
     tgt_out = batch.tgt_out.new_full((new_rows, target), PAD_ID)
     tgt_out[:rows, : batch.tgt_out.size(1)] = batch.tgt_out
-    return Batch(src, src_lengths, tgt_in, tgt_out)
+    guide = None
+    if batch.guide is not None:
+        guide = batch.guide.new_zeros(new_rows, target, new_length)
+        guide[:rows, : batch.guide.size(1), :length] = batch.guide
+    return Batch(src, src_lengths, tgt_in, tgt_out, guide)
 
 
 def pad_sequences(sequences: list[list[int]]) -> torch.Tensor:
@@ -91,7 +104,19 @@ def collate(examples: list[Example]) -> Batch:
     src, src_lengths = source_tensor([ex.src_ids for ex in examples])
     tgt_in = pad_sequences([[BOS_ID] + ex.tgt_ids for ex in examples])
     tgt_out = pad_sequences([ex.tgt_ids + [EOS_ID] for ex in examples])
-    return Batch(src, src_lengths, tgt_in, tgt_out)
+    guide = None if all(ex.links is None for ex in examples) else guide_tensor(examples, tgt_out.shape, src.size(1))
+    return Batch(src, src_lengths, tgt_in, tgt_out, guide)
+
+
+def guide_tensor(examples: list[Example], target_shape: torch.Size, source_width: int) -> torch.Tensor:
+    """(B, T, S): for each target position with links, the reference attention spread evenly over
+    the source subwords it links to (positions without links, <eos> included, are all zero)."""
+    guide = torch.zeros(*target_shape, source_width)
+    for row, example in enumerate(examples):
+        if example.links is not None and len(example.links):
+            links = torch.from_numpy(example.links).long()
+            guide[row, links[:, 0], links[:, 1]] = 1.0
+    return guide / guide.sum(-1, keepdim=True).clamp(min=1.0)
 
 
 def _cut(indices: list[int], lengths: list[int], max_sentences: int, max_tokens: int) -> list[list[int]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 
@@ -31,6 +31,16 @@ class Selectable(Protocol):
     def select(self, index: torch.Tensor) -> Selectable:
         """The rows ``index`` (reordering, repeating or dropping sentences and beams)."""
         ...
+
+
+@runtime_checkable
+class SearchesItself(Protocol):
+    """An engine that runs its own search over whole sentences (CTranslate2): ``search_sentences``
+    hands it the sentences and the decoding settings, whole."""
+
+    def searches_itself(
+        self, sentences: list[list[int]], decode: DecodeConfig, n_best: int, with_attention: bool, progress: bool
+    ) -> list[list[Hypothesis]]: ...
 
 
 class SearchModel(Protocol):
@@ -579,6 +589,8 @@ def search_sentences(
     Sentences are batched by length (longest first) under ``decode.batch_size`` and
     ``decode.batch_tokens``; an empty sentence gets one empty hypothesis.
     """
+    if isinstance(model, SearchesItself):
+        return model.searches_itself(sentences, decode, n_best, with_attention, progress)
     beam_size = decode.beam_size
     if not 1 <= n_best <= beam_size:
         raise NmtError(f"n_best must be between 1 and the beam size ({beam_size}), got {n_best}.")

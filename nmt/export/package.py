@@ -17,6 +17,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, fsync_file, refuse_link, write_lines_atomic, write_text_atomic
 from nmt.core.registry import ARCHITECTURES
 from nmt.data.languages import language_name
+from nmt.data.tokenizer import Tokenizer
 from nmt.pipelines.prepare import load_report
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import (
@@ -133,6 +134,19 @@ def _onnx_graphs(config: Config, weights: dict, src_tok, tgt_tok, root: Path) ->
     return export_graphs(model, root)
 
 
+def _ctranslate2(
+    config: Config, weights: dict, tokenizers: tuple[Tokenizer, Tokenizer], root: Path, quantization: str
+) -> dict:
+    """The model of ``weights`` as a CTranslate2 model in ``root``/ctranslate2."""
+    from nmt.export.ctranslate2_model import export_ctranslate2
+    from nmt.runtime.ctranslate2_engine import FOLDER
+
+    src_tok, tgt_tok = tokenizers
+    model = new_model(config, src_tok, tgt_tok)
+    model.load_state_dict(weights)
+    return export_ctranslate2(model, src_tok, tgt_tok, root / FOLDER, quantization)
+
+
 def _check_packageable(config: Config, run_dir: Path) -> None:
     """Refuse, before anything is written, a run of several members."""
     if config.train.members > 1:
@@ -144,9 +158,12 @@ def _check_packageable(config: Config, run_dir: Path) -> None:
         )
 
 
-def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: bool = False) -> Path:
+def export_model(
+    run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: bool = False, ctranslate2: str | None = None
+) -> Path:
     """Write a model package for ``run_dir``'s ``checkpoint`` into ``out_dir`` (which must not
-    exist); ``onnx``: with the encoder and a decoder step as ONNX graphs (nmt/export/onnx_graphs.py)."""
+    exist); ``onnx``: with the encoder and a decoder step as ONNX graphs (nmt/export/onnx_graphs.py);
+    ``ctranslate2``: with a CTranslate2 model of that quantization (nmt/export/ctranslate2_model.py)."""
     from safetensors.torch import save_file
 
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -157,8 +174,7 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
     payload = load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok)
     # one copy per name: safetensors refuses tensors that share memory (tied embeddings)
     weights = {name: tensor.contiguous().clone() for name, tensor in translation_weights(payload).items()}
-    source = run_paths(config).checkpoint(checkpoint)
-    check_weights_fit(config, src_tok, tgt_tok, weights_shapes(weights), source)
+    check_weights_fit(config, src_tok, tgt_tok, weights_shapes(weights), run_paths(config).checkpoint(checkpoint))
     parameters = sum(t.numel() for t in weights.values())
     paths = prepared_paths(config)
     report = load_report(paths) if paths.report.is_file() else None
@@ -180,10 +196,12 @@ def export_model(run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: b
             refuse_link(timeline)  # parsed and written anew, never copied: only timeline records reach the package
             write_lines_atomic(staging.root / timeline.name, (json.dumps(r) for r in read_timeline(timeline)))
         graphs = _onnx_graphs(config, weights, src_tok, tgt_tok, staging.root) if onnx else None
+        fast = _ctranslate2(config, weights, (src_tok, tgt_tok), staging.root, ctranslate2) if ctranslate2 else None
         manifest = {
             "format": PACKAGE_FORMAT,
             "parameters": parameters,
             "onnx": graphs,  # the ONNX graphs' names, inputs and outputs, or null
+            "ctranslate2": fast,  # the CTranslate2 model's folder and quantization, or null
             "spm_sha256": spm_hashes(src_tok, tgt_tok),
             "exported_from": f"{Path(run_dir).resolve().name} ({checkpoint_label(checkpoint)})",  # no local paths
             "parent": payload.get("parent"),  # the model it was trained from (init_from), if any

@@ -106,6 +106,12 @@ class TranslationModel(nn.Module):
         """The family's encoder and decoder-step graphs for ONNX export and engines (None: not exported)."""
         return None
 
+    def ctranslate2_spec(self, src_pieces: list[str], tgt_pieces: list[str]) -> Any | None:
+        """The model as a CTranslate2 spec (``ctranslate2.specs``) over these vocabularies' pieces,
+        for ``nmt export --ctranslate2``; None: CTranslate2 cannot run this family (it runs
+        Transformers; it declined RNN decoders, CTranslate2 #796)."""
+        return None
+
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Any, Any]:
         """src (B, S), src_lengths (B,) on the CPU -> (memory, the decoder's first state)."""
         raise NotImplementedError
@@ -136,6 +142,17 @@ class TranslationModel(nn.Module):
         if attention is None:
             raise NmtError(f"{type(self).__name__} gives no attention weights to align with.")
         return attention.float()
+
+    def guided_forward(
+        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor, teacher_forcing: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training's pass under ``train.guided_alignment``: the logits (B, T, V) and the attention
+        the reference links supervise (B, T, S), with its gradient. By default the family's one
+        attention, what ``forward`` returns."""
+        logits, attention = self(src, src_lengths, tgt_in, teacher_forcing)
+        if attention is None:
+            raise NmtError(f"{type(self).__name__} gives no attention weights for train.guided_alignment to guide.")
+        return logits, attention
 
     def compile_steps(self, mode: str, backend: str = "inductor") -> None:
         """``train.compile``: compile what runs most often."""

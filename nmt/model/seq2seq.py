@@ -101,6 +101,19 @@ class Seq2Seq(TranslationModel):
                 f"({2 * model.encoder_hidden})."
             )
 
+    @classmethod
+    def check_training(cls, config: Config) -> None:
+        """train.guided_alignment pulls soft weights toward the links: an attention of none, or
+        of one position per step, has nothing to pull."""
+        kind = ATTENTIONS[config.model.attention]
+        if config.train.guided_alignment and (not kind.has_weights or kind.one_position):
+            guidable = [n for n, k in ATTENTIONS.items() if k.has_weights and not k.one_position]
+            raise NmtError(
+                f"Config key 'train.guided_alignment' guides soft attention weights, and model.attention "
+                f"{config.model.attention!r} has {'none' if not kind.has_weights else 'one position a step'}: "
+                f"use one of {', '.join(guidable)}, or train.guided_alignment: 0."
+            )
+
     def cross_attention(
         self,
         src: torch.Tensor,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -341,17 +341,17 @@ class TransformerDecoder(Embedder):
         return TransformerState([empty] * len(self.layers), [empty] * len(self.layers))
 
     def forward(
-        self, tgt_in: torch.Tensor, memory: TransformerMemory, with_weights: bool
+        self, tgt_in: torch.Tensor, memory: TransformerMemory, weights_of: int | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Teacher-forced: tgt_in (B, T) -> logits (B, T, V) and, ``with_weights``, the shown
-        cross-attention (B, T, S)."""
+        """Teacher-forced: tgt_in (B, T) -> logits (B, T, V) and the cross-attention weights of
+        layer ``weights_of`` (B, heads, T, S; None: no layer's, the fused kernels' pass)."""
         x = self.embed(tgt_in)  # (B, T, width)
         weights = None
+        shown = None if weights_of is None else range(len(self.layers))[weights_of]
         for index, layer in enumerate(self.layers):
-            shown = with_weights and index == len(self.layers) - 1
-            x, layer_weights, _ = layer(x, memory, index, with_weights=shown)
-            weights = layer_weights if shown else weights
-        return self.output(self.norm(x)), None if weights is None else weights.mean(1)
+            x, layer_weights, _ = layer(x, memory, index, with_weights=index == shown)
+            weights = layer_weights if index == shown else weights
+        return self.output(self.norm(x)), weights
 
     def cross_weights(self, tgt_in: torch.Tensor, memory: TransformerMemory) -> list[torch.Tensor]:
         """Teacher-forced: every layer's cross-attention weights, each (B, heads, T, S)."""
@@ -502,8 +502,8 @@ class Transformer(TranslationModel):
         """Decoder ``layer``'s cross-attention (default ``aligning_layer``; negative counts from the
         last), ``heads`` averaged (default: every head): (B, T, S)."""
         layers, count = self.config.decoder_layers, self.config.heads
-        if layer is None:  # the family's default, or a one-layer decoder's only layer
-            layer = self.aligning_layer if -layers <= self.aligning_layer < layers else 0
+        if layer is None:
+            layer = self.default_layer()
         if not -layers <= layer < layers:
             raise NmtError(f"layer must be from {-layers} to {layers - 1} (this decoder has {layers}), got {layer}.")
         picked = list(range(count)) if heads is None else heads
@@ -533,7 +533,29 @@ class Transformer(TranslationModel):
         at once: ``teacher_forcing`` < 1 (scheduled sampling) is refused by the config."""
         mask = src.ne(PAD_ID)  # (B, S)
         memory = self.decoder.memory(self.encoder(src, mask), mask)
-        return self.decoder(tgt_in, memory, with_weights=not self.training)
+        logits, weights = self.decoder(tgt_in, memory, weights_of=None if self.training else -1)
+        return logits, None if weights is None else weights.mean(1)
+
+    def guided_forward(
+        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor, teacher_forcing: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Garg et al. (2019): one head (the first) of the aligning layer is the one guided; the
+        others attend as they will. -> logits (B, T, V), that head's weights (B, T, S)."""
+        mask = src.ne(PAD_ID)  # (B, S)
+        memory = self.decoder.memory(self.encoder(src, mask), mask)
+        logits, weights = self.decoder(tgt_in, memory, weights_of=self.default_layer())
+        assert weights is not None
+        return logits, weights[:, 0]
+
+    def default_layer(self) -> int:
+        """``aligning_layer``, or a one-layer decoder's only layer."""
+        layers = self.config.decoder_layers
+        return self.aligning_layer if -layers <= self.aligning_layer < layers else 0
+
+    def ctranslate2_spec(self, src_pieces: list[str], tgt_pieces: list[str]) -> Any:
+        from nmt.model.ctranslate2_spec import transformer_spec
+
+        return transformer_spec(self, src_pieces, tgt_pieces)
 
     def compile_steps(self, mode: str, backend: str = "inductor") -> None:
         """``train.compile``: compile each layer (shapes dynamic: no recompilation per length);

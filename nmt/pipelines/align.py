@@ -10,7 +10,7 @@ choice: the step that produces it, or the step where it is the decoder's input (
 default: on eng-mar's test pairs against eflomal it agreed far better, for the RNN and for a
 Transformer alike (docs/alignment.md). A family with
 heads aligns from one decoder layer, its heads averaged (``--layer``, ``--heads``; default its
-``aligning_layer``).
+``aligning_layer``, and of a model trained with ``train.guided_alignment``, the head it guided).
 
 The reference aligner is eflomal (Östling & Tiedemann 2016), run both ways over the pairs (and
 the run's training pairs, which give it the statistics a few hundred pairs lack) and
@@ -19,13 +19,9 @@ symmetrised by grow-diag-final-and: a silver reference, not a gold one.
 
 from __future__ import annotations
 
-import re
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
-import torch
 
 from nmt import install_hint
 from nmt.config.paths import prepared_paths, run_paths
@@ -36,25 +32,18 @@ from nmt.data.alignments import (
     WORD_START,
     Links,
     agreement,
-    grow_diag_final_and,
-    parse_links,
+    eflomal_alignments,
     read_links,
     word_links,
-    word_of_pieces,
     word_weights,
 )
-from nmt.data.batching import source_tensor
 from nmt.data.pairs import normalize_text
 from nmt.data.references import ReferenceSet
-from nmt.data.tokenizer import BOS, BOS_ID, EOS, PAD, PAD_ID
-from nmt.decoding.search import evaluating
+from nmt.data.tokenizer import EOS
+from nmt.decoding.alignment import attention_alignments, forced_attention, piece_words
 from nmt.model.base import TranslationModel
 from nmt.pipelines.lab_views import Alignment
 from nmt.pipelines.translate import Translator
-
-STEPS = ("input", "produced")  # which step's attention stands for a target word
-SPECIAL = re.compile(r"^<2[^>]+>$")  # a target tag leading the source of a model of several targets
-BATCH = 32  # sentence pairs a forced pass reads at once
 
 
 def aligning_model(translator: Translator) -> TranslationModel:
@@ -78,30 +67,12 @@ def model_alignments(
 ) -> list[Links]:
     """Each pair's links from the model's attention: ``sources`` as text, ``targets`` as target
     subword ids (``target_ids`` of text; a translation's own tokens)."""
-    if step not in STEPS:
-        raise NmtError(f"step {step!r}: one of {', '.join(STEPS)}.")
     model = aligning_model(translator)
+    if heads is None and layer is None and model.has_heads and translator.loaded.config.train.guided_alignment:
+        heads = [0]  # the head guided alignment trained to align (of the aligning layer)
+    tokenizers = (translator.src_tok, translator.tgt_tok)
     src_ids = translator.source_ids(list(sources))
-    links: list[Links] = []
-    for start in range(0, len(src_ids), BATCH):
-        chunk = range(start, min(start + BATCH, len(src_ids)))
-        rows = [i for i in chunk if src_ids[i] and targets[i]]
-        found = dict(
-            zip(
-                rows,
-                _attention(model, translator, [src_ids[i] for i in rows], [targets[i] for i in rows], layer, heads),
-            )
-        )
-        for i in chunk:
-            if i not in found:
-                links.append(Links())  # an empty side: nothing to link
-                continue
-            length = len(targets[i])
-            attention = found[i][1 : length + 1] if step == "input" else found[i][:length]  # (T, S)
-            source_pieces = [*translator.src_tok.id_to_piece(src_ids[i]), EOS]
-            target_pieces = translator.tgt_tok.id_to_piece(targets[i])
-            links.append(word_links(attention, _words(source_pieces), _words(target_pieces)))
-    return links
+    return attention_alignments(model, tokenizers, src_ids, list(targets), translator.device, layer, heads, step)
 
 
 def model_lines(
@@ -123,56 +94,9 @@ def model_lines(
     return written, links
 
 
-def _words(pieces: list[str]) -> list[int | None]:
-    return word_of_pieces(pieces, {p for p in pieces if p in (EOS, BOS, PAD) or SPECIAL.match(p)})
-
-
-def _attention(
-    model: TranslationModel,
-    translator: Translator,
-    sources: list[list[int]],
-    targets: list[list[int]],
-    layer: int | None,
-    heads: list[int] | None,
-) -> list[np.ndarray]:
-    """Each pair's attention, teacher-forced: (T + 1, S + 1) rows <bos> then each target subword
-    fed, columns each source subword then <eos>."""
-    src, lengths = source_tensor(sources)  # (B, S + 1): <eos> closes each source
-    width = max(len(t) for t in targets) + 1
-    tgt_in = torch.full((len(targets), width), PAD_ID, dtype=torch.long)  # (B, T + 1)
-    for row, target in enumerate(targets):
-        tgt_in[row, : len(target) + 1] = torch.tensor([BOS_ID, *target])
-    device = translator.device
-    with torch.no_grad(), evaluating(model):
-        attention = model.cross_attention(src.to(device), lengths, tgt_in.to(device), layer, heads).cpu().numpy()
-    return [attention[row, : len(t) + 1, : len(s) + 1] for row, (s, t) in enumerate(zip(sources, targets))]
-
-
 def target_ids(translator: Translator, targets: Sequence[str]) -> list[list[int]]:
     """Target text as the model reads it."""
     return translator.tgt_tok.encode([normalize_text(line) for line in targets])
-
-
-def eflomal_alignments(
-    sources: Sequence[str], targets: Sequence[str], extra: tuple[Sequence[str], Sequence[str]] = ((), ())
-) -> list[Links]:
-    """eflomal's links for each pair, both ways and symmetrised (grow-diag-final-and); ``extra``
-    pairs are aligned beside them for their statistics and not returned."""
-    try:
-        import eflomal
-    except ImportError:
-        raise NmtError(f"The reference aligner is eflomal: {install_hint('align', 'eflomal')}.") from None
-    if len(sources) != len(targets):
-        raise NmtError(f"{len(sources)} sources but {len(targets)} targets: give one per source.")
-    every_source = [" ".join(line.split()) for line in [*sources, *extra[0]]]
-    every_target = [" ".join(line.split()) for line in [*targets, *extra[1]]]
-    with tempfile.TemporaryDirectory() as folder:
-        forward, backward = Path(folder, "forward"), Path(folder, "backward")
-        eflomal.Aligner().align(
-            every_source, every_target, links_filename_fwd=str(forward), links_filename_rev=str(backward)
-        )
-        ways = [path.read_text(encoding="utf-8").splitlines() for path in (forward, backward)]
-    return [grow_diag_final_and(parse_links(f), parse_links(b)) for f, b in zip(*ways)][: len(sources)]
 
 
 def alignment_agreement(translator: Translator, test_set: ReferenceSet, name: str, training: tuple[list, list]) -> dict:
@@ -201,8 +125,9 @@ def sentence_alignment(translator: Translator, text: str, target: list[int], tra
     src_ids = translator.source_ids([text])[0]
     source_pieces = [*translator.src_tok.id_to_piece(src_ids), EOS]
     target_pieces = translator.tgt_tok.id_to_piece(target)
-    source_words, target_words = _words(source_pieces), _words(target_pieces)
-    attention = _attention(model, translator, [src_ids], [target], None, None)[0][: len(target)]
+    source_words, target_words = piece_words(source_pieces), piece_words(target_pieces)
+    guided = [0] if model.has_heads and translator.loaded.config.train.guided_alignment else None  # the guided head
+    attention = forced_attention(model, [src_ids], [target], translator.device, heads=guided)[0][: len(target)]
     weights = word_weights(attention, source_words, target_words)
     links = word_links(attention, source_words, target_words)
     source_text, target_text = _spelled(source_pieces, source_words), _spelled(target_pieces, target_words)

@@ -26,7 +26,7 @@ from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, tagged
 from nmt.decoding.forced import PrefixedModel, forced_steps, next_tokens, score_pairs
 from nmt.decoding.mbr import mbr_choice, utility_function
 from nmt.decoding.paced import PacedModel
-from nmt.decoding.search import Hypothesis, Ranking, SearchModel, search_sentences
+from nmt.decoding.search import Hypothesis, Ranking, SearchesItself, SearchModel, search_sentences
 from nmt.runtime.loading import LoadedModel
 
 
@@ -81,7 +81,8 @@ class Translator:
         self.loaded, self.threads = loaded, threads
         self.model, self.src_tok, self.tgt_tok = loaded.model, loaded.src_tok, loaded.tgt_tok
         # what search and scoring run: the model, its decoding steps paced by the tuner
-        self.searched: SearchModel = PacedModel(self.model, threads) if threads is not None else self.model
+        paced = not isinstance(self.model, SearchesItself)  # an engine that searches itself runs its own threads
+        self.searched: SearchModel = PacedModel(self.model, threads) if threads is not None and paced else self.model
         # the decoding settings, whole: the model's config's, or a command's (nmt.config.schema.decoding_settings)
         self.decode, self.device = decode or loaded.config.decode, loaded.device
         data = loaded.config.data

@@ -95,6 +95,8 @@ class OnnxModel:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.inter_op_num_threads = 1
+        # its workers sleep between calls: spinning, they take the cores from the search run between the steps
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sessions = [
             onnxruntime.InferenceSession(
                 graph_bytes(graph_file(package, g)), options, providers=["CPUExecutionProvider"]

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nmt.config.paths import prepared_paths
+from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.schema import Config, TrainConfig
-from nmt.core.fileio import iter_lines, read_lines
+from nmt.core.fileio import iter_lines, read_lines, write_lines_atomic
+from nmt.data.alignments import eflomal_alignments, piece_links, read_links, word_of_pieces
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
 from nmt.data.references import ReferenceSet, read_references
 from nmt.data.related import source_tag
@@ -34,6 +35,7 @@ class TrainData:
     # with train.related_per_epoch or related_until: for each training example, whether it is this
     # pair's own (None: every epoch trains on every prepared pair)
     own: np.ndarray | None = None
+    guided: int = 0  # with train.guided_alignment: the training pairs that have reference links
 
 
 def encode_pairs(src_tok: Tokenizer, tgt_tok: Tokenizer, src_lines: list[str], tgt_lines: list[str]) -> list[Example]:
@@ -67,7 +69,34 @@ def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> T
     if config.data.related and (cfg.related_per_epoch or cfg.related_until < 1.0):  # an epoch chooses among them
         lead = tagged([""], config.data.tgt_lang)[0]  # this pair's sources lead with its target's tag
         own = np.fromiter((line.startswith(lead) for line in iter_lines(paths.text("train", "src"))), bool)[kept.kept]
-    return TrainData(kept, dev, dev_sources, dev_set.references, len(train) - len(kept), train_text, own)
+    training: Sequence[Example] = kept
+    guided = 0
+    if config.train.guided_alignment:
+        training = guided_examples(config, kept, src_tok, tgt_tok)
+        guided = sum(ex.links is not None and len(ex.links) > 0 for ex in training)
+    return TrainData(training, dev, dev_sources, dev_set.references, len(train) - len(kept), train_text, own, guided)
+
+
+def guided_examples(config: Config, kept: ShardPairs, src_tok: Tokenizer, tgt_tok: Tokenizer) -> list[Example]:
+    """The training examples with eflomal's links of their pair carried down to subwords (what
+    ``train.guided_alignment`` guides toward). eflomal aligns every prepared pair once per run;
+    its links are kept in the run folder, so that a resumed run reads the same ones."""
+    paths, run = prepared_paths(config), run_paths(config)
+    sources, targets = read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
+    kept_file = run.training_alignments
+    run.writable(kept_file)
+    links = read_links(kept_file) if kept_file.is_file() else []
+    if len(links) != len(sources):  # none yet, or of other prepared data
+        links = eflomal_alignments(sources, targets)
+        kept_file.parent.mkdir(parents=True, exist_ok=True)
+        write_lines_atomic(kept_file, [found.pharaoh() for found in links])
+    examples = []
+    for index in range(len(kept)):
+        example, row = kept[index], int(kept.kept[index])
+        source_words = word_of_pieces(src_tok.id_to_piece(example.src_ids))
+        target_words = word_of_pieces(tgt_tok.id_to_piece(example.tgt_ids))
+        examples.append(Example(example.src_ids, example.tgt_ids, piece_links(links[row], source_words, target_words)))
+    return examples
 
 
 def validation_sample(

@@ -1,5 +1,6 @@
-"""One training update: loss, backward, clipping, and a skip for non-finite values; and word
-dropout, applied to a batch before it (not to the model, so inference never sees it).
+"""One training update: loss (with guided alignment's term where asked), backward, clipping, and
+a skip for non-finite values; and word dropout, applied to a batch before it (not to the model,
+so inference never sees it).
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import torch
 
 from nmt.config.schema import TrainConfig
 from nmt.core.device import FLOAT32, Precision
+from nmt.core.errors import NmtError
 from nmt.data.batching import Batch
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from nmt.model.base import TranslationModel
 
 
 def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
@@ -54,6 +57,13 @@ class TokenLoss(torch.autograd.Function):
         return grads, None, None
 
 
+def alignment_loss(attention: torch.Tensor, guide: torch.Tensor) -> torch.Tensor:
+    """Guided alignment (Chen et al. 2016; Garg et al. 2019): the cross-entropy between the
+    reference attention ``guide`` (B, T, S) and the model's ``attention`` (B, T, S), summed over
+    the target positions that have links (the others' rows of ``guide`` are zero), in float32."""
+    return -(guide * attention.float().clamp(min=1e-9).log()).sum()
+
+
 class StepResult(NamedTuple):
     loss_sum: torch.Tensor  # summed token loss (device tensor)
     nonfinite: torch.Tensor  # bool: the update was skipped (a loss scaler's overflow included)
@@ -87,10 +97,19 @@ def train_step(
     """
     optimizer.zero_grad(set_to_none=True)
     amp_dtype = precision.autocast
+    guided = cfg.guided_alignment > 0 and batch.guide is not None
     with torch.autocast(batch.src.device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
-        logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, cfg.teacher_forcing)
+        if guided:
+            if not isinstance(model, TranslationModel):  # DDP's wrapper syncs gradients through forward alone
+                raise NmtError("train.guided_alignment trains in one process: run `nmt train` without torchrun.")
+            logits, attention = model.guided_forward(batch.src, batch.src_lengths, batch.tgt_in, cfg.teacher_forcing)
+        else:
+            logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in, cfg.teacher_forcing)
     loss_sum = token_loss(logits, batch.tgt_out, cfg.label_smoothing)
     loss = loss_sum / tokens
+    if guided:
+        assert batch.guide is not None
+        loss = loss + cfg.guided_alignment * alignment_loss(attention, batch.guide) / tokens
     (scaler.scale(loss) if scaler is not None else loss).backward()
     if scaler is not None:
         scaler.unscale_(optimizer)
@@ -121,4 +140,4 @@ def word_dropout(batch: Batch, p: float) -> Batch:
         droppable = (ids != PAD_ID) & (ids != BOS_ID) & (ids != EOS_ID)
         return ids.masked_fill(droppable & (torch.rand(ids.shape, device=ids.device) < p), UNK_ID)
 
-    return Batch(drop(batch.src), batch.src_lengths, drop(batch.tgt_in), batch.tgt_out)
+    return Batch(drop(batch.src), batch.src_lengths, drop(batch.tgt_in), batch.tgt_out, batch.guide)

@@ -41,6 +41,7 @@ from nmt.model.fast import graph_bucket
 from nmt.runtime.checkpoint import save_training_checkpoint, training_checkpoint
 from nmt.runtime.loading import check_trainable, load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.runtime.parent import check_architecture, freeze, inherit_weights, load_parent
+from nmt.train.align_probe import AlignmentProbe
 from nmt.train.callbacks import Callback, standard_callbacks
 from nmt.train.control import RunControl
 from nmt.train.data import (
@@ -207,6 +208,13 @@ def build_trainer(
             f"every tensor of the parent copied; {inherited}. "
             "Optimizer, schedule, step count and best score start fresh."
         )
+    if config.train.guided_alignment:
+        notes.append(
+            f"Guided alignment (train.guided_alignment {config.train.guided_alignment:g}): the attention that "
+            f"aligns (of a model with heads, the first head of its aligning layer) is pulled toward eflomal's links, "
+            f"which {data.guided:,} of {len(data.train):,} training pairs have "
+            f"({run_paths(config).training_alignments.name})."
+        )
     frozen = freeze(model, config.train.freeze)
     if frozen:
         notes.append(f"Frozen (train.freeze: {', '.join(config.train.freeze)}): {frozen:,} parameters.")
@@ -265,6 +273,8 @@ class Trainer:
         self.log = RunLog(self.run_dir.train_log, output.echo, ddp.is_main, output.log_prefix)
         self.metrics = MetricsFile(self.run_dir.metrics)
         self.timeline = Timeline(self.run_dir.timeline)
+        # train.probe_alignment: the attention's agreement with eflomal at each validation
+        self.align_probe = AlignmentProbe(config, tokenizers) if config.train.probe_alignment else None
         self.show_bar = output.show_bar and ddp.is_main
         self.src_tok, self.tgt_tok = tokenizers
         self.data = data
@@ -663,14 +673,20 @@ class Trainer:
         """The probe sentences' translation and attention into timeline.jsonl (rank 0), with
         the weights a checkpoint of this epoch translates with."""
         sources = probe_sources(self.data.dev_sources, self.config.train.probes)
-        if not (sources and self.ddp.is_main):
+        if not ((sources or self.align_probe) and self.ddp.is_main):
             return
         swap = self.ema.swapped_in() if self.ema is not None and self.ema_is_better else None
         with swap or contextlib.nullcontext():
             probes = probe_translations(self.model, sources, self.config, (self.src_tok, self.tgt_tok), self.device)
-        self.timeline.append(
-            {"epoch": epoch, "step": self.progress.step, "dev_bleu": round(dev_bleu, 2), "probes": probes}
-        )
+            aligned = self.align_probe.measure(self.model, self.device) if self.align_probe else None
+        record = {"epoch": epoch, "step": self.progress.step, "dev_bleu": round(dev_bleu, 2), "probes": probes}
+        if aligned is not None:
+            record["alignment"] = aligned
+            self.log(
+                f"Attention against eflomal on {aligned['pairs']} dev pairs (train.probe_alignment): AER "
+                f"{aligned['aer']:.3f}, precision {aligned['precision']:.3f}, recall {aligned['recall']:.3f}."
+            )
+        self.timeline.append(record)
 
     def log_setup(self) -> None:
         train, data, ddp = self.config.train, self.data, self.ddp

@@ -32,6 +32,7 @@ import bench_common as bc
 import joeynmt_peer
 import torch
 
+CTRANSLATE2 = {"ctranslate2": "float32", "ctranslate2-int8": "int8"}  # tool -> quantization
 SAME_LIMIT = ["decode.max_len_ratio=1.5", "decode.max_len_offset=0", "decode.batch_size=64", "decode.batch_tokens=0"]
 
 
@@ -102,7 +103,7 @@ def measure(
     sources = test_sources(config, count)
     src_ids = src_tok.encode(sources)
     torch.manual_seed(0)
-    if tool in ("nmt", "onnx"):
+    if tool in ("nmt", "onnx", *CTRANSLATE2):
         if checkpoint:
             model = load_checkpoints(config, [checkpoint], device).model
         else:
@@ -111,6 +112,8 @@ def measure(
                 model.load_state_dict(torch.load(weights, weights_only=True))
         if tool == "onnx":  # the same weights as ONNX graphs, on onnxruntime (nmt export --onnx)
             model = onnx_model(model, config)
+        if tool in CTRANSLATE2:  # the same weights as a CTranslate2 model (nmt export --ctranslate2)
+            model = ctranslate2_model(model, config, (src_tok, tgt_tok), CTRANSLATE2[tool])
         search_sentences(model, src_ids[:64], config.decode.with_beam(beam), device)  # warm-up
         bc.settle(device)
         start = time.perf_counter()
@@ -155,6 +158,18 @@ def onnx_model(model, config):
     return OnnxModel(folder, config)
 
 
+def ctranslate2_model(model, config, tokenizers, quantization: str):
+    import tempfile
+    from pathlib import Path
+
+    from nmt.export.ctranslate2_model import export_ctranslate2
+    from nmt.runtime.ctranslate2_engine import CTranslate2Model
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-ct2-")) / "model"
+    export_ctranslate2(model, *tokenizers, folder, quantization)
+    return CTranslate2Model(folder, config, tokenizers)
+
+
 def _measure_kw(*args):
     return measure(*args)
 
@@ -170,6 +185,9 @@ def main() -> None:
     parser.add_argument("--checkpoint", default="", help="also time this trained checkpoint (config's own model)")
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--onnx", action="store_true", help="also the same model's ONNX graphs on onnxruntime")
+    parser.add_argument(
+        "--ctranslate2", action="store_true", help="also the same Transformer on CTranslate2, float32 and int8"
+    )
     parser.add_argument("--train-steps", type=int, default=0, help="train both models this many steps first")
     parser.add_argument("--transformer", action="store_true", help="both rows: the Transformer at JoeyNMT's sizes")
     parser.add_argument("--weights-dir", default="", help="keep the trained weights here; reuse them if present")
@@ -205,6 +223,9 @@ def main() -> None:
         plan = [(f"nmt, JoeyNMT-equivalent, {state}", equivalent, "nmt", "")]
         if args.onnx:
             plan.append((f"nmt on onnxruntime, JoeyNMT-equivalent, {state}", equivalent, "onnx", ""))
+        if args.ctranslate2:
+            for tool, quantization in CTRANSLATE2.items():
+                plan.append((f"nmt on CTranslate2 {quantization}, JoeyNMT-equivalent, {state}", equivalent, tool, ""))
         if peer:
             plan.append((f"JoeyNMT 2.3.0, {state}", args.set, "joeynmt", ""))
         if args.checkpoint:
@@ -223,7 +244,7 @@ def main() -> None:
                     args.threads,
                     tool,
                     checkpoint,
-                    weights["nmt" if tool == "onnx" else tool],
+                    weights["joeynmt" if tool == "joeynmt" else "nmt"],
                 ),
             )
             for label, overrides, tool, checkpoint in plan
@@ -232,7 +253,7 @@ def main() -> None:
         rows += [bc.median_run(label_runs, "sentences_per_s") for label_runs in runs.values()]
         peer_runs = runs.get(f"JoeyNMT 2.3.0, {state}")
         if peer_runs:
-            for label in [p[0] for p in plan if p[2] in ("nmt", "onnx") and not p[3]]:
+            for label in [p[0] for p in plan if p[2] != "joeynmt" and not p[3]]:
                 ratios[f"beam {beam}: {label} / JoeyNMT"] = bc.paired_ratio(runs[label], peer_runs, "sentences_per_s")
     print(
         f"\nDecoding {args.sentences} test sentences, {args.config} {' '.join(args.set)}; median of {args.repeats} runs"

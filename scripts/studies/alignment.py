@@ -28,8 +28,8 @@ from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.recipes import recipes
 from nmt.config.schema import load_config
 from nmt.core.fileio import write_text_atomic
-from nmt.data.alignments import Links, agreement, parse_links
-from nmt.pipelines.align import eflomal_alignments, model_alignments, target_ids, training_pairs
+from nmt.data.alignments import Links, agreement, eflomal_alignments, parse_links
+from nmt.pipelines.align import model_alignments, target_ids, training_pairs
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints

@@ -400,12 +400,43 @@ function saliencyControls(host, tokens) {
 
 // ---- training timeline ----
 
+// The attention's AER against eflomal at each validation (train.probe_alignment): alignment forming,
+// the validation shown marked.
+function agreementChart(entries, at) {
+  const width = 420, height = 150, left = 46, right = 12, top = 24, bottom = 30;
+  const svg = svgElement(width, height);
+  svg.classList.add("tl-agreement");
+  const points = entries.map((e, i) => [i, e.alignment ? e.alignment.aer : null]).filter(([, v]) => v !== null);
+  const x = (i) => left + (entries.length > 1 ? (i * (width - left - right)) / (entries.length - 1) : 0);
+  const y = (v) => top + v * (height - top - bottom);  // AER 0 at the top: better is higher
+  add(svg, "text", { x: left, y: 14, class: "tl-agreement-title" },
+    `AER against eflomal by validation (${entries.find((e) => e.alignment).alignment.pairs} dev pairs; lower is better)`);
+  [0, 0.5, 1].forEach((v) => {
+    add(svg, "line", { x1: left, x2: width - right, y1: y(v), y2: y(v), stroke: "#ccc" });
+    add(svg, "text", { x: left - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 10 }, fmt(v, 1));
+  });
+  add(svg, "polyline", { points: points.map(([i, v]) => `${x(i)},${y(v)}`).join(" "), fill: "none", stroke: "#2c728e", "stroke-width": 2 });
+  points.forEach(([i, v]) => {
+    const dot = add(svg, "circle", { cx: x(i), cy: y(v), r: i === at ? 5 : 3, fill: i === at ? "#b3261e" : "#2c728e", class: "tl-aer", "data-aer": v });
+    add(dot, "title", {}, `epoch ${entries[i].epoch}: AER ${fmt(v, 3)}`);
+  });
+  add(svg, "text", { x: (left + width - right) / 2, y: height - 8, "text-anchor": "middle", "font-size": 10 }, "validation");
+  return svg;
+}
+
 async function drawTimeline(host) {
   const entries = lab.data.timeline.entries;
   const entry = entries[lab.timelineAt];
+  const chart = host.querySelector(".tl-chart");
+  if (entries.some((e) => e.alignment)) chart.replaceChildren(agreementChart(entries, lab.timelineAt));
+  const aer = entry.alignment ? `, AER ${fmt(entry.alignment.aer, 3)} against eflomal` : "";
   const probe = entry.probes[lab.probe];
+  if (!probe) {  // train.probes 0: the agreement alone
+    host.querySelector(".tl-label").textContent = `validation ${lab.timelineAt + 1} / ${entries.length}: epoch ${entry.epoch}${aer}`;
+    return null;
+  }
   host.querySelector(".tl-label").textContent =
-    `validation ${lab.timelineAt + 1} / ${entries.length}: epoch ${entry.epoch}, step ${entry.step}, dev BLEU ${fmt(entry.dev_bleu, 2)} — “${probe.translation}”`;
+    `validation ${lab.timelineAt + 1} / ${entries.length}: epoch ${entry.epoch}, step ${entry.step}, dev BLEU ${fmt(entry.dev_bleu, 2)}${aer} — “${probe.translation}”`;
   const rows = probe.tokens, cols = probe.source_tokens;
   // a Transformer's timeline holds every head: the picker's "layer.head", or the last layer's mean
   const [layer, head] = (lab.timelineHead || "").split(".").map(Number);
@@ -432,7 +463,7 @@ async function timelineView(host) {
   const bar = element("div", { class: "tl-controls" });
   bar.append(element("span", {}, "probe "), probes, element("span", {}, " validation "), slider);
   lab.timelineHead = "";
-  const heads = entries[0].probes[0].heads;
+  const heads = entries[0].probes.length ? entries[0].probes[0].heads : null;
   if (heads) {  // a Transformer: follow one head of one layer as it forms over the epochs
     const picker = element("select", { class: "tl-head", "aria-label": "which head" });
     picker.appendChild(element("option", { value: "" }, "all heads of the last layer (mean)"));
@@ -440,7 +471,8 @@ async function timelineView(host) {
     picker.addEventListener("change", () => { lab.timelineHead = picker.value; drawTimeline(host); });
     bar.append(element("span", {}, " attention "), picker);
   }
-  host.replaceChildren(bar, element("p", { class: "tl-label" }), element("div", { class: "tl-body" }));
+  host.replaceChildren(bar, element("p", { class: "tl-label" }), element("div", { class: "tl-chart" }),
+    element("div", { class: "tl-body" }));
   await drawTimeline(host);
 }
 

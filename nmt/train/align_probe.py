@@ -1,0 +1,61 @@
+"""Alignment forming over a training run (``train.probe_alignment``): at each validation the
+model's attention aligns the first N dev pairs by forced decoding (``nmt.decoding.alignment``),
+held against eflomal's links of the same pairs (computed once beside the training pairs and
+kept in the run folder, so that a resumed run reads the same ones). The agreement (AER,
+precision, recall) goes into that validation's timeline record and the training log; the lab's
+timeline and ``nmt plot`` draw it."""
+
+from __future__ import annotations
+
+import torch
+
+from nmt.config.paths import prepared_paths, run_paths
+from nmt.config.schema import Config
+from nmt.core.fileio import read_lines, write_lines_atomic
+from nmt.data.alignments import Links, agreement, eflomal_alignments, read_links
+from nmt.data.related import source_tag
+from nmt.data.tokenizer import Tokenizer, tagged
+from nmt.decoding.alignment import attention_alignments
+from nmt.model.base import TranslationModel
+
+
+class AlignmentProbe:
+    """The first ``train.probe_alignment`` dev pairs and eflomal's links of them."""
+
+    def __init__(self, config: Config, tokenizers: tuple[Tokenizer, Tokenizer]):
+        self.config, self.tokenizers = config, tokenizers
+        paths = prepared_paths(config)
+        count = config.train.probe_alignment
+        self.sources = read_lines(paths.text("dev", "src"))[:count]
+        self.targets = read_lines(paths.text("dev", "tgt"))[:count]
+        src_tok, tgt_tok = tokenizers
+        self.src_ids = src_tok.encode(tagged(self.sources, source_tag(config.data)))
+        self.tgt_ids = tgt_tok.encode(self.targets)
+        self._reference: list[Links] | None = None
+
+    def reference(self) -> list[Links]:
+        """eflomal's links of the pairs: read from the run folder, or computed (once) and written there."""
+        if self._reference is None:
+            run, paths = run_paths(self.config), prepared_paths(self.config)
+            kept = run.probe_alignments
+            run.writable(kept)
+            links = read_links(kept) if kept.is_file() else []
+            if len(links) != len(self.sources):
+                training = (read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
+                links = eflomal_alignments(self.sources, self.targets, training)
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                write_lines_atomic(kept, [found.pharaoh() for found in links])
+            self._reference = links
+        return self._reference
+
+    def measure(self, model: TranslationModel, device: torch.device) -> dict:
+        """The attention's agreement with eflomal now: AER, precision, recall and the pairs counted."""
+        heads = [0] if model.has_heads and self.config.train.guided_alignment else None  # the guided head
+        found = attention_alignments(model, self.tokenizers, self.src_ids, self.tgt_ids, device, heads=heads)
+        scored = agreement(self.reference(), found)
+        return {
+            "aer": round(scored.aer, 4),
+            "precision": round(scored.precision, 4),
+            "recall": round(scored.recall, 4),
+            "pairs": len(found),
+        }
