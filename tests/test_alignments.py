@@ -253,7 +253,7 @@ def test_an_rnn_without_attention_weights_is_refused(tmp_path):
 
 def test_evaluate_align_reports_the_agreement_and_keeps_the_reference_once(trained, monkeypatch):
     pytest.importorskip("eflomal")
-    from nmt.pipelines import align as align_module
+    from nmt.data import alignments as alignments_module
 
     config = str(trained["config"])
     first = runner.invoke(app, ["evaluate", "--config", config, "--align"])
@@ -269,7 +269,7 @@ def test_evaluate_align_reports_the_agreement_and_keeps_the_reference_once(train
     def refuse(*args, **kwargs):
         raise AssertionError("eflomal ran again")
 
-    monkeypatch.setattr(align_module, "eflomal_alignments", refuse)
+    monkeypatch.setattr(alignments_module, "eflomal_alignments", refuse)
     again = runner.invoke(app, ["evaluate", "--config", config, "--align", "--json"])
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["alignment"] == report["alignment"]

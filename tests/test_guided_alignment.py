@@ -149,11 +149,9 @@ def test_guided_alignment_makes_a_transformer_align_on_a_toy_task(tmp_path, monk
     assert forming[-1] < 0.2 and forming[-1] < forming[0] - 0.3, forming
     assert "AER" in (tmp_path / "run1.0" / "train.log").read_text(encoding="utf-8")
     # a resumed or retrained run reads the links the run folder keeps: eflomal runs once
-    from nmt.train import align_probe
-    from nmt.train import data as train_data
+    from nmt.data import alignments
 
-    for module in (train_data, align_probe):
-        monkeypatch.setattr(module, "eflomal_alignments", lambda *a, **k: pytest.fail("eflomal ran again"))
+    monkeypatch.setattr(alignments, "eflomal_alignments", lambda *a, **k: pytest.fail("eflomal ran again"))
     links = (tmp_path / "run1.0" / "train.eflomal.align").read_text(encoding="utf-8").splitlines()
     assert links and all(line == "0-0 1-2 2-1" for line in links)
     result = runner.invoke(

@@ -25,6 +25,7 @@ import numpy as np
 
 from nmt import install_hint
 from nmt.core.errors import NmtError
+from nmt.core.fileio import write_lines_atomic
 
 Link = tuple[int, int]  # (source word, target word)
 WORD_START = "▁"  # SentencePiece's mark of a piece that begins a whitespace-separated word
@@ -215,6 +216,20 @@ def eflomal_alignments(
         )
         ways = [path.read_text(encoding="utf-8").splitlines() for path in (forward, backward)]
     return [grow_diag_final_and(parse_links(f), parse_links(b)) for f, b in zip(*ways)][: len(sources)]
+
+
+def kept_eflomal_alignments(
+    path: Path, sources: Sequence[str], targets: Sequence[str], extra: tuple[Sequence[str], Sequence[str]] = ((), ())
+) -> list[Links]:
+    """eflomal's links of these pairs (``eflomal_alignments``), computed once and kept at ``path``
+    in the Pharaoh format: read back while it holds a line per pair, so that a resumed run or a
+    second evaluation reads the same links (eflomal samples; it need not give them again)."""
+    links = read_links(path) if path.is_file() else []
+    if len(links) != len(sources):  # none yet, or of other pairs
+        links = eflomal_alignments(sources, targets, extra)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_lines_atomic(path, [found.pharaoh() for found in links])
+    return links
 
 
 def piece_links(links: Links, source_words: Sequence[int | None], target_words: Sequence[int | None]) -> np.ndarray:

@@ -33,7 +33,7 @@ from nmt.data.alignments import (
     Links,
     agreement,
     eflomal_alignments,
-    read_links,
+    kept_eflomal_alignments,
     word_links,
     word_weights,
 )
@@ -108,10 +108,7 @@ def alignment_agreement(translator: Translator, test_set: ReferenceSet, name: st
     run = run_paths(translator.loaded.config)
     kept = run.eval_alignments(name, "eflomal")
     run.writable(kept, run.eval_alignments(name, "model"))
-    reference = read_links(kept) if kept.is_file() else []
-    if len(reference) != len(sources):  # none yet, or of another test set
-        reference = eflomal_alignments(sources, targets, training)
-        write_lines_atomic(kept, [links.pharaoh() for links in reference])
+    reference = kept_eflomal_alignments(kept, sources, targets, training)
     found = model_alignments(translator, sources, target_ids(translator, targets))
     write_lines_atomic(run.eval_alignments(name, "model"), [links.pharaoh() for links in found])
     return {"reference": "eflomal, grow-diag-final-and", "step": "produced", **agreement(reference, found).to_dict()}

@@ -11,8 +11,8 @@ import torch
 
 from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.schema import Config
-from nmt.core.fileio import read_lines, write_lines_atomic
-from nmt.data.alignments import Links, agreement, eflomal_alignments, read_links
+from nmt.core.fileio import read_lines
+from nmt.data.alignments import Links, agreement, kept_eflomal_alignments
 from nmt.data.related import source_tag
 from nmt.data.tokenizer import Tokenizer, tagged
 from nmt.decoding.alignment import attention_alignments
@@ -37,15 +37,9 @@ class AlignmentProbe:
         """eflomal's links of the pairs: read from the run folder, or computed (once) and written there."""
         if self._reference is None:
             run, paths = run_paths(self.config), prepared_paths(self.config)
-            kept = run.probe_alignments
-            run.writable(kept)
-            links = read_links(kept) if kept.is_file() else []
-            if len(links) != len(self.sources):
-                training = (read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
-                links = eflomal_alignments(self.sources, self.targets, training)
-                kept.parent.mkdir(parents=True, exist_ok=True)
-                write_lines_atomic(kept, [found.pharaoh() for found in links])
-            self._reference = links
+            run.writable(run.probe_alignments)
+            training = (read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
+            self._reference = kept_eflomal_alignments(run.probe_alignments, self.sources, self.targets, training)
         return self._reference
 
     def measure(self, model: TranslationModel, device: torch.device) -> dict:

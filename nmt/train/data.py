@@ -12,8 +12,8 @@ import torch
 
 from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.schema import Config, TrainConfig
-from nmt.core.fileio import iter_lines, read_lines, write_lines_atomic
-from nmt.data.alignments import eflomal_alignments, piece_links, read_links, word_of_pieces
+from nmt.core.fileio import iter_lines, read_lines
+from nmt.data.alignments import kept_eflomal_alignments, piece_links, word_of_pieces
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
 from nmt.data.references import ReferenceSet, read_references
 from nmt.data.related import source_tag
@@ -83,13 +83,8 @@ def guided_examples(config: Config, kept: ShardPairs, src_tok: Tokenizer, tgt_to
     its links are kept in the run folder, so that a resumed run reads the same ones."""
     paths, run = prepared_paths(config), run_paths(config)
     sources, targets = read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
-    kept_file = run.training_alignments
-    run.writable(kept_file)
-    links = read_links(kept_file) if kept_file.is_file() else []
-    if len(links) != len(sources):  # none yet, or of other prepared data
-        links = eflomal_alignments(sources, targets)
-        kept_file.parent.mkdir(parents=True, exist_ok=True)
-        write_lines_atomic(kept_file, [found.pharaoh() for found in links])
+    run.writable(run.training_alignments)
+    links = kept_eflomal_alignments(run.training_alignments, sources, targets)
     examples = []
     for index in range(len(kept)):
         example, row = kept[index], int(kept.kept[index])

@@ -28,7 +28,7 @@ from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.recipes import recipes
 from nmt.config.schema import load_config
 from nmt.core.fileio import write_text_atomic
-from nmt.data.alignments import Links, agreement, eflomal_alignments, parse_links
+from nmt.data.alignments import Links, agreement, kept_eflomal_alignments
 from nmt.pipelines.align import model_alignments, target_ids, training_pairs
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
@@ -79,16 +79,19 @@ def scores(translator: Translator, sources, targets, reference: list[Links], **c
     return agreement(reference, found).to_dict()
 
 
-def measure(args) -> dict:
-    base = load_config(args.config)
+def test_pairs(config_path: str, runs: str) -> tuple[list[str], list[str], list[Links]]:
+    """--config's prepared test pairs and eflomal's links of them beside its training pairs,
+    computed once and kept in --runs (the reference every study here holds models against)."""
+    base = load_config(config_path)
     prepare(base, log=lambda _: None)
     paths = prepared_paths(base)
     sources, targets = (paths.text("test", side).read_text(encoding="utf-8").splitlines() for side in ("src", "tgt"))
-    reference_file = Path(args.runs) / "eflomal.test.txt"
-    if not reference_file.is_file():
-        links = eflomal_alignments(sources, targets, training_pairs(base))
-        write_text_atomic(reference_file, "".join(f"{line.pharaoh()}\n" for line in links))
-    reference = [parse_links(line) for line in reference_file.read_text(encoding="utf-8").splitlines()]
+    reference = kept_eflomal_alignments(Path(runs) / "eflomal.test.txt", sources, targets, training_pairs(base))
+    return sources, targets, reference
+
+
+def measure(args) -> dict:
+    sources, targets, reference = test_pairs(args.config, args.runs)
     results: dict = {"epochs": args.epochs, "pairs": len(sources), "variants": {}}
     for seed in args.seeds:  # every variant at the first seed first: a stopped study has them all once
         for name in VARIANTS:

@@ -23,15 +23,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
-from alignment import TRANSFORMER  # the Transformer nmt init writes (the study beside this one)
+from alignment import TRANSFORMER, test_pairs  # the study beside this one: its Transformer and test pairs
 
 from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.schema import Config, load_config
 from nmt.core.fileio import write_text_atomic
-from nmt.data.alignments import agreement, eflomal_alignments, parse_links
-from nmt.pipelines.align import model_alignments, target_ids, training_pairs
+from nmt.data.alignments import agreement
+from nmt.pipelines.align import model_alignments, target_ids
 from nmt.pipelines.evaluate import evaluate, evaluation_set
-from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints
 from nmt.train.launch import train
@@ -64,15 +63,7 @@ def train_one(args, family: str, weight: float, seed: int) -> str:
 
 
 def measure(args) -> dict:
-    base = load_config(args.config)
-    prepare(base, log=lambda _: None)
-    paths = prepared_paths(base)
-    sources, targets = (paths.text("test", side).read_text(encoding="utf-8").splitlines() for side in ("src", "tgt"))
-    reference_file = Path(args.runs) / "eflomal.test.txt"
-    if not reference_file.is_file():
-        links = eflomal_alignments(sources, targets, training_pairs(base))
-        write_text_atomic(reference_file, "".join(f"{line.pharaoh()}\n" for line in links))
-    reference = [parse_links(line) for line in reference_file.read_text(encoding="utf-8").splitlines()]
+    sources, targets, reference = test_pairs(args.config, args.runs)
     runs = [(family, weight, seed) for seed in args.seeds for family in args.families for weight in args.weights]
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(args.parallel, mp_context=spawn) as pool:
