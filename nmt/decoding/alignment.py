@@ -56,6 +56,12 @@ def attention_alignments(
     return links
 
 
+def default_heads(model: TranslationModel, guided: bool) -> list[int] | None:
+    """The heads alignments read when none are asked for: of a model trained with
+    ``train.guided_alignment`` (``guided``), the head it guided; otherwise every head (None)."""
+    return [model.guided_head] if guided and model.guided_head is not None else None
+
+
 def piece_words(pieces: list[str]) -> list[int | None]:
     """Each piece's whitespace word; specials and a target's tag belong to none."""
     return word_of_pieces(pieces, {p for p in pieces if p in (EOS, BOS, PAD) or SPECIAL.match(p)})

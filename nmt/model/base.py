@@ -64,6 +64,8 @@ class TranslationModel(nn.Module):
     whole_target: ClassVar[bool] = False
     # the decoder layer whose cross-attention word alignments read by default (None: its one attention)
     aligning_layer: ClassVar[int | None] = None
+    # of a family with heads: the head of that layer train.guided_alignment guides (None: its one attention)
+    guided_head: ClassVar[int | None] = None
     # what train.freeze may name of it (each a prefix of its weights' names, or a group of them)
     freezable: ClassVar[tuple[str, ...]] = ("src_embeddings", "tgt_embeddings", "embeddings", "encoder", "decoder")
 

@@ -412,6 +412,7 @@ class Transformer(TranslationModel):
     has_heads = True
     whole_target = True
     aligning_layer = -2  # the penultimate (Garg et al. 2019; a 1-layer decoder: its only layer)
+    guided_head = 0  # Garg et al. supervise one head of that layer: the first
 
     @classmethod
     def describe(cls, m: ModelConfig) -> str:
@@ -539,13 +540,13 @@ class Transformer(TranslationModel):
     def guided_forward(
         self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor, teacher_forcing: float = 1.0
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Garg et al. (2019): one head (the first) of the aligning layer is the one guided; the
+        """Garg et al. (2019): one head of the aligning layer (``guided_head``) is the one guided; the
         others attend as they will. -> logits (B, T, V), that head's weights (B, T, S)."""
         mask = src.ne(PAD_ID)  # (B, S)
         memory = self.decoder.memory(self.encoder(src, mask), mask)
         logits, weights = self.decoder(tgt_in, memory, weights_of=self.default_layer())
         assert weights is not None
-        return logits, weights[:, 0]
+        return logits, weights[:, self.guided_head]
 
     def default_layer(self) -> int:
         """``aligning_layer``, or a one-layer decoder's only layer."""

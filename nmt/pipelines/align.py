@@ -40,7 +40,7 @@ from nmt.data.alignments import (
 from nmt.data.pairs import normalize_text
 from nmt.data.references import ReferenceSet
 from nmt.data.tokenizer import EOS
-from nmt.decoding.alignment import attention_alignments, forced_attention, piece_words
+from nmt.decoding.alignment import attention_alignments, default_heads, forced_attention, piece_words
 from nmt.model.base import TranslationModel
 from nmt.pipelines.lab_views import Alignment
 from nmt.pipelines.translate import Translator
@@ -68,8 +68,8 @@ def model_alignments(
     """Each pair's links from the model's attention: ``sources`` as text, ``targets`` as target
     subword ids (``target_ids`` of text; a translation's own tokens)."""
     model = aligning_model(translator)
-    if heads is None and layer is None and model.has_heads and translator.loaded.config.train.guided_alignment:
-        heads = [0]  # the head guided alignment trained to align (of the aligning layer)
+    if heads is None and layer is None:
+        heads = default_heads(model, bool(translator.loaded.config.train.guided_alignment))
     tokenizers = (translator.src_tok, translator.tgt_tok)
     src_ids = translator.source_ids(list(sources))
     return attention_alignments(model, tokenizers, src_ids, list(targets), translator.device, layer, heads, step)
@@ -123,8 +123,8 @@ def sentence_alignment(translator: Translator, text: str, target: list[int], tra
     source_pieces = [*translator.src_tok.id_to_piece(src_ids), EOS]
     target_pieces = translator.tgt_tok.id_to_piece(target)
     source_words, target_words = piece_words(source_pieces), piece_words(target_pieces)
-    guided = [0] if model.has_heads and translator.loaded.config.train.guided_alignment else None  # the guided head
-    attention = forced_attention(model, [src_ids], [target], translator.device, heads=guided)[0][: len(target)]
+    shown = default_heads(model, bool(translator.loaded.config.train.guided_alignment))
+    attention = forced_attention(model, [src_ids], [target], translator.device, heads=shown)[0][: len(target)]
     weights = word_weights(attention, source_words, target_words)
     links = word_links(attention, source_words, target_words)
     source_text, target_text = _spelled(source_pieces, source_words), _spelled(target_pieces, target_words)

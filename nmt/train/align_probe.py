@@ -15,7 +15,7 @@ from nmt.core.fileio import read_lines
 from nmt.data.alignments import Links, agreement, kept_eflomal_alignments
 from nmt.data.related import source_tag
 from nmt.data.tokenizer import Tokenizer, tagged
-from nmt.decoding.alignment import attention_alignments
+from nmt.decoding.alignment import attention_alignments, default_heads
 from nmt.model.base import TranslationModel
 
 
@@ -44,7 +44,7 @@ class AlignmentProbe:
 
     def measure(self, model: TranslationModel, device: torch.device) -> dict:
         """The attention's agreement with eflomal now: AER, precision, recall and the pairs counted."""
-        heads = [0] if model.has_heads and self.config.train.guided_alignment else None  # the guided head
+        heads = default_heads(model, bool(self.config.train.guided_alignment))
         found = attention_alignments(model, self.tokenizers, self.src_ids, self.tgt_ids, device, heads=heads)
         scored = agreement(self.reference(), found)
         return {
