@@ -589,11 +589,11 @@ def search_sentences(
     Sentences are batched by length (longest first) under ``decode.batch_size`` and
     ``decode.batch_tokens``; an empty sentence gets one empty hypothesis.
     """
-    if isinstance(model, SearchesItself):
-        return model.searches_itself(sentences, decode, n_best, with_attention, progress)
     beam_size = decode.beam_size
     if not 1 <= n_best <= beam_size:
         raise NmtError(f"n_best must be between 1 and the beam size ({beam_size}), got {n_best}.")
+    if isinstance(model, SearchesItself):
+        return model.searches_itself(sentences, decode, n_best, with_attention, progress)
     results: list[list[Hypothesis] | None] = [None] * len(sentences)
     todo = [i for i, ids in enumerate(sentences) if ids]
     # Each sentence runs as beam_size hypotheses: the token budget is shared among them.

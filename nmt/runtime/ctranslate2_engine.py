@@ -90,8 +90,6 @@ class CTranslate2Model:
         refused = unsupported(decode)
         if refused is not None:
             raise NmtError(f"--engine ctranslate2 cannot apply {refused}.")
-        if not 1 <= n_best <= decode.beam_size:
-            raise NmtError(f"n_best must be between 1 and the beam size ({decode.beam_size}), got {n_best}.")
         sentences = [self.src_tok.id_to_piece(ids) for ids in sentence_ids]  # CTranslate2 reads pieces
         results: list[list[Hypothesis]] = [[Hypothesis([], [], 0.0)] for _ in sentences]
         groups: dict[int, list[int]] = defaultdict(list)  # output limit -> sentences (each keeps its own)
