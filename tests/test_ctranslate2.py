@@ -47,6 +47,9 @@ class Pieces:
     def piece_ids(self, pieces: list[str]) -> list[int]:
         return [self.SPECIALS.index(p) if p in self.SPECIALS else int(p[2:]) for p in pieces]
 
+    def pieces(self) -> list[str]:
+        return self.id_to_piece(list(range(VOCAB)))
+
 
 def random_transformer(seed: int = 1, **overrides):
     """A Transformer with weights far from their initialisation (sharp, distinct predictions)."""

@@ -168,6 +168,10 @@ class Tokenizer:
     def id_to_piece(self, ids: list[int]) -> list[str]:
         return [self.processor.id_to_piece(i) for i in ids]
 
+    def pieces(self) -> list[str]:
+        """Every piece of the vocabulary, in id order."""
+        return self.id_to_piece(list(range(self.vocab_size)))
+
     def piece_ids(self, pieces: list[str]) -> list[int]:
         """The ids of ``pieces`` as ``id_to_piece`` spells them; an unknown piece raises KeyError."""
         ids = [self.processor.piece_to_id(piece) for piece in pieces]

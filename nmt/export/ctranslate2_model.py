@@ -24,11 +24,6 @@ TOLERANCE = 1e-3  # float32: the largest difference of a probe token's log-proba
 QUANTIZED_TOLERANCE = 0.5  # int8 and the others: close, not equal
 
 
-def vocabulary(tokenizer: Tokenizer) -> list[str]:
-    """Every piece, in id order (CTranslate2 maps tokens to rows by it)."""
-    return tokenizer.id_to_piece(list(range(tokenizer.vocab_size)))
-
-
 def export_ctranslate2(
     model: TranslationModel, src_tok: Tokenizer, tgt_tok: Tokenizer, folder: Path, quantization: str
 ) -> dict:
@@ -39,7 +34,7 @@ def export_ctranslate2(
     ctranslate2 = ctranslate2_module()
     model = model.float().cpu().eval()
     family = type(model)
-    spec = model.ctranslate2_spec(vocabulary(src_tok), vocabulary(tgt_tok))
+    spec = model.ctranslate2_spec(src_tok.pieces(), tgt_tok.pieces())
     if spec is None:
         raise NmtError(
             f"The model ({model.config.arch}: {family.describe(model.config)}) cannot run on CTranslate2, which runs "

@@ -113,8 +113,8 @@ def page_config(config: Config, src_tok, tgt_tok, graphs: dict) -> dict:
         else None,
         "spm": {"src": f"model/{src_tok.path.name}", "tgt": f"model/{tgt_tok.path.name}"},
         "pieces": {
-            "src": src_tok.id_to_piece(list(range(src_tok.vocab_size))),
-            "tgt": tgt_tok.id_to_piece(list(range(tgt_tok.vocab_size))),
+            "src": src_tok.pieces(),
+            "tgt": tgt_tok.pieces(),
         },
     }
 
@@ -126,7 +126,7 @@ def page_fonts(tokenizers, folder: Path) -> list[str]:
     """Copy into ``folder`` the Noto font of each script the vocabularies write (as ``nmt serve``
     serves them: a machine without a Devanagari font would draw the translation as boxes), and
     return their ``@font-face`` rules, pointing at the copies. The rules are the served page's."""
-    pieces = [piece for tok in tokenizers for piece in tok.id_to_piece(list(range(tok.vocab_size)))]
+    pieces = [piece for tok in tokenizers for piece in tok.pieces()]
     written = {script_of(char) for piece in pieces for char in piece} & set(SCRIPT_FONTS)
     rules = [
         rule for rule in SERVED_FONT_FACES.read_text(encoding="utf-8").splitlines() if rule.startswith("@font-face")

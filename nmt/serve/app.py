@@ -85,7 +85,7 @@ class ServedModel:
         self.scheduler = Scheduler(self.decode, max_queued=limits.max_queued, lock=self.lock)
         # scripts in the vocabularies that no served font draws (the browser may have one)
         tokenizers = (translator.loaded.src_tok, translator.loaded.tgt_tok)
-        pieces = [tok.processor.id_to_piece(i) for tok in tokenizers for i in range(tok.vocab_size)]
+        pieces = [piece for tok in tokenizers for piece in tok.pieces()]
         self.scripts_without_font = sorted(script.title() for script in missing_scripts(pieces))
 
     def info(self) -> dict:
