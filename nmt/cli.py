@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import math
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -137,6 +138,12 @@ def user_errors(func):
             return func(*args, **kwargs)
         except NmtError as exc:
             typer.echo(f"Error: {exc}", err=True)
+        except BrokenPipeError:
+            # The reader stopped early (`nmt translate ... | head -3`): that is its right, not a mistake.
+            # Quiet, and with the status a shell gives a command SIGPIPE ended; stdout goes to
+            # /dev/null so that Python's flush at exit does not complain about the same pipe.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(128 + 13) from None
         except (PermissionError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             typer.echo(f"Error: {exc.strerror}: {exc.filename}", err=True)
         except OSError as exc:

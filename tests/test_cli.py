@@ -1,6 +1,7 @@
 """The whole CLI on a small synthetic Anki file: exit codes, messages and outputs."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -171,6 +172,28 @@ def test_help_lists_every_option():
 def test_module_entry_point_runs():
     result = subprocess.run([sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "translate" in result.stdout
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
+    """`nmt ... | head -1`: the reader may close the pipe before the command is done. The command
+    stops quietly with the status a shell gives a command SIGPIPE ended (before: "Error: Broken pipe
+    (while writing output)" and status 1, which made a release check's `| grep -q` fail by chance).
+    The pipe here is closed before the command starts, so every write meets it: no race."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "nmt", "init", "--example", "eng-hin"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141, result.stderr
+    assert result.stderr == "", result.stderr
 
 
 def test_plot_and_average_commands(tmp_path, anki_file):

@@ -18,5 +18,8 @@ small=(--set train.max_minutes=0.1 --set train.epochs=1 --set train.members=1 --
 "$bin/nmt" prepare --config configs/eng-hin-scratch.yaml
 "$bin/nmt" train --config configs/eng-hin-scratch.yaml "${small[@]}"
 "$bin/nmt" translate --config configs/eng-hin-scratch.yaml "${small[@]}" --text "Where is the station?"
-"$bin/nmt" evaluate --config configs/eng-hin-scratch.yaml "${small[@]}" | grep -q BLEU
+# Read whole, then searched: `| grep -q` would close the pipe at the first match, and the rest of
+# the report would meet a closed pipe (a failure under pipefail, however the race falls).
+report=$("$bin/nmt" evaluate --config configs/eng-hin-scratch.yaml "${small[@]}")
+grep -q BLEU <<<"$report"
 echo "release check passed: $("$bin/python" -c 'import nmt; print(nmt.__version__)')"
