@@ -100,14 +100,16 @@ def test_batches_are_sized_in_seconds_so_a_short_request_never_waits_behind_a_bi
     scheduler = Scheduler(model, batch_seconds=0.1)  # 0.1 s a batch: 5 texts of this model
     big = scheduler.submit([f"big{i}" for i in range(100)], "s", [100] * 100)  # 2 s of decoding in all
     wait_until(lambda: scheduler.counts["batches"] >= 2)
-    started = time.monotonic()
+    searched_before = len(model.searches)  # searches ended before the short request came
     short = scheduler.submit(["short"], "s", [100])
-    assert short.future.result(10) == ["short"]
-    waited = time.monotonic() - started
+    assert short.future.result(30) == ["short"]
     assert big.future.result(30) == [f"big{i}" for i in range(100)]
     sizes = [len(search) for search in model.searches]
     assert sizes[0] == 1 and max(sizes) <= 6, sizes  # whatever the request's size
-    assert waited < 1.0, waited  # one batch of 0.1 s and its own; before: the 2 s of the big request
+    # Counted in searches, not seconds (a loaded machine stretches seconds): the one running when it
+    # came (or one that ended as it was submitted), then its own. Before: behind all the big work.
+    its_search = next(i for i, search in enumerate(model.searches) if "short" in search)
+    assert its_search - searched_before <= 2, sizes
 
 
 def test_a_full_queue_refuses_with_a_retry_estimate():
@@ -222,7 +224,7 @@ def served_model(app):
 def test_a_full_queue_answers_503_with_retry_after_and_health_answers_meanwhile(translator):
     app = build_app({"m": translator}, Limits(max_queued=2))
     served = served_model(app)
-    with local_client(app) as client, ThreadPoolExecutor(max_workers=2) as pool, served.lock:
+    with local_client(app) as client, ThreadPoolExecutor(max_workers=3) as pool, served.lock:
         running = pool.submit(client.post, "/api/translate", json={"text": "hello."})
         wait_until(lambda: served.scheduler.counts["texts"] == 0 and not served.scheduler.turn and not running.done())
         time.sleep(0.05)  # the worker holds it, waiting for the lock
@@ -231,9 +233,9 @@ def test_a_full_queue_answers_503_with_retry_after_and_health_answers_meanwhile(
         refused = client.post("/api/translate", json={"text": "one more."})
         assert refused.status_code == 503 and refused.json()["field"] == "model"
         assert int(refused.headers["Retry-After"]) >= 1 and "busy" in refused.json()["error"]
-        start = time.perf_counter()
-        health = client.get("/api/health").json()  # the event loop is free while the model works
-        assert time.perf_counter() - start < 1.0
+        # The event loop is free while the model works: health answers though the lock stays held
+        # (were the loop blocked, it would answer only after the release below, and time out here).
+        health = pool.submit(client.get, "/api/health").result(60).json()
         assert health["queues"]["m"]["queued_texts"] == 2 and health["queues"]["m"]["refused"] == 1
         served.lock.release()
         try:
@@ -337,7 +339,7 @@ def test_a_request_past_its_time_is_dropped_with_503_naming_the_limit(translator
         waited = time.monotonic() - started
     assert answer.status_code == 503 and answer.json()["field"] == "texts"
     assert "longer than 0.5 s" in answer.json()["error"] and "--max-request-seconds" in answer.json()["error"]
-    assert 0.5 <= waited < 3.0
+    assert waited >= 0.5  # answered while the lock is still held: the limit, not the model, ended it
     wait_until(lambda: served.scheduler.status()["cancelled"] == 1 and served.scheduler.queued() == 0)
     with local_client(app) as client:
         assert client.post("/api/translate", json={"text": "hello."}).status_code == 200  # and it goes on

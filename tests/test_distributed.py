@@ -80,11 +80,32 @@ def varied_pairs(count: int, seed: int = 0) -> list[tuple[str, str]]:
     return list(pairs.items())
 
 
-def torchrun(config: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    command += ["-m", "nmt", "train", "--config", str(config), *extra]
+def torchrun(config: Path, *extra: str, plugin: str = "", env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "nmt"]
+    command += ["--plugin", plugin] if plugin else []
+    command += ["train", "--config", str(config), *extra]
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+# A plugin each rank imports: it leaves a file as a validation begins, so the test signals inside
+# one by that file rather than by guessing how long the first epoch takes on a loaded machine.
+VALIDATION_MARKER = """
+import os
+from pathlib import Path
+
+from nmt.train.trainer import Trainer
+
+_validate = Trainer.validate
+
+
+def validate(self):
+    Path(os.environ["VALIDATION_MARKER"]).touch()
+    return _validate(self)
+
+
+Trainer.validate = validate
+"""
 
 
 @pytest.mark.slow
@@ -113,13 +134,14 @@ def test_sigterm_to_torchrun_during_a_long_validation_checkpoints_in_time_and_re
         "--set",
         "decode.max_len_offset=150",
     ]  # a validation of half a minute or more
-    process = torchrun(stopped, *slow)
-    log = tmp_path / "stopped" / "train.log"
-    deadline = time.time() + 120
-    while not (log.is_file() and "batches per epoch" in log.read_text(encoding="utf-8")):
-        assert time.time() < deadline and process.poll() is None, "training did not start"
+    (tmp_path / "validation_marker.py").write_text(VALIDATION_MARKER, encoding="utf-8")
+    marker = tmp_path / "validating"
+    marked = {"PYTHONPATH": str(tmp_path), "VALIDATION_MARKER": str(marker)}
+    process = torchrun(stopped, *slow, plugin="validation_marker", env=marked)
+    deadline = time.time() + 600  # a guard against a hang, not a guess at the timing
+    while not marker.exists():
+        assert time.time() < deadline and process.poll() is None, "no validation began"
         time.sleep(0.05)
-    time.sleep(6)  # the first epoch (a second or two) is over: validation runs
     assert not (tmp_path / "stopped" / "metrics.jsonl").exists(), "validation ended before the signal"
     signalled = time.time()
     process.send_signal(signal.SIGTERM)
@@ -130,7 +152,7 @@ def test_sigterm_to_torchrun_during_a_long_validation_checkpoints_in_time_and_re
     assert saved["progress"]["epoch"] == 0 and saved["progress"]["batch_in_epoch"] > 0
     assert len(saved["rng"]) == 2 and not torch.equal(saved["rng"][0]["torch"], saved["rng"][1]["torch"])
 
-    resumed = torchrun(stopped, "--resume")
+    resumed = torchrun(stopped, "--resume", env=marked)
     assert resumed.wait(timeout=300) == 0, resumed.stdout.read()[-3000:]
     a = torch.load(tmp_path / "reference" / "checkpoints" / "last.pt", weights_only=True)
     b = torch.load(tmp_path / "stopped" / "checkpoints" / "last.pt", weights_only=True)

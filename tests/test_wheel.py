@@ -14,7 +14,6 @@ import os
 import site
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -112,9 +111,10 @@ def test_the_wheel_carries_the_example_corpus_and_its_configs(installed, tmp_pat
     copied = nmt(installed, "init", "--example", "eng-mar", cwd=tmp_path)
     assert "configs/eng-mar-cpu.yaml" in copied.stdout
     assert (tmp_path / "data" / "eng-mar" / "mar.txt").stat().st_size > 3_000_000
-    started = time.monotonic()
-    nmt(installed, "prepare", "--config", "configs/eng-mar-cpu.yaml", "--set", "data.max_pairs=2000", cwd=tmp_path)
-    assert time.monotonic() - started < 120
+    prepared = nmt(
+        installed, "prepare", "--config", "configs/eng-mar-cpu.yaml", "--set", "data.max_pairs=2000", cwd=tmp_path
+    )
+    assert "kept 2000" in prepared.stdout, prepared.stdout  # the shipped file read, and the cap honoured
 
 
 def test_the_release_check_passes_on_the_wheel_and_every_example_path_exists(installed, tmp_path):
