@@ -4,6 +4,7 @@ refusals a user can meet."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -20,7 +21,7 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.config.schema import DecodeConfig
 from nmt.core.errors import NmtError
-from nmt.decoding.search import search_sentences
+from nmt.decoding.search import repeats_a_span, search_sentences
 from nmt.export.ctranslate2_model import export_ctranslate2
 from nmt.pipelines.translate import Translator
 from nmt.runtime.ctranslate2_engine import CTranslate2Model
@@ -97,6 +98,37 @@ def test_each_variant_searches_as_pytorch_does(overrides, tmp_path):
             if e.attention is not None:  # the last layer's heads averaged, one row per step
                 assert torch.allclose(h.attention, e.attention, atol=1e-4)
             assert [x.score for x in found] == sorted((x.score for x in found), reverse=True)
+
+
+def test_the_no_repeat_rule_is_kept_by_searching_the_repeating_sentences_again_on_pytorch(tmp_path):
+    """CTranslate2 has no rule against a span repeated back to back (before: decode.no_repeat_span
+    was refused, and every shipped recipe sets it): a sentence whose CTranslate2 output repeats is
+    searched again by the PyTorch model, so each output is the rule's, the others CTranslate2's."""
+    model = random_transformer(seed=1, positions="learned")
+    with torch.no_grad():
+        model.decoder.output.bias[3] -= 0.5  # <eos> later: long outputs, where a random model stutters
+    export_ctranslate2(model, Pieces(), Pieces(), tmp_path / "ct2", "float32")
+    sentences = [[4 + (i * 7 + j) % 20 for j in range(1 + i % 6)] for i in range(24)]
+    for beam, n_best, span in [(1, 1, 1), (4, 2, 2)]:
+        free = DecodeConfig(beam_size=beam, max_len_ratio=2.0, max_len_offset=4)
+        ruled = dataclasses.replace(free, no_repeat_span=span)
+        engine = CTranslate2Model(
+            tmp_path / "ct2", SimpleNamespace(model=model.config), (Pieces(), Pieces()), pytorch=lambda: model
+        )
+        unruled = search_sentences(engine, sentences, free, torch.device("cpu"), n_best)
+        stutter = [i for i, found in enumerate(unruled) if any(repeats_a_span(h.tokens, span) for h in found)]
+        assert stutter and (beam > 1 or len(stutter) < len(sentences))  # greedy: some need the rule, some not
+        got = search_sentences(engine, sentences, ruled, torch.device("cpu"), n_best)
+        want = search_sentences(model, sentences, ruled, torch.device("cpu"), n_best)
+        assert engine.searched_again == len(stutter)
+        for i, (found, expected, free_found) in enumerate(zip(got, want, unruled)):
+            assert not any(repeats_a_span(h.tokens, span) for h in found)
+            source = expected if i in stutter else free_found
+            assert [(h.tokens, h.ended) for h in found] == [(h.tokens, h.ended) for h in source]
+            assert [h.score for h in found] == pytest.approx([h.score for h in source], abs=1e-3)
+    weightless = CTranslate2Model(tmp_path / "ct2", SimpleNamespace(model=model.config), (Pieces(), Pieces()))
+    with pytest.raises(NmtError, match="no_repeat_span=0, or --engine torch"):
+        search_sentences(weightless, sentences, ruled, torch.device("cpu"))
 
 
 def test_an_int8_model_is_smaller_and_translates_close_to_pytorch(tmp_path):
@@ -216,7 +248,6 @@ def test_what_the_engine_does_not_do_is_refused_with_what_to_do(package):
     result = runner.invoke(app, ["translate", "--model", str(plain), "--engine", "ctranslate2"], input="we like tea.\n")
     assert result.exit_code == 1 and "--ctranslate2" in result.output and "Traceback" not in result.output
     for setting, message in [
-        ("decode.no_repeat_span=3", "decode.no_repeat_span=0"),
         ("decode.mbr=2", "decode.mbr"),
         ("decode.length_form=gnmt", "length^α"),
     ]:

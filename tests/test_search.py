@@ -2,6 +2,7 @@
 attention rows, and the sentence-level driver."""
 
 import math
+import random
 
 import pytest
 import torch
@@ -9,7 +10,14 @@ import torch
 from nmt.config.schema import DecodeConfig
 from nmt.core.errors import NmtError
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from nmt.decoding.search import Ranking, beam_search, block_repeats, greedy_search, search_sentences
+from nmt.decoding.search import (
+    Ranking,
+    beam_search,
+    block_repeats,
+    greedy_search,
+    repeats_a_span,
+    search_sentences,
+)
 
 from .helpers import VARIANT_CONFIGS, best_log_probs, best_tokens, random_sources, small_model, variant_id
 
@@ -163,6 +171,16 @@ def repeats_back_to_back(tokens: list[int], max_span: int) -> bool:
         for span in range(1, max_span + 1)
         for i in range(len(tokens) - 2 * span + 1)
     )
+
+
+def test_repeats_a_span_finds_what_the_guard_keeps_out():
+    assert repeats_a_span([5, 6, 5, 6], 2) and not repeats_a_span([5, 6, 5, 6], 1)
+    assert repeats_a_span([7, 5, 5], 1) and not repeats_a_span([5, 6, 5], 3) and not repeats_a_span([], 2)
+    draws = random.Random(0)
+    for _ in range(500):  # against this file's own reading of the rule
+        tokens = [draws.randint(4, 6) for _ in range(draws.randint(0, 9))]
+        for span in (1, 2, 3):
+            assert repeats_a_span(tokens, span) == repeats_back_to_back(tokens, span), (tokens, span)
 
 
 def test_block_repeats_forbids_exactly_the_tokens_that_complete_a_repeat():

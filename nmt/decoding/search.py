@@ -136,6 +136,16 @@ def block_repeats(logits: torch.Tensor, history: torch.Tensor, max_span: int) ->
         logits.scatter_add_(1, history[:, steps - span].unsqueeze(1), blocked)
 
 
+def repeats_a_span(tokens: list[int], max_span: int) -> bool:
+    """Whether ``tokens`` hold a span of up to ``max_span`` tokens repeated back to back: what
+    ``block_repeats`` keeps a search from writing, checked on a finished output."""
+    for end in range(1, len(tokens) + 1):  # the span ending just before ``end`` and the one before it
+        for span in range(1, min(max_span, end // 2) + 1):
+            if tokens[end - span : end] == tokens[end - 2 * span : end - span]:
+                return True
+    return False
+
+
 # Tokens no search may choose: <pad> fills batches and <bos> only starts a translation. An early
 # model gives them probability (a briefly trained Transformer put 0.56 on <bos>): masked after
 # the step's normaliser is taken, so the log-probabilities stay the model's own.

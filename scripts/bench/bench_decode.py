@@ -167,7 +167,7 @@ def ctranslate2_model(model, config, tokenizers, quantization: str):
 
     folder = Path(tempfile.mkdtemp(prefix="bench-ct2-")) / "model"
     export_ctranslate2(model, *tokenizers, folder, quantization)
-    return CTranslate2Model(folder, config, tokenizers)
+    return CTranslate2Model(folder, config, tokenizers, pytorch=lambda: model)  # for decode.no_repeat_span
 
 
 def _measure_kw(*args):

@@ -1,16 +1,19 @@
 #!/usr/bin/env python
 """A trained Transformer on CTranslate2 beside PyTorch and onnxruntime, over its test set.
 
-Parity and quality (beam 5, decode.no_repeat_span 0 on every engine: CTranslate2 has no such
-rule): the share of CTranslate2 float32 translations identical to PyTorch's, and test BLEU and
-chrF (all references) of PyTorch, float32, int8_float32 and int8.
+Parity and quality (beam 5, decode.no_repeat_span --no-repeat-span on every engine, 0 by
+default: CTranslate2 has no such rule, and keeps it by searching the sentences that break it again
+on PyTorch): the share of CTranslate2 float32 translations identical to PyTorch's, and test BLEU
+and chrF (all references) of PyTorch, float32, int8_float32 and int8, with how many sentences
+each CTranslate2 model sent back to PyTorch.
 
 Speed (alone on the machine; each row in its own process, rows interleaved, median of
 --repeats): sentences/s and target tokens/s of beam-5 decoding of the test sources at each
---threads count and --batches size (1: a served request; 32: a file), peak resident memory of the
-process, and the model's size on disk.
+--threads count and --batches size (1: a served request; 32: a file), after a warm-up pass over
+the same sources, peak resident memory of the process, and the model's size on disk.
 
     python scripts/bench/ctranslate2_bench.py --run runs/eng-mar-transformer
+    python scripts/bench/ctranslate2_bench.py --run runs/eng-mar-transformer --no-repeat-span 6
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_packages, load_run_config
 
 QUANTIZATIONS = ("float32", "int8_float32", "int8")
-NO_SPAN = ["decode.no_repeat_span=0"]
 ENGINES = ("torch", "ctranslate2")
 
 
@@ -48,17 +50,20 @@ def packages(run: Path, folder: Path) -> dict[str, Path]:
     return made
 
 
-def translator(package: Path, engine: str, threads: int, batch: int) -> Translator:
+def translator(package: Path, engine: str, threads: int, batch: int, span: int = 0) -> Translator:
     from nmt.config.schema import decoding_settings
 
     torch.set_num_threads(threads)
     loaded = load_packages([package], torch.device("cpu"), engine)
-    settings = [*NO_SPAN, f"decode.batch_size={batch}", "decode.batch_tokens=0"]
+    settings = [f"decode.no_repeat_span={span}", f"decode.batch_size={batch}", "decode.batch_tokens=0"]
     return Translator(loaded, decode=decoding_settings(loaded.config.decode, settings, 5))
 
 
-def translations(package: str, engine: str, sources: list[str], beam: int = 5) -> list[str]:
-    return translator(Path(package), engine, 2, 32).translate(sources, beam)
+def translations(package: str, engine: str, sources: list[str], beam: int, span: int) -> dict:
+    """The translations, and how many sentences CTranslate2 searched again on PyTorch."""
+    found = translator(Path(package), engine, 2, 32, span)
+    texts = found.translate(sources, beam)
+    return {"texts": texts, "searched_again": getattr(found.model, "searched_again", 0)}
 
 
 def ranking_scores(package: str, sources: list[str], texts: list[str]) -> list[float]:
@@ -70,9 +75,9 @@ def ranking_scores(package: str, sources: list[str], texts: list[str]) -> list[f
     return [ranking.score(h.score, len(h.token_logprobs)) for h in scorer.score(sources, texts)]
 
 
-def speed(package: str, engine: str, threads: int, batch: int, sources: list[str]) -> dict:
-    found = translator(Path(package), engine, threads, batch)
-    found.search(sources[:16])  # warm-up
+def speed(package: str, engine: str, threads: int, batch: int, sources: list[str], span: int) -> dict:
+    found = translator(Path(package), engine, threads, batch, span)
+    found.search(sources)  # warm-up, a whole pass: CTranslate2's PyTorch searches (the no-repeat rule's) included
     bc.settle(torch.device("cpu"))
     started = time.perf_counter()
     hypotheses = found.search(sources)
@@ -100,24 +105,33 @@ def main() -> int:
     parser.add_argument("--sentences", type=int, default=0, help="the first N test sources for speed (0: all)")
     parser.add_argument("--work", default="", help="keep the packages here (reused when present)")
     parser.add_argument("--out", default="", help="also write the results as JSON here")
+    parser.add_argument("--no-repeat-span", type=int, default=0, help="decode.no_repeat_span on every engine")
     args = parser.parse_args()
     run = Path(args.run)
     work = Path(args.work or tempfile.mkdtemp(prefix="ct2-bench-"))
     made = packages(run, work)
     test = read_references(prepared_paths(load_run_config(run)).multi("test"))
+    span = args.no_repeat_span
     results: dict = {"hardware": bc.hardware(), "run": str(run), "sources": len(test.sources), "quality": {}}
+    results["no_repeat_span"] = span
     float32 = str(made["float32"])
-    greedy = {engine: bc.in_child(translations, float32, engine, test.sources, 1) for engine in ENGINES}
+    greedy = {engine: bc.in_child(translations, float32, engine, test.sources, 1, span)["texts"] for engine in ENGINES}
     results["greedy_same"] = sum(a == b for a, b in zip(greedy["torch"], greedy["ctranslate2"]))
     print(f"greedy: {results['greedy_same']}/{len(test.sources)} of CTranslate2 float32's as PyTorch's")
-    texts = {"torch": bc.in_child(translations, float32, "torch", test.sources)}
+    outputs = {"torch": bc.in_child(translations, float32, "torch", test.sources, 5, span)}
     for quantization in QUANTIZATIONS:
-        texts[quantization] = bc.in_child(translations, str(made[quantization]), "ctranslate2", test.sources)
+        outputs[quantization] = bc.in_child(translations, str(made[quantization]), "ctranslate2", test.sources, 5, span)
+    texts = {name: output["texts"] for name, output in outputs.items()}
     for name, lines in texts.items():
         scores = score(lines, test.references, metrics=("bleu", "chrf"))
         same = sum(a == b for a, b in zip(lines, texts["torch"]))
+        again = outputs[name]["searched_again"]
         results["quality"][name] = {"bleu": scores["bleu"], "chrf": scores["chrf"], "same_as_torch": same}
-        print(f"{name}: BLEU {scores['bleu']:.2f} chrF {scores['chrf']:.2f}; {same}/{len(lines)} as PyTorch's")
+        results["quality"][name]["searched_again"] = again
+        print(
+            f"{name}: BLEU {scores['bleu']:.2f} chrF {scores['chrf']:.2f}; {same}/{len(lines)} as PyTorch's; "
+            f"{again} searched again on PyTorch"
+        )
     # where beam 5 differs: which translation PyTorch's own ranking prefers (each search's stopping rule)
     differ = [i for i, (a, b) in enumerate(zip(texts["torch"], texts["float32"])) if a != b]
     chosen = [test.sources[i] for i in differ]
@@ -139,7 +153,7 @@ def main() -> int:
     for threads in args.threads:
         for batch in args.batches:
             jobs = [
-                (f"{engine} {quantization}", speed, (str(made[quantization]), engine, threads, batch, sources))
+                (f"{engine} {quantization}", speed, (str(made[quantization]), engine, threads, batch, sources, span))
                 for engine, quantization in rows
             ]
             runs = bc.interleaved_runs(jobs, args.repeats, note=f", {threads} thread(s), batch {batch}")
