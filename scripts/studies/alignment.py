@@ -26,7 +26,7 @@ from compare_attention import VARIANTS as COMPARED  # the local windows' overrid
 
 from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.recipes import recipes
-from nmt.config.schema import load_config
+from nmt.config.schema import Config, load_config
 from nmt.core.fileio import write_text_atomic
 from nmt.data.alignments import Links, agreement, kept_eflomal_alignments
 from nmt.pipelines.align import model_alignments, target_ids, training_pairs
@@ -54,20 +54,34 @@ VARIANTS = {
 STEPS = ("produced", "input")
 
 
-def trained(args, name: str, seed: int) -> Path:
-    """The config of variant ``name`` at ``seed``, trained (reused when its run finished)."""
+def study_config(args, run_name: str, seed: int, overrides: list[str]) -> Config:
+    """--config with ``overrides`` as one run of a study: its folder ``run_name`` under --runs,
+    --config's prepared data shared, ``seed``, --epochs and no time budget."""
     base = load_config(args.config)
-    run_dir = Path(args.runs) / f"{name.replace('/', '-')}-seed{seed}"
-    overrides = [
-        *VARIANTS[name],
-        f"run_dir={run_dir}",
-        f"data.prepared_dir={prepared_paths(base).root}",
-        f"train.seed={seed}",
-        f"train.epochs={args.epochs}",
-        "train.max_minutes=0",
-        "train.validation_sentences=300",  # the best checkpoint by a sample of dev: validation is not timed here
-    ]
-    config = load_config(args.config, overrides)
+    return load_config(
+        args.config,
+        [
+            *overrides,
+            f"run_dir={Path(args.runs) / run_name}",
+            f"data.prepared_dir={prepared_paths(base).root}",
+            f"train.seed={seed}",
+            f"train.epochs={args.epochs}",
+            "train.max_minutes=0",
+            "train.validation_sentences=300",  # the best checkpoint by a sample of dev: validation is not timed here
+        ],
+    )
+
+
+def write_results(out: str, stem: str, results: dict, markdown: str) -> None:
+    """A study's results as ``stem``.json and its table as ``stem``.md in ``out``, and the table shown."""
+    write_text_atomic(Path(out) / f"{stem}.json", json.dumps(results, indent=1) + "\n")
+    write_text_atomic(Path(out) / f"{stem}.md", markdown)
+    print(markdown)
+
+
+def trained(args, name: str, seed: int) -> Config:
+    """The config of variant ``name`` at ``seed``, trained (reused when its run finished)."""
+    config = study_config(args, f"{name.replace('/', '-')}-seed{seed}", seed, VARIANTS[name])
     if not run_paths(config).checkpoint("best").is_file():
         print(f"training {name}, seed {seed}", file=sys.stderr, flush=True)
         train(config, torch.device("cpu"))
@@ -152,9 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     Path(args.out).mkdir(parents=True, exist_ok=True)
     results = measure(args)
-    write_text_atomic(Path(args.out) / "results.json", json.dumps(results, indent=1) + "\n")
-    write_text_atomic(Path(args.out) / "results.md", table(results))
-    print(table(results))
+    write_results(args.out, "results", results, table(results))
     return 0
 
 

@@ -15,7 +15,6 @@ depend on the machine's load, and two one-thread runs use a 2-core CPU fully). W
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import statistics
 import sys
@@ -23,13 +22,16 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
-from alignment import TRANSFORMER, test_pairs  # the study beside this one: its Transformer and test pairs
+from alignment import (  # the study beside this one: its Transformer, test pairs, runs, scores and files
+    TRANSFORMER,
+    scores,
+    study_config,
+    test_pairs,
+    write_results,
+)
 
-from nmt.config.paths import prepared_paths, run_paths
-from nmt.config.schema import Config, load_config
-from nmt.core.fileio import write_text_atomic
-from nmt.data.alignments import agreement
-from nmt.pipelines.align import model_alignments, target_ids
+from nmt.config.paths import run_paths
+from nmt.config.schema import Config
 from nmt.pipelines.evaluate import evaluate, evaluation_set
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints
@@ -39,20 +41,8 @@ FAMILIES = {"rnn": [], "transformer": TRANSFORMER}
 
 
 def config_of(args, family: str, weight: float, seed: int) -> Config:
-    base = load_config(args.config)
-    run_dir = Path(args.runs) / f"{family}-guided{weight:g}-seed{seed}"
-    overrides = [
-        *FAMILIES[family],
-        f"run_dir={run_dir}",
-        f"data.prepared_dir={prepared_paths(base).root}",
-        f"train.seed={seed}",
-        f"train.epochs={args.epochs}",
-        f"train.guided_alignment={weight}",
-        "train.max_minutes=0",
-        "train.threads=1",
-        "train.validation_sentences=300",
-    ]
-    return load_config(args.config, overrides)
+    overrides = [*FAMILIES[family], f"train.guided_alignment={weight}", "train.threads=1"]
+    return study_config(args, f"{family}-guided{weight:g}-seed{seed}", seed, overrides)
 
 
 def train_one(args, family: str, weight: float, seed: int) -> str:
@@ -75,8 +65,7 @@ def measure(args) -> dict:
         translator = Translator(load_checkpoints(config, ["best"], torch.device("cpu")), None, config.decode)
         test_set, _ = evaluation_set(config, None, [])
         report = evaluate(translator, test_set, "test", ["best"])
-        found = model_alignments(translator, sources, target_ids(translator, targets))
-        row = {"bleu": report["bleu"], "chrf": report["chrf"], **agreement(reference, found).to_dict()}
+        row = {"bleu": report["bleu"], "chrf": report["chrf"], **scores(translator, sources, targets, reference)}
         results["runs"].setdefault(f"{family} {weight:g}", {})[str(seed)] = row
         print(family, weight, seed, row, file=sys.stderr, flush=True)
     return results
@@ -115,9 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     results = measure(args)
-    write_text_atomic(Path(args.out) / "guided.json", json.dumps(results, indent=1) + "\n")
-    write_text_atomic(Path(args.out) / "guided.md", table(results))
-    print(table(results))
+    write_results(args.out, "guided", results, table(results))
     return 0
 
 
