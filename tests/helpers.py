@@ -7,6 +7,7 @@ import itertools
 import random
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
@@ -224,6 +225,32 @@ def copy_translator(root: Path, steps: int = 500, seed: int = 0, **overrides) ->
         batch = collate(rng.sample(examples, 64))
         train_step(model, batch, optimizer, TrainConfig(clip_grad_norm=1.0), batch.num_tgt_tokens)
     return Translator(LoadedModel(config, model.eval(), tok, tok, torch.device("cpu")))
+
+
+def served_beside_torch(package: Path, engine: str, score_abs: float, attention_atol: float) -> dict:
+    """``package`` served twice in one app, by torch and by ``engine``: the JSON API's n-best
+    texts, scores and attention for "we like tea." alike (within the tolerances), the lab's
+    playback refused on ``engine`` naming --engine torch, and the page served. Returns
+    /api/models by name."""
+    from nmt.runtime.loading import load_packages
+    from nmt.serve.app import build_app
+    from nmt.serve.requests import Limits
+
+    engines = ("torch", engine)
+    translators = {name: Translator(load_packages([package], torch.device("cpu"), name)) for name in engines}
+    with local_client(build_app(translators, Limits())) as client:
+        models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
+        request = {"text": "we like tea.", "n_best": 2, "attention": True}
+        answers = {name: client.post("/api/translate", json={**request, "model": name}).json() for name in engines}
+        ours, theirs = answers[engine]["translations"], answers["torch"]["translations"]
+        assert [t["text"] for t in ours] == [t["text"] for t in theirs]
+        assert [t["score"] for t in ours] == pytest.approx([t["score"] for t in theirs], abs=score_abs)
+        attention = [torch.tensor(answers[name]["attention"]) for name in (engine, "torch")]
+        assert torch.allclose(*attention, atol=attention_atol)
+        lab = client.post("/api/lab/playback", json={"text": "we like tea.", "model": engine})
+        assert lab.status_code == 422 and "--engine torch" in lab.json()["error"]
+        assert client.get("/").status_code == 200  # the page
+    return models
 
 
 def local_client(app, **options):

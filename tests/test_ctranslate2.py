@@ -26,10 +26,15 @@ from nmt.export.ctranslate2_model import export_ctranslate2
 from nmt.pipelines.translate import Translator
 from nmt.runtime.ctranslate2_engine import CTranslate2Model
 from nmt.runtime.loading import load_packages
-from nmt.serve.app import build_app
-from nmt.serve.requests import Limits
 
-from .helpers import TINY_TRANSFORMER, local_client, small_model, synthetic_pairs, tiny_config, write_anki
+from .helpers import (
+    TINY_TRANSFORMER,
+    served_beside_torch,
+    small_model,
+    synthetic_pairs,
+    tiny_config,
+    write_anki,
+)
 
 pytest.importorskip("ctranslate2")
 runner = CliRunner()
@@ -219,28 +224,8 @@ def test_translate_and_evaluate_on_ctranslate2_give_pytorchs_results(package, be
 
 
 def test_the_json_api_and_the_page_on_ctranslate2(package):
-    translators = {
-        "torch": Translator(load_packages([package], torch.device("cpu"))),
-        "ct2": Translator(load_packages([package], torch.device("cpu"), "ctranslate2")),
-    }
-    with local_client(build_app(translators, Limits())) as client:
-        models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
-        assert models["ct2"]["engine"] == "ctranslate2"
-        answers = {
-            name: client.post(
-                "/api/translate", json={"text": "we like tea.", "model": name, "n_best": 2, "attention": True}
-            ).json()
-            for name in translators
-        }
-        ours, theirs = answers["ct2"]["translations"], answers["torch"]["translations"]
-        assert [t["text"] for t in ours] == [t["text"] for t in theirs]
-        assert [t["score"] for t in ours] == pytest.approx([t["score"] for t in theirs], abs=1e-3)
-        attention = [torch.tensor(answers[name]["attention"]) for name in ("ct2", "torch")]
-        assert torch.allclose(*attention, atol=1e-4)
-        lab = client.post("/api/lab/playback", json={"text": "we like tea.", "model": "ct2"})
-        assert lab.status_code == 422 and "--engine torch" in lab.json()["error"]
-        page = client.get("/")
-        assert page.status_code == 200
+    models = served_beside_torch(package, "ctranslate2", score_abs=1e-3, attention_atol=1e-4)
+    assert models["ctranslate2"]["engine"] == "ctranslate2"
 
 
 def test_what_the_engine_does_not_do_is_refused_with_what_to_do(package):

@@ -17,16 +17,13 @@ from nmt.core.errors import NmtError
 from nmt.decoding.search import beam_search, greedy_search
 from nmt.export.onnx_graphs import export_graphs
 from nmt.model.graphs import flatten_state, state_names, unflatten_state
-from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_packages
 from nmt.runtime.onnx_engine import OnnxModel, graph_file
-from nmt.serve.app import build_app
-from nmt.serve.requests import Limits
 
 from .helpers import (
     CELL_VARIANT_CONFIGS,
-    local_client,
     random_sources,
+    served_beside_torch,
     small_model,
     synthetic_pairs,
     tiny_config,
@@ -139,27 +136,9 @@ def test_translate_with_the_onnx_engine_gives_pytorchs_translations(package, bea
 
 
 def test_the_json_api_on_the_onnx_engine(package):
-    translators = {
-        "torch": Translator(load_packages([package], torch.device("cpu"))),
-        "onnx": Translator(load_packages([package], torch.device("cpu"), "onnx")),
-    }
-    with local_client(build_app(translators, Limits())) as client:
-        models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
-        assert models["onnx"]["engine"] == "onnx" and models["torch"]["engine"] == "torch"
-        assert models["onnx"]["parameters"] == models["torch"]["parameters"]
-        answers = {
-            name: client.post(
-                "/api/translate", json={"text": "we like tea.", "model": name, "n_best": 2, "attention": True}
-            ).json()
-            for name in translators
-        }
-        ours, theirs = answers["onnx"]["translations"], answers["torch"]["translations"]
-        assert [t["text"] for t in ours] == [t["text"] for t in theirs]
-        assert [t["score"] for t in ours] == pytest.approx([t["score"] for t in theirs], abs=1e-4)
-        attention = [torch.tensor(answers[name]["attention"]) for name in ("onnx", "torch")]
-        assert torch.allclose(*attention, atol=1e-5)
-        lab = client.post("/api/lab/playback", json={"text": "we like tea.", "model": "onnx"})
-        assert lab.status_code == 422 and "--engine torch" in lab.json()["error"]
+    models = served_beside_torch(package, "onnx", score_abs=1e-4, attention_atol=1e-5)
+    assert models["onnx"]["engine"] == "onnx" and models["torch"]["engine"] == "torch"
+    assert models["onnx"]["parameters"] == models["torch"]["parameters"]
 
 
 def test_a_package_without_graphs_or_the_engine_without_a_package_is_a_clear_error(package, tmp_path):
