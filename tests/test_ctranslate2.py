@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -339,3 +340,143 @@ def test_the_engine_runs_at_the_thread_count_that_decodes_a_probe_fastest(tmp_pa
     assert ctranslate2_engine.fastest_translator(fake, tmp_path, Pieces(), 4)[0] == 1
     before = clock[0]
     assert ctranslate2_engine.fastest_translator(fake, tmp_path, Pieces(), 1)[0] == 1 and clock[0] == before
+
+
+# ---- a crafted CTranslate2 folder never reaches the C++ loader (docs/explanation/security.md) ----
+
+
+def _rehash(package: Path) -> None:
+    """The manifest's hashes made to match the files as they are now (a crafter who edits both)."""
+    from nmt.core.fileio import sha256_file
+
+    manifest = json.loads((package / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files_sha256"] = {
+        name: sha256_file(package / name) for name in manifest["files_sha256"] if (package / name).is_file()
+    }
+    (package / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def _set_scalar(model_file: Path, name: str, value: int) -> None:
+    """Two bytes of model.bin: an int16 setting (name, rank 0, type, size, then its value)."""
+    data = bytearray(model_file.read_bytes())
+    at = data.index(name.encode() + b"\0") + len(name) + 1 + 1 + 1 + 4
+    data[at : at + 2] = int(value).to_bytes(2, "little", signed=True)
+    model_file.write_bytes(bytes(data))
+
+
+def _translate_in_a_process(package: Path) -> subprocess.CompletedProcess:
+    """In a process of its own: on the code before this check, CTranslate2 aborted the process."""
+    return subprocess.run(
+        [sys.executable, "-m", "nmt", "translate", "--model", str(package), "--engine", "ctranslate2", "--text", "we"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+CRAFTS = {
+    "alignment layer 99": (lambda p: _set_scalar(p / "ctranslate2/model.bin", "decoder/alignment_layer", 99), True),
+    "num_heads 0": (lambda p: _set_scalar(p / "ctranslate2/model.bin", "encoder/num_heads", 0), True),
+    "truncated": (lambda p: (p / "ctranslate2/model.bin").write_bytes((p / "ctranslate2/model.bin").read_bytes()[:999]), True),
+    "random bytes": (lambda p: (p / "ctranslate2/model.bin").write_bytes(os.urandom(4096)), True),
+    "bad config.json": (lambda p: (p / "ctranslate2/config.json").write_text("{not json", encoding="utf-8"), True),
+    "changed eos_token": (
+        lambda p: (p / "ctranslate2/config.json").write_text(
+            (p / "ctranslate2/config.json").read_text(encoding="utf-8").replace('"<eos>"', '"<unk>"'), encoding="utf-8"
+        ),
+        True,
+    ),
+    "missing vocabulary": (lambda p: (p / "ctranslate2/target_vocabulary.json").unlink(), True),
+    "an extra file": (lambda p: (p / "ctranslate2/extra.bin").write_bytes(b"x"), False),
+}
+
+
+@pytest.mark.parametrize("rehashed", [False, True], ids=["edited", "edited-and-rehashed"])
+@pytest.mark.parametrize("craft", list(CRAFTS))
+def test_a_crafted_ctranslate2_folder_is_refused_naming_the_file(package, tmp_path, craft, rehashed):
+    crafted = tmp_path / "crafted"
+    shutil.copytree(package, crafted)
+    edit, in_manifest = CRAFTS[craft]
+    edit(crafted)
+    if rehashed and in_manifest:
+        _rehash(crafted)
+    with pytest.raises(NmtError, match=r"ctranslate2[/\\]"):
+        load_packages([crafted], torch.device("cpu"), "ctranslate2")
+
+
+def test_the_crafted_bytes_that_aborted_the_process_end_it_with_a_message(package, tmp_path):
+    for name, value in [("decoder/alignment_layer", 99), ("encoder/num_heads", 0)]:
+        crafted = tmp_path / name.replace("/", "-")
+        shutil.copytree(package, crafted)
+        _set_scalar(crafted / "ctranslate2/model.bin", name, value)
+        _rehash(crafted)
+        result = _translate_in_a_process(crafted)
+        assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
+        assert name in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_swapped_weight_shape_is_refused_even_with_the_manifest_rehashed(package, tmp_path):
+    crafted = tmp_path / "swapped"
+    shutil.copytree(package, crafted)
+    model_file = crafted / "ctranslate2/model.bin"
+    data = bytearray(model_file.read_bytes())
+    name = b"decoder/layer_0/ffn/linear_0/weight\0"  # (ff, width) -> (width, ff): the same bytes
+    at = data.index(name) + len(name) + 1
+    rows, columns = data[at : at + 4], data[at + 4 : at + 8]
+    data[at : at + 8] = columns + rows
+    model_file.write_bytes(bytes(data))
+    _rehash(crafted)
+    with pytest.raises(NmtError, match=r"linear_0/weight has shape"):
+        load_packages([crafted], torch.device("cpu"), "ctranslate2")
+
+
+@pytest.mark.parametrize("link", ["folder", "model.bin"])
+def test_a_linked_ctranslate2_folder_or_file_is_refused(package, tmp_path, link):
+    crafted = tmp_path / "linked"
+    shutil.copytree(package, crafted)
+    outside = tmp_path / "outside"
+    shutil.copytree(package / "ctranslate2", outside)
+    if link == "folder":
+        shutil.rmtree(crafted / "ctranslate2")
+        (crafted / "ctranslate2").symlink_to(outside)
+    else:
+        (crafted / "ctranslate2/model.bin").unlink()
+        (crafted / "ctranslate2/model.bin").symlink_to(outside / "model.bin")
+    with pytest.raises(NmtError, match="symbolic link"):
+        load_packages([crafted], torch.device("cpu"), "ctranslate2")
+
+
+def test_a_package_exported_before_hashes_runs_on_torch_and_its_ctranslate2_folder_is_refused(package, tmp_path):
+    legacy = tmp_path / "legacy"
+    shutil.copytree(package, legacy)
+    manifest = json.loads((legacy / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["files_sha256"]
+    (legacy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert load_packages([legacy], torch.device("cpu"), "torch").parameters > 0
+    with pytest.raises(NmtError, match="export the model again"):
+        load_packages([legacy], torch.device("cpu"), "ctranslate2")
+
+
+def test_the_weights_settings_edited_consistently_are_refused_by_their_hash(package, tmp_path):
+    """Editing heads in config.yaml and in the safetensors header alike (or deleting the header's
+    record) loaded and translated garbage: the manifest's hash of the weights refuses both."""
+    from safetensors.torch import load_file, save_file
+
+    for how in ("heads in both", "metadata deleted"):
+        crafted = tmp_path / how.replace(" ", "-")
+        shutil.copytree(package, crafted)
+        weights = load_file(str(crafted / "model.safetensors"))
+        from safetensors import safe_open
+
+        with safe_open(str(crafted / "model.safetensors"), framework="pt") as handle:
+            metadata = dict(handle.metadata() or {})
+        if how == "heads in both":
+            config = yaml.safe_load((crafted / "config.yaml").read_text(encoding="utf-8"))
+            config["model"]["heads"] = 2
+            (crafted / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+            metadata = {k: v.replace('"heads": 4', '"heads": 2') for k, v in metadata.items()}
+            save_file(weights, str(crafted / "model.safetensors"), metadata=metadata)
+        else:
+            save_file(weights, str(crafted / "model.safetensors"))
+        with pytest.raises(NmtError, match=r"model.safetensors is not the file `nmt export` wrote"):
+            load_packages([crafted], torch.device("cpu"), "torch")

@@ -31,6 +31,9 @@ from nmt.runtime.loading import (
     weights_metadata,
     weights_shapes,
 )
+from nmt.runtime.ctranslate2_engine import FOLDER as CTRANSLATE2_FOLDER
+from nmt.runtime.onnx_engine import GRAPHS, graph_file
+from nmt.runtime.package_files import MANIFEST_KEY, file_hashes, files_under
 from nmt.train.metrics import MetricsFile, RunSummary
 from nmt.train.timeline import read_timeline
 
@@ -139,12 +142,11 @@ def _ctranslate2(
 ) -> dict:
     """The model of ``weights`` as a CTranslate2 model in ``root``/ctranslate2."""
     from nmt.export.ctranslate2_model import export_ctranslate2
-    from nmt.runtime.ctranslate2_engine import FOLDER
 
     src_tok, tgt_tok = tokenizers
     model = new_model(config, src_tok, tgt_tok)
     model.load_state_dict(weights)
-    return export_ctranslate2(model, src_tok, tgt_tok, root / FOLDER, quantization)
+    return export_ctranslate2(model, src_tok, tgt_tok, root / CTRANSLATE2_FOLDER, quantization)
 
 
 def _check_packageable(config: Config, run_dir: Path) -> None:
@@ -197,12 +199,16 @@ def export_model(
             write_lines_atomic(staging.root / timeline.name, (json.dumps(r) for r in read_timeline(timeline)))
         graphs = _onnx_graphs(config, weights, src_tok, tgt_tok, staging.root) if onnx else None
         fast = _ctranslate2(config, weights, (src_tok, tgt_tok), staging.root, ctranslate2) if ctranslate2 else None
+        engine_files = [staging.weights, *(graph_file(staging.root, g) for g in GRAPHS if onnx)]
+        if ctranslate2:
+            engine_files += files_under(staging.root / CTRANSLATE2_FOLDER)
         manifest = {
             "format": PACKAGE_FORMAT,
             "parameters": parameters,
             "onnx": graphs,  # the ONNX graphs' names, inputs and outputs, or null
             "ctranslate2": fast,  # the CTranslate2 model's folder and quantization, or null
             "spm_sha256": spm_hashes(src_tok, tgt_tok),
+            MANIFEST_KEY: file_hashes(staging.root, engine_files),  # what each engine reads, checked at load
             "exported_from": f"{Path(run_dir).resolve().name} ({checkpoint_label(checkpoint)})",  # no local paths
             "parent": payload.get("parent"),  # the model it was trained from (init_from), if any
             "test_scores": {"bleu": scores["bleu"], "chrf": scores["chrf"]} if scores else None,

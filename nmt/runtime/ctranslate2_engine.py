@@ -44,7 +44,9 @@ from nmt.decoding.search import (
     search_sentences,
 )
 from nmt.model.ctranslate2_spec import ctranslate2_module
+from nmt.runtime.ctranslate2_files import check_model_file
 from nmt.runtime.loading import Engine, LoadedModel, load_package, package_parts
+from nmt.runtime.package_files import check_folder
 
 FOLDER = "ctranslate2"  # the CTranslate2 model's folder inside a package
 STEPS_REFUSED = (
@@ -76,11 +78,6 @@ class CTranslate2Model:
         pytorch: Callable[[], SearchModel] | None = None,
     ):
         ctranslate2 = ctranslate2_module()
-        if not (folder / "model.bin").is_file():
-            raise NmtError(
-                f"{folder.parent} has no CTranslate2 model ({folder.name}/model.bin missing): make it with "
-                f"`nmt export RUN {folder.parent} --ctranslate2`."
-            )
         self.config = config.model  # what a torch model's config is: its settings
         self.parameter_count = parameters
         self.src_tok, self.tgt_tok = tokenizers
@@ -238,10 +235,20 @@ def _with_eos_column(attention: torch.Tensor) -> torch.Tensor:
 def load_ctranslate2_package(model_dirs: list[Path], device: torch.device) -> LoadedModel:
     """One package's CTranslate2 model, on the CPU whatever ``device`` says."""
     config, src_tok, tgt_tok, manifest = package_parts(model_dirs[0])
+    folder = model_dirs[0] / FOLDER
+    if not folder.is_symlink() and not (folder / "model.bin").is_file():
+        raise NmtError(
+            f"{model_dirs[0]} has no CTranslate2 model ({FOLDER}/model.bin missing): make it with "
+            f"`nmt export RUN {model_dirs[0]} --ctranslate2`."
+        )
+    # CTranslate2's C++ loader trusts its files (an edited byte can abort the process): every file is
+    # the one exported, and what model.bin declares is what the package's config describes
+    check_folder(model_dirs[0], manifest, FOLDER, "CTranslate2's C++ loader")
+    check_model_file(folder, config, src_tok, tgt_tok)
     parameters = manifest.get("parameters", 0)
     weights = PackagePaths(model_dirs[0]).weights
     pytorch = (lambda: load_package(model_dirs[0])[1]) if weights.is_file() else None
-    model = CTranslate2Model(model_dirs[0] / FOLDER, config, (src_tok, tgt_tok), parameters, pytorch)
+    model = CTranslate2Model(folder, config, (src_tok, tgt_tok), parameters, pytorch)
     return LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu"), manifest.get("parent"))
 
 

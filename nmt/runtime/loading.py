@@ -22,6 +22,7 @@ from nmt.config.schema import Config, config_from_dict
 from nmt.core.device import skip_cudnn_attention
 from nmt.core.errors import NmtError
 from nmt.core.fileio import refuse_link, sha256_file
+from nmt.runtime.package_files import check_file
 from nmt.core.hardware import available_memory
 from nmt.core.plugins import missing_plugins
 from nmt.core.registry import ENGINES
@@ -315,9 +316,9 @@ def load_package(model_dir: Path) -> tuple[Config, TranslationModel, Tokenizer, 
     from safetensors import SafetensorError, safe_open
     from safetensors.torch import load_file
 
-    config, src_tok, tgt_tok, _ = package_parts(model_dir)
+    config, src_tok, tgt_tok, manifest = package_parts(model_dir)
     path = PackagePaths(model_dir).weights
-    refuse_link(path)
+    check_file(Path(model_dir), manifest, path.name)  # the bytes exported, where the manifest records them
     try:
         with safe_open(str(path), framework="pt") as weights_file:
             names = list(weights_file.keys())

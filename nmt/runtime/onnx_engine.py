@@ -23,6 +23,7 @@ from nmt.core.fileio import refuse_link
 from nmt.core.registry import ENGINES
 from nmt.model.graphs import memory_names, state_names
 from nmt.runtime.loading import Engine, LoadedModel, package_parts
+from nmt.runtime.package_files import check_file
 
 GRAPHS = ("encoder", "decoder_step")
 INSTALL = install_hint("onnx", "onnx 'onnxruntime>=1.24'")
@@ -135,6 +136,10 @@ class OnnxModel:
 def load_onnx_package(model_dirs: list[Path], device: torch.device) -> LoadedModel:
     """One package's ONNX graphs on onnxruntime, on the CPU whatever ``device`` says."""
     config, src_tok, tgt_tok, manifest = package_parts(model_dirs[0])
+    for graph in GRAPHS:  # the graphs exported, unchanged (a missing one is named by OnnxModel)
+        path = graph_file(model_dirs[0], graph)
+        if path.is_file() or path.is_symlink():
+            check_file(model_dirs[0], manifest, path.name)
     model = OnnxModel(model_dirs[0], config, parameters=manifest.get("parameters", 0))
     return LoadedModel(config, model, src_tok, tgt_tok, torch.device("cpu"), manifest.get("parent"))
 
