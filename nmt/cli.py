@@ -475,7 +475,10 @@ def translate(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Where to write translations (default: stdout).")
     ] = None,
-    text: Annotated[str | None, typer.Option("--text", help="Translate this one sentence instead of a file.")] = None,
+    text: Annotated[
+        list[str] | None,
+        typer.Option("--text", help="Translate this sentence instead of a file; repeat for several, in order."),
+    ] = None,
     beam_size: BeamOption = None,
     plot_attention: PlotAttentionOption = None,
     plot_count: Annotated[int, typer.Option("--plot-count", min=1, help="How many sentences to plot.")] = 5,
@@ -496,10 +499,10 @@ def translate(
     """
     from nmt.pipelines.translate import read_input_lines
 
-    if text is not None and input_ is not None:
+    if text and input_ is not None:
         raise NmtError("Give either --text or --input, not both.")
     translator = _translator(config, set_, checkpoint, model, device, engine, tgt_lang, beam_size, threads)
-    lines = [text] if text is not None else read_input_lines(str(input_) if input_ else None)
+    lines = list(text) if text else read_input_lines(str(input_) if input_ else None)
     if n_best is None:
         written = translator.translate(lines, progress=input_ is not None)
     else:

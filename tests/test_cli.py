@@ -56,11 +56,18 @@ def test_prepare_train_translate_evaluate(tmp_path, config_file):
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # 3 lines + final newline
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["attention_0001.png", "attention_0003.png"]
 
+    best_of_each = out.read_text(encoding="utf-8").splitlines()[0::2]  # "I see apples.", "we like tea."
     svg = tmp_path / "one.svg"
     result = run("translate", "--config", config_file, "--text", "I see apples.", "--plot-attention", svg)
     assert result.exit_code == 0 and svg.read_text(encoding="utf-8").lstrip().startswith("<?xml")
     result = run("translate", "--config", config_file, "--input", src, "--plot-attention", tmp_path / "x.png")
     assert result.exit_code == 1 and "use it with --text" in result.stderr
+
+    # --text repeated: each sentence, in order (the last alone was translated before)
+    result = run("translate", "--config", config_file, "--text", "I see apples.", "--text", "we like tea.")
+    assert result.exit_code == 0 and result.stdout.splitlines() == best_of_each
+    result = run("translate", "--config", config_file, "--text", "hi", "--input", src)
+    assert result.exit_code == 1 and "not both" in result.stderr
 
     result = runner.invoke(app, ["translate", "--config", str(config_file), "--beam-size", "1"], input="we like tea.\n")
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1
