@@ -713,8 +713,6 @@ def evaluate(
     from nmt.pipelines.evaluate import evaluation_set
     from nmt.pipelines.evaluate import write_report as run_evaluate_report
 
-    if model and src is None:
-        raise NmtError("With --model, give the sentences to score: --src FILE --ref FILE [--ref FILE ...].")
     translator = _translator(config, set_, checkpoint, model, device, engine, beam_size=beam_size, threads=threads)
     cfg = translator.loaded.config
     test_set, name = evaluation_set(cfg, src, ref or [])

@@ -480,3 +480,17 @@ def test_the_weights_settings_edited_consistently_are_refused_by_their_hash(pack
             save_file(weights, str(crafted / "model.safetensors"))
         with pytest.raises(NmtError, match=r"model.safetensors is not the file `nmt export` wrote"):
             load_packages([crafted], torch.device("cpu"), "torch")
+
+
+def test_evaluate_on_a_package_alone_scores_its_test_split_with_all_references(package):
+    """docs/portable.md's `nmt evaluate --model pkg --engine ctranslate2` (it asked for --src/--ref
+    before, and those gave one reference a line): the package carries its test split's references."""
+    carried = (package / "test.multi.tsv").read_text(encoding="utf-8").splitlines()
+    assert carried and max(line.count("\t") for line in carried) >= 2  # a source with several references
+    reports = {}
+    for engine in ("torch", "ctranslate2"):
+        result = runner.invoke(app, ["evaluate", "--model", str(package), "--engine", engine, "--json"])
+        assert result.exit_code == 0, result.output
+        reports[engine] = json.loads(result.stdout)
+    assert reports["torch"]["num_sentences"] == len(carried) and reports["torch"]["num_references"] >= 2
+    assert reports["ctranslate2"]["bleu"] == pytest.approx(reports["torch"]["bleu"])

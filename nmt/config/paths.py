@@ -210,6 +210,8 @@ class PackagePaths:
 
     model.safetensors   config.yaml   spm.<src>.model   spm.<tgt>.model  (joint: spm.<src>-<tgt>.model)
     manifest.json       MODEL_CARD.md       timeline.jsonl (when the run recorded one)
+    test.multi.tsv      (the test split with all its references, when the run had one)
+    ctranslate2/        (nmt export --ctranslate2: nmt/export/ctranslate2_model.py)
     encoder.onnx        decoder_step.onnx   (nmt export --onnx: nmt/export/onnx_graphs.py)
     """
 

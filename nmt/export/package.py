@@ -17,6 +17,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, fsync_file, refuse_link, write_lines_atomic, write_text_atomic
 from nmt.core.registry import ARCHITECTURES
 from nmt.data.languages import language_name
+from nmt.data.references import read_references, write_references
 from nmt.data.tokenizer import Tokenizer
 from nmt.pipelines.prepare import load_report
 from nmt.runtime.checkpoint import translation_weights
@@ -193,6 +194,11 @@ def export_model(
         save_config(config_from_dict(without_local_paths(config.to_dict())), staging.config)
         for tokenizer in (src_tok, tgt_tok):
             shutil.copyfile(tokenizer.path, staging.root / tokenizer.path.name)
+        test_set = paths.multi("test")  # the test split with all its references: `nmt evaluate --model PKG`
+        if test_set.is_file() or test_set.is_symlink():
+            refuse_link(test_set)
+            references = read_references(test_set)
+            write_references(staging.root / test_set.name, zip(references.sources, references.references))
         timeline = run_paths(config).timeline  # the probes' attention over training, for the page
         if timeline.is_file() or timeline.is_symlink():
             refuse_link(timeline)  # parsed and written anew, never copied: only timeline records reach the package

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from nmt.config.paths import prepared_paths, run_paths
+from nmt.config.paths import PackagePaths, prepared_paths, run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
-from nmt.core.fileio import read_lines, write_lines_atomic, write_text_atomic
+from nmt.core.fileio import read_lines, refuse_link, write_lines_atomic, write_text_atomic
 from nmt.data.references import ReferenceSet, read_references
 from nmt.decoding.scoring import repeated_word_share, score
 from nmt.pipelines.translate import Translator
@@ -21,8 +21,14 @@ def evaluation_set(config: Config, src: Path | None, refs: list[Path]) -> tuple[
     if src is None:
         if refs:
             raise NmtError("--ref needs --src.")
-        path = prepared_paths(config).multi("test")
+        path = prepared_paths(config).multi("test")  # a package's own: the split it was trained beside
+        refuse_link(path)
         if not path.is_file():
+            if PackagePaths(Path(config.run_dir)).manifest.is_file():  # a package exported without one
+                raise NmtError(
+                    f"{path.parent} carries no test set (exported before packages did, or from a run with none): "
+                    "give the sentences to score, --src FILE --ref FILE [--ref FILE ...]."
+                )
             raise NmtError(f"No prepared test set at {path}. Run `nmt prepare --config ...` first.")
         return read_references(path), "test"
     if not refs:
