@@ -247,6 +247,12 @@ def served_beside_torch(package: Path, engine: str, score_abs: float, attention_
         assert [t["score"] for t in ours] == pytest.approx([t["score"] for t in theirs], abs=score_abs)
         attention = [torch.tensor(answers[name]["attention"]) for name in (engine, "torch")]
         assert torch.allclose(*attention, atol=attention_atol)
+        # one translation, no attention: each token's log-probability the model's (CTranslate2 made
+        # them up here before: zeros, then the total on the last token)
+        plain = {n: client.post("/api/translate", json={"text": "we like tea.", "model": n}).json() for n in engines}
+        ours, theirs = plain[engine]["translations"][0], plain["torch"]["translations"][0]
+        assert ours["token_logprobs"] == pytest.approx(theirs["token_logprobs"], abs=score_abs)
+        assert ours["score"] == pytest.approx(theirs["score"], abs=score_abs)
         lab = client.post("/api/lab/playback", json={"text": "we like tea.", "model": engine})
         assert lab.status_code == 422 and "--engine torch" in lab.json()["error"]
         assert client.get("/").status_code == 200  # the page

@@ -39,8 +39,17 @@ class SearchesItself(Protocol):
     hands it the sentences and the decoding settings, whole."""
 
     def searches_itself(
-        self, sentences: list[list[int]], decode: DecodeConfig, n_best: int, with_attention: bool, progress: bool
-    ) -> list[list[Hypothesis]]: ...
+        self,
+        sentences: list[list[int]],
+        decode: DecodeConfig,
+        n_best: int,
+        with_attention: bool,
+        progress: bool,
+        token_scores: bool = False,
+    ) -> list[list[Hypothesis]]:
+        """``token_scores``: each hypothesis's ``token_logprobs`` must be the model's (they are shown);
+        otherwise an engine may leave them out of a search that only writes translations."""
+        ...
 
 
 class SearchModel(Protocol):
@@ -592,9 +601,11 @@ def search_sentences(
     n_best: int = 1,
     with_attention: bool = False,
     progress: bool = False,
+    token_scores: bool = False,
 ) -> list[list[Hypothesis]]:
     """Subword ids of many sentences -> the ``n_best`` hypotheses of each, in their order, at
-    ``decode.beam_size`` (another beam: ``decode.with_beam(k)``).
+    ``decode.beam_size`` (another beam: ``decode.with_beam(k)``). ``token_scores``: the caller shows
+    each token's log-probability (an engine that searches itself then scores them; this search always does).
 
     Sentences are batched by length (longest first) under ``decode.batch_size`` and
     ``decode.batch_tokens``; an empty sentence gets one empty hypothesis.
@@ -603,7 +614,7 @@ def search_sentences(
     if not 1 <= n_best <= beam_size:
         raise NmtError(f"n_best must be between 1 and the beam size ({beam_size}), got {n_best}.")
     if isinstance(model, SearchesItself):
-        return model.searches_itself(sentences, decode, n_best, with_attention, progress)
+        return model.searches_itself(sentences, decode, n_best, with_attention, progress, token_scores)
     results: list[list[Hypothesis] | None] = [None] * len(sentences)
     todo = [i for i, ids in enumerate(sentences) if ids]
     # Each sentence runs as beam_size hypotheses: the token budget is shared among them.

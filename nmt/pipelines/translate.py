@@ -145,7 +145,8 @@ class Translator:
         prefix_ids = self.prefix_ids(prefix)
         model = PrefixedModel(self.searched, prefix_ids) if prefix_ids else self.searched
         src_ids = self.source_ids(lines)
-        found = search_sentences(model, src_ids, self.decode.with_beam(beam_size), self.device, n_best, with_attention)
+        decode = self.decode.with_beam(beam_size)
+        found = search_sentences(model, src_ids, decode, self.device, n_best, with_attention, token_scores=True)
         explanations = []
         for line, ids, hypotheses in zip(lines, src_ids, found):
             if prefix_ids and ids:

@@ -99,8 +99,11 @@ class CTranslate2Model:
         n_best: int = 1,
         with_attention: bool = False,
         progress: bool = False,
+        token_scores: bool = False,
     ) -> list[list[Hypothesis]]:
-        """Subword ids of many sentences -> the ``n_best`` hypotheses of each, in their order."""
+        """Subword ids of many sentences -> the ``n_best`` hypotheses of each, in their order; each
+        token's log-probability scored by CTranslate2 where it is shown (``token_scores``, the
+        page's attention, n-best lists), else left out (``translate`` writes text only)."""
         refused = unsupported(decode)
         if refused is not None:
             raise NmtError(f"--engine ctranslate2 cannot apply {refused}.")
@@ -132,7 +135,7 @@ class CTranslate2Model:
             bar.update(len(rows))
         bar.close()
         again = self._keep_the_no_repeat_rule(sentence_ids, results, decode, n_best, with_attention)
-        if with_attention or n_best > 1:  # what the page and n-best lists show of each token
+        if token_scores or with_attention or n_best > 1:  # what the page and n-best lists show of each token
             self._score_tokens(sentences, results, Ranking.of(decode), skip=again)
         return results
 
@@ -175,8 +178,8 @@ class CTranslate2Model:
             tokens = self.tgt_tok.piece_ids(pieces[:-1] if ended else pieces)
             steps = len(tokens) + ended
             attention = _with_eos_column(torch.tensor(result.attention[index])[:steps]) if with_attention else None
-            # per-token log-probabilities are filled by ``_score_tokens`` where shown; until then the
-            # hypothesis's total sits on its last step
+            # per-token log-probabilities are filled by ``_score_tokens`` wherever they are shown
+            # (``token_scores``); a search that only writes text keeps the total on its last step
             logprobs = [0.0] * (steps - 1) + [result.scores[index]] if steps else []
             hypotheses.append(Hypothesis(tokens, logprobs, result.scores[index], attention))
         return hypotheses
