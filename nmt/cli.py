@@ -748,6 +748,11 @@ def _print_report(report: dict, name: str, eval_dir: Path) -> None:
     typer.echo(f"Hypotheses and report in {eval_dir}")
 
 
+def _note(text: str) -> None:
+    """A line for the person running the command, on stderr (stdout carries only its output)."""
+    typer.echo(text, err=True)
+
+
 def _translator(
     config: Path | None,
     set_: list[str] | None,
@@ -778,7 +783,7 @@ def _translator(
                 "change how it decodes), not with --config or --checkpoint."
             )
         chosen = _device_named(device or "auto")
-        tuner = make_tuner(setting, chosen, settings=DECODING) if engine == "torch" or setting != "auto" else None
+        tuner = make_tuner(setting, chosen, settings=DECODING, say=_note) if engine == "torch" or setting != "auto" else None
         loaded = load_packages(models, chosen, engine)
         return Translator(loaded, tgt_lang, decoding_settings(loaded.config.decode, set_, beam_size), tuner)
     if engine != "torch":
@@ -787,7 +792,7 @@ def _translator(
         raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
     cfg = _load(config, set_)
     chosen = _device(cfg, device)
-    tuner = make_tuner(setting, chosen, settings=DECODING)
+    tuner = make_tuner(setting, chosen, settings=DECODING, say=_note)
     loaded = load_checkpoints(cfg, checkpoints or ["best"], chosen)
     return Translator(loaded, tgt_lang, decoding_settings(cfg.decode, beam_size=beam_size), tuner)
 

@@ -426,3 +426,42 @@ def test_decoding_measures_in_turns_whose_first_unit_is_left_out():
         tuner.record(100.0, 1.0 if first_of_turn and tuner.threads == 1 else {2: 0.02, 1: 0.01}[tuner.threads])
     assert used[:8] == [1, 1, 1, 1, 2, 2, 2, 2]
     assert decisions and decisions[0].threads == 1 and decisions[0].rates == pytest.approx({2: 5000.0, 1: 10000.0})
+
+
+@pytest.fixture
+def threads_restored():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_a_thread_count_is_bounded_by_the_cores_and_a_typo_is_refused(monkeypatch, threads_restored):
+    """1,000 threads on 2 cores trained 270x slower; a 20-digit count gave a traceback."""
+    from nmt.core import threads as threads_module
+
+    monkeypatch.setattr(threads_module, "usable_cores", lambda: 2)
+    said: list[str] = []
+    assert make_tuner(1000, torch.device("cpu"), say=said.append) is None
+    assert torch.get_num_threads() == 2 and "1000 asked for" in said[0] and "2 core(s)" in said[0]
+    for text in ("100000000000000000000", "1025", "-1", "many"):
+        with pytest.raises(NmtError, match="from 0 .* to 1024"):
+            parse_setting(text, "--threads")
+    with pytest.raises(NmtError, match=r"train\.threads.*to 1024"):
+        config_from_dict({"train": {"threads": 10**20}})
+
+
+def test_auto_says_when_the_environment_or_one_core_decides(monkeypatch, threads_restored):
+    from nmt.core import threads as threads_module
+
+    monkeypatch.setattr(threads_module, "usable_cores", lambda: 4)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    said: list[str] = []
+    assert make_tuner("auto", torch.device("cpu"), say=said.append) is None
+    assert torch.get_num_threads() == 1 and "OMP_NUM_THREADS=1" in said[0]
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    tuner = make_tuner("auto", torch.device("cpu"), say=said.append)
+    assert tuner is not None and tuner.cores == 2
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(threads_module, "usable_cores", lambda: 1)  # taskset -c 0
+    said.clear()
+    assert make_tuner("auto", torch.device("cpu"), say=said.append) is None and "one core" in said[0]

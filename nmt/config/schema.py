@@ -25,7 +25,7 @@ from nmt.core.device import DEVICE_NAMES, PRECISION_NAMES
 from nmt.core.errors import NmtError
 from nmt.core.plugins import load_config_plugins, requested_plugins
 from nmt.core.registry import ARCHITECTURES, ATTENTIONS, CALLBACKS, CELLS, STRATEGIES
-from nmt.core.threads import ThreadSetting
+from nmt.core.threads import MOST_THREADS, ThreadSetting
 
 # Allowed values come from the registries, read when a config is validated: a new attention
 # (nmt/model/attention.py) or cell (nmt/model/cells.py) is one entry there, nothing here.
@@ -199,7 +199,8 @@ class TrainConfig:
     deterministic: bool = False  # the same bits on a GPU too, a resume included (costs GPU speed)
     # CPU threads: auto measures the step rate at 1, 2, 4, ... threads at the start and again while the
     # run goes on (another program's load can make fewer threads faster), and keeps the fastest; a
-    # number pins it (0 = torch's default). Members and torchrun processes share the cores among them.
+    # number pins it (0 = torch's default), never above the cores this process may use. Members and
+    # torchrun processes share the cores among them; OMP_NUM_THREADS, where set, caps auto.
     threads: ThreadSetting = "auto"
     # torch.compile the decoder's per-step body: none | default | reduce-overhead (+ CUDA graphs on a GPU)
     compile: Literal["none", "default", "reduce-overhead"] = "none"
@@ -369,7 +370,10 @@ _RANGES: dict[str, tuple[Any, str]] = {
     "train.lr_patience": _NON_NEGATIVE,
     "train.lr_factor": (lambda v: 0.0 < v < 1.0, "a number in (0, 1)"),
     "train.min_lr": _NON_NEGATIVE,
-    "train.threads": (lambda v: v == "auto" or v >= 0, "'auto' or a number of threads >= 0 (0 = torch's default)"),
+    "train.threads": (
+        lambda v: v == "auto" or 0 <= v <= MOST_THREADS,
+        f"'auto' or a number of threads from 0 (torch's default) to {MOST_THREADS}",
+    ),
     "train.members": (lambda v: v >= 1, "an integer >= 1"),
     "train.loader_workers": (lambda v: v >= -1, "an integer >= 0, or -1 for auto"),
     "train.checkpoint_every": _NON_NEGATIVE,

@@ -350,24 +350,49 @@ def describe(decision: Decision, unit: str) -> str:
     return f"Threads measured again, {decision.why} ({rates}{busy}): {now} {count(decision.threads)}."
 
 
+MOST_THREADS = 1024  # a thread count past this is a typo, not a machine
+
+
+def thread_cap_from_environment() -> int | None:
+    """OMP_NUM_THREADS, where set to a count: what the user asked every OpenMP program to use."""
+    try:
+        value = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return value if value >= 1 else None
+
+
 def make_tuner(
     setting: ThreadSetting,
     device: torch.device,
     cap: int | None = None,
     on_decision: Callable[[Decision], None] | None = None,
     settings: TunerSettings = TunerSettings(),
+    say: Callable[[str], None] | None = None,
 ) -> ThreadTuner | None:
     """The tuner of ``setting`` on ``device``: one for ``auto`` on a CPU with two cores or more
-    (``cap``: at most this many threads, the process's share when several share the machine),
-    None otherwise. A count is set here, on the calling thread (0 leaves PyTorch's default)."""
+    (``cap``: at most this many threads, the process's share when several share the machine;
+    OMP_NUM_THREADS, where set, caps it too), None otherwise. A count is set here, on the calling
+    thread (0 leaves PyTorch's default), never above the cores this process may use: 1,000
+    threads on 2 cores trained 270x slower. ``say`` is told what was decided where it is not
+    what was asked (a count capped, OMP_NUM_THREADS honoured, one core)."""
+    tell = say or (lambda _: None)
+    cores = usable_cores()
     if isinstance(setting, int):
+        if setting > cores:
+            tell(f"Threads: {setting} asked for, but this process may use {cores} core(s): {cores} thread(s).")
         if setting:
-            torch.set_num_threads(setting)
+            torch.set_num_threads(min(setting, cores))
         return None
     if device.type != "cpu":
         return None
-    limit = max(1, cap if cap is not None else usable_cores())
+    limit = max(1, cap if cap is not None else cores)
+    from_environment = thread_cap_from_environment()
+    if from_environment is not None and from_environment < limit:
+        tell(f"Threads: auto measures at most {from_environment}, as OMP_NUM_THREADS={from_environment} asks.")
+        limit = from_environment
     if limit < 2:
+        tell("Threads: 1 (auto has one core to use here, so nothing to measure).")
         torch.set_num_threads(1)
         return None
     return ThreadTuner(candidate_counts(limit), settings, on_decision)
@@ -383,6 +408,9 @@ def parse_setting(text: str, where: str) -> ThreadSetting:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
-        raise NmtError(f"{where}: got {text!r}, expected 'auto' or a number of threads (0: PyTorch's default).")
+    if not 0 <= value <= MOST_THREADS:
+        raise NmtError(
+            f"{where}: got {text!r}, expected 'auto' or a number of threads from 0 (PyTorch's default) "
+            f"to {MOST_THREADS}."
+        )
     return value

@@ -189,7 +189,8 @@ def build_trainer(
     ddp = ddp or Distributed()
     load_config_plugins(config.plugins, "Config key 'plugins'")  # a member or a trial is a process of its own
     before = ProcessSettings.current()
-    tuner = make_tuner(config.train.threads, device, thread_cap or ddp_share(ddp))
+    thread_notes: list[str] = []
+    tuner = make_tuner(config.train.threads, device, thread_cap or ddp_share(ddp), say=thread_notes.append)
     if config.train.deterministic:
         make_deterministic(device)  # before the model reaches the GPU: cuBLAS reads its workspace setting then
     skip_cudnn_attention(device)
@@ -198,7 +199,7 @@ def build_trainer(
     check_trainable(config, src_tok, tgt_tok, device)  # its size against free memory, before it exists
     data = load_train_data(config, src_tok, tgt_tok)
     model = new_model(config, src_tok, tgt_tok)
-    parent, notes = None, []
+    parent, notes = None, thread_notes
     if config.init_from and not run_paths(config).checkpoint("last").is_file():  # a run resumed has its own weights
         parent = load_parent(config.init_from)
         check_architecture(parent, config)
