@@ -192,8 +192,10 @@ def _load(config: Path, overrides: list[str] | None) -> Config:
 def _writing(cfg: Config, command: str):
     """Hold the run's lock, and the prepared data's where it lies outside the run, while this
     command writes into them: a second command on the same run is refused (nmt/core/locking.py)."""
+    from nmt.config.paths import refuse_linked_prepared_dir
     from nmt.core.locking import holding
 
+    refuse_linked_prepared_dir(cfg)
     run = Path(cfg.run_dir)
     folders = [run]
     if not Path(cfg.prepared_dir).resolve().is_relative_to(run.resolve()):

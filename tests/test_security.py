@@ -460,3 +460,25 @@ def test_files_a_run_writes_have_the_mode_the_umask_asks_for(tmp_path):
             mode = stat.S_IMODE(path.stat().st_mode)
             expected = (0o777 if path.is_dir() else 0o666) & ~UMASK
             assert mode == expected, f"{path}: {oct(mode)}, the umask asks for {oct(expected)}"
+
+
+def test_a_run_whose_data_folder_is_a_link_is_never_written_through(tmp_path):
+    """prepare --force wrote 23 files, and train --resume its lock, into a linked RUN/data's target."""
+    from nmt.pipelines.prepare import prepare
+
+    data = write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
+    raw = tiny_config(tmp_path, data, run_dir=str(tmp_path / "run"))
+    raw["data"].pop("prepared_dir", None)  # the default: RUN/data
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    (tmp_path / "run").mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "run" / "data").symlink_to(elsewhere)
+    for command in (["prepare", "--config", str(config), "--force"], ["train", "--config", str(config), "--resume"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 1 and "symbolic link" in result.output, result.output
+        assert list(elsewhere.iterdir()) == [], command
+    with pytest.raises(NmtError, match="symbolic link"):
+        prepare(config_from_dict(raw), force=True)
+    assert list(elsewhere.iterdir()) == []

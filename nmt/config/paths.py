@@ -82,6 +82,14 @@ def prepared_paths(config: Config) -> PreparedPaths:
     return PreparedPaths(config.prepared_dir, config.data.src_lang, config.data.tgt_lang, config.tokenizer.joint)
 
 
+def refuse_linked_prepared_dir(config: Config) -> None:
+    """A prepared folder inside the run (the default, ``RUN/data``) that is a link, or lies behind
+    one, is refused before anything is written: ``prepare --force`` wrote its files, and a lock,
+    through a linked ``data/`` into the link's target. A ``data.prepared_dir`` named outside the
+    run is the user's own choice of folder."""
+    refuse_links_under(Path(config.run_dir), Path(config.prepared_dir))
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """A run directory (``run_dir``)::

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from nmt.config.paths import SPLITS, PreparedPaths, prepared_paths, run_paths
+from nmt.config.paths import SPLITS, PreparedPaths, prepared_paths, refuse_linked_prepared_dir, run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import (
@@ -191,6 +191,7 @@ def is_prepared(config: Config) -> bool:
 def prepare(config: Config, force: bool = False, log=print, show_bar: bool = True) -> PrepareReport:
     """Read, clean, split and tokenize the config's data into the prepared directory.
     ``show_bar``: progress bars (lines per second) on a terminal."""
+    refuse_linked_prepared_dir(config)
     paths = prepared_paths(config)
     with holding(paths.root, "nmt prepare", create=False):
         _remove_leftovers(paths, log)
