@@ -30,6 +30,7 @@ from nmt.runtime.loading import load_packages
 
 from .helpers import (
     TINY_TRANSFORMER,
+    local_client,
     served_beside_torch,
     small_model,
     synthetic_pairs,
@@ -494,3 +495,23 @@ def test_evaluate_on_a_package_alone_scores_its_test_split_with_all_references(p
         reports[engine] = json.loads(result.stdout)
     assert reports["torch"]["num_sentences"] == len(carried) and reports["torch"]["num_references"] >= 2
     assert reports["ctranslate2"]["bleu"] == pytest.approx(reports["torch"]["bleu"])
+
+
+def test_what_feeds_the_decoder_a_given_target_is_a_422_on_ctranslate2(package):
+    """/api/lab/tree (listed by /api/models), /api/alternatives and prefixes answered 500."""
+    from nmt.serve.app import build_app
+    from nmt.serve.requests import Limits
+
+    translator = Translator(load_packages([package], torch.device("cpu"), "ctranslate2"))
+    with local_client(build_app({"ct2": translator}, Limits())) as client:
+        assert client.get("/api/models").json()["models"][0]["lab_views"] == []
+        text = {"text": "we like tea.", "model": "ct2"}
+        for path, body, field in [
+            ("/api/lab/tree", text, "model"),
+            ("/api/alternatives", {**text, "prefix": ""}, "model"),
+            ("/api/translate", {**text, "prefix": "we"}, "prefix"),
+        ]:
+            answer = client.post(path, json=body)
+            assert answer.status_code == 422 and answer.json()["field"] == field, (path, answer.text)
+            assert "--engine torch" in answer.json()["error"]
+        assert client.post("/api/translate", json=text).status_code == 200

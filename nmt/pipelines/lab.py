@@ -30,7 +30,7 @@ from nmt.core.errors import NmtError
 from nmt.data.batching import source_tensor
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.decoding.beam_trace import BeamTrace
-from nmt.decoding.search import evaluating, search_batch
+from nmt.decoding.search import SearchesItself, evaluating, search_batch
 from nmt.model.base import TranslationModel
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Seq2Seq
@@ -104,6 +104,8 @@ class Lab:
         """The views the lab has of this model: its family's, or the search tree alone where it
         cannot look inside (another engine, an ensemble)."""
         model = self.translator.model
+        if isinstance(model, SearchesItself):  # its steps are its own (CTranslate2): no tree to trace either
+            return ()
         if isinstance(model, Ensemble) or not isinstance(model, TranslationModel):
             return ("tree",)
         return (_looks_inside(type(model)) or LooksInside()).views
@@ -137,10 +139,16 @@ class Lab:
     # ---- views ----
 
     def tree(self, text: str, beam_size: int | None = None) -> Tree:
+        model = self.translator.model
+        if isinstance(model, SearchesItself):
+            raise LabInputError(
+                "model",
+                f"the search tree traces this toolkit's beam search; this model runs on "
+                f"{self.translator.loaded.engine}, which searches itself: serve it with --engine torch or onnx",
+            )
         src, lengths, source_tokens = self.source(text)
         beam = beam_size or self.config.decode.beam_size
         trace = BeamTrace()
-        model = self.translator.model
         with evaluating(model):
             search_batch(model, src, lengths, self.config.decode.with_beam(beam), n_best=beam, trace=trace)
         nodes = [asdict(node) for node in trace.nodes]

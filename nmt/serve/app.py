@@ -37,6 +37,7 @@ from nmt.config.paths import run_paths
 from nmt.core.errors import NmtError
 from nmt.core.fonts import missing_scripts, script_font
 from nmt.core.registry import ARCHITECTURES
+from nmt.decoding.search import SearchesItself
 from nmt.pipelines.lab import Lab, LabInputError
 from nmt.pipelines.lab_size import LabSize
 from nmt.pipelines.translate import Explanation, Translator
@@ -113,9 +114,22 @@ class ServedModel:
 
     def check_prefix(self, prefix: str | list[str]) -> None:
         try:
-            self.translator.prefix_ids(prefix)
+            ids = self.translator.prefix_ids(prefix)
         except NmtError as error:
             raise RequestError(422, "prefix_tokens", str(error)) from None
+        if ids:
+            self.check_steps("prefix")
+
+    def check_steps(self, field: str) -> None:
+        """A 422 naming ``field`` where the engine searches whole sentences itself (CTranslate2):
+        prefixes and next-token alternatives feed its decoder a given target, which it cannot."""
+        if isinstance(self.translator.model, SearchesItself):
+            raise RequestError(
+                422,
+                field,
+                f"{field}: this model runs on --engine {self.translator.loaded.engine}, which searches whole "
+                "sentences itself; prefixes, alternatives and the lab's views need --engine torch (or onnx)",
+            )
 
     def decode(self, texts: list[str], settings) -> list:
         """One search for a batch of requests' texts with the same settings, or one request's own
@@ -334,6 +348,7 @@ class Api:
         data = await read_json(request, self.limits)
         model = self.pick(model_name(data))
         parsed = AlternativesRequest.parse(data, self.limits)
+        model.check_steps("model")
         model.check_prefix(parsed.prefix)
         work = work_of([parsed.text], 1)
         ticket = model.scheduler.submit([parsed.text], SoloWork(lambda: model.alternatives(parsed)), work, solo=True)
