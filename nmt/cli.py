@@ -785,7 +785,11 @@ def _translator(
                 "change how it decodes), not with --config or --checkpoint."
             )
         chosen = _device_named(device or "auto")
-        tuner = make_tuner(setting, chosen, settings=DECODING, say=_note) if engine == "torch" or setting != "auto" else None
+        tuner = (
+            make_tuner(setting, chosen, settings=DECODING, say=_note)
+            if engine == "torch" or setting != "auto"
+            else None
+        )
         loaded = load_packages(models, chosen, engine)
         return Translator(loaded, tgt_lang, decoding_settings(loaded.config.decode, set_, beam_size), tuner)
     if engine != "torch":

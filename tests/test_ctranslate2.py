@@ -378,7 +378,10 @@ def _translate_in_a_process(package: Path) -> subprocess.CompletedProcess:
 CRAFTS = {
     "alignment layer 99": (lambda p: _set_scalar(p / "ctranslate2/model.bin", "decoder/alignment_layer", 99), True),
     "num_heads 0": (lambda p: _set_scalar(p / "ctranslate2/model.bin", "encoder/num_heads", 0), True),
-    "truncated": (lambda p: (p / "ctranslate2/model.bin").write_bytes((p / "ctranslate2/model.bin").read_bytes()[:999]), True),
+    "truncated": (
+        lambda p: (p / "ctranslate2/model.bin").write_bytes((p / "ctranslate2/model.bin").read_bytes()[:999]),
+        True,
+    ),
     "random bytes": (lambda p: (p / "ctranslate2/model.bin").write_bytes(os.urandom(4096)), True),
     "bad config.json": (lambda p: (p / "ctranslate2/config.json").write_text("{not json", encoding="utf-8"), True),
     "changed eos_token": (

@@ -134,7 +134,29 @@ def word_of_pieces(pieces: Sequence[str], special: Iterable[str] = ()) -> list[i
             word = max(word, 0)
             attached = False
         words.append(word)
-    return words
+    return _without_empty_words(pieces, words)
+
+
+def _without_empty_words(pieces: Sequence[str], words: list[int | None]) -> list[int | None]:
+    """A word of lone ``▁`` pieces only (before another ``▁word``, or last) has no letters, and
+    the text has no such word: its pieces join the next word (else the one before; else none),
+    and the words are numbered again. Links had named words the translation did not have."""
+    letters: dict[int, bool] = {}
+    for piece, word in zip(pieces, words):
+        if word is not None:
+            letters[word] = letters.get(word, False) or bool(piece.replace(WORD_START, ""))
+    empty = {word for word, has in letters.items() if not has}
+    if not empty:
+        return words
+    kept = sorted(word for word, has in letters.items() if has)
+    number = {word: index for index, word in enumerate(kept)}
+
+    def home(word: int) -> int | None:
+        after = [w for w in kept if w > word]
+        before = [w for w in kept if w < word]
+        return number[after[0]] if after else number[before[-1]] if before else None
+
+    return [None if w is None else home(w) if w in empty else number[w] for w in words]
 
 
 def word_weights(

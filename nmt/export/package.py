@@ -21,6 +21,7 @@ from nmt.data.references import read_references, write_references
 from nmt.data.tokenizer import Tokenizer
 from nmt.pipelines.prepare import load_report
 from nmt.runtime.checkpoint import translation_weights
+from nmt.runtime.ctranslate2_engine import FOLDER as CTRANSLATE2_FOLDER
 from nmt.runtime.loading import (
     PACKAGE_FORMAT,
     check_weights_fit,
@@ -32,7 +33,6 @@ from nmt.runtime.loading import (
     weights_metadata,
     weights_shapes,
 )
-from nmt.runtime.ctranslate2_engine import FOLDER as CTRANSLATE2_FOLDER
 from nmt.runtime.onnx_engine import GRAPHS, graph_file
 from nmt.runtime.package_files import MANIFEST_KEY, file_hashes, files_under
 from nmt.train.metrics import MetricsFile, RunSummary

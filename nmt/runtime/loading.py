@@ -22,7 +22,6 @@ from nmt.config.schema import Config, config_from_dict
 from nmt.core.device import skip_cudnn_attention
 from nmt.core.errors import NmtError
 from nmt.core.fileio import refuse_link, sha256_file
-from nmt.runtime.package_files import check_file
 from nmt.core.hardware import available_memory
 from nmt.core.plugins import missing_plugins
 from nmt.core.registry import ENGINES
@@ -37,6 +36,7 @@ from nmt.runtime.checkpoint import (
     translation_weights,
     upgrade_weight_names,
 )
+from nmt.runtime.package_files import check_file
 
 PACKAGE_FORMAT = 1
 
