@@ -444,7 +444,7 @@ def test_a_thread_count_is_bounded_by_the_cores_and_a_typo_is_refused(monkeypatc
     assert make_tuner(1000, torch.device("cpu"), say=said.append) is None
     assert torch.get_num_threads() == 2 and "1000 asked for" in said[0] and "2 core(s)" in said[0]
     for text in ("100000000000000000000", "1025", "-1", "many"):
-        with pytest.raises(NmtError, match="from 0 .* to 1024"):
+        with pytest.raises(NmtError, match=r"from 0 .* to 1024"):
             parse_setting(text, "--threads")
     with pytest.raises(NmtError, match=r"train\.threads.*to 1024"):
         config_from_dict({"train": {"threads": 10**20}})

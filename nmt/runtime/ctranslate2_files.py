@@ -165,9 +165,8 @@ def check_model_file(folder: Path, config: Config, src_tok: Tokenizer, tgt_tok: 
     for name, found in variables.items():
         if name in settings:
             if found.scalar != settings[name]:
-                raise NmtError(
-                    f"{model_file}: {name} is {found.scalar}, where the package's config gives {settings[name]}: refused."
-                )
+                given = settings[name]
+                raise NmtError(f"{model_file}: {name} is {found.scalar}, where the package's config gives {given}.")
         elif name in scales:
             if found.shape not in ((), (scales[name],)):
                 raise NmtError(f"{model_file}: {name} has shape {list(found.shape)}: refused.")
