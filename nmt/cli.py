@@ -638,8 +638,8 @@ def align(
     sentence pair: from the model's attention under forced decoding, or (--aligner eflomal) from the
     reference aligner run both ways over the pairs and the run's training pairs. Without --tgt, the
     model translates first and each line is "translation ||| links". Words are whitespace-separated."""
-    from nmt.data.alignments import agreement, eflomal_alignments, read_links
-    from nmt.pipelines.align import model_lines
+    from nmt.data.alignments import agreement, check_links_fit, eflomal_alignments, read_links
+    from nmt.pipelines.align import model_lines, parse_heads
     from nmt.pipelines.translate import read_input_lines
 
     sources = read_input_lines(str(source))
@@ -648,17 +648,33 @@ def align(
         raise NmtError(f"{source} has {len(sources)} lines and {target} {len(targets)}: give one translation a line.")
     if aligner not in ("model", "eflomal"):
         raise NmtError(f"--aligner {aligner!r}: model or eflomal.")
+    gold = read_links(reference, len(sources)) if reference is not None else None  # before any work
     if aligner == "eflomal":
+        ignored = [
+            name
+            for name, given in (
+                ("--layer", layer is not None),
+                ("--heads", heads.strip()),
+                ("--step", step != "produced"),
+            )
+            if given
+        ]
+        if ignored:
+            raise NmtError(
+                f"{', '.join(ignored)} choose the model's attention; --aligner eflomal reads none: drop them."
+            )
         if targets is None:
             raise NmtError("--aligner eflomal aligns given pairs: give --tgt.")
         found = eflomal_alignments(sources, targets, _training_pairs(config, set_))
         written = [links.pharaoh() for links in found]
     else:
+        chosen = parse_heads(heads)
         translator = _translator(config, set_, checkpoint, model, device)
-        chosen = [int(h) for h in heads.split(",") if h.strip()] if heads.strip() else None
         written, found = model_lines(translator, sources, targets, layer, chosen, step)
-    if reference is not None:
-        typer.echo(agreement(read_links(reference), found).describe(), err=True)
+    if gold is not None:
+        aligned = targets if targets is not None else [line.split(" ||| ")[0] for line in written]
+        check_links_fit(gold, sources, aligned, str(reference))
+        typer.echo(agreement(gold, found).describe(), err=True)
     _write_lines(written, None)
 
 

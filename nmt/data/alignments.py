@@ -15,6 +15,8 @@ summed over the sentences before dividing (the corpus figure, as the papers repo
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import re
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -25,7 +27,7 @@ import numpy as np
 
 from nmt import install_hint
 from nmt.core.errors import NmtError
-from nmt.core.fileio import write_lines_atomic
+from nmt.core.fileio import write_lines_atomic, write_text_atomic
 
 Link = tuple[int, int]  # (source word, target word)
 WORD_START = "▁"  # SentencePiece's mark of a piece that begins a whitespace-separated word
@@ -61,14 +63,49 @@ def parse_links(line: str, where: str = "") -> Links:
     return links
 
 
-def read_links(path: str | Path) -> list[Links]:
-    """A Pharaoh file, one sentence pair a line (an empty line: no links)."""
+MAX_LINE_CHARACTERS = 1_000_000  # a Pharaoh line of a sentence pair is far shorter
+
+
+def read_links(path: str | Path, pairs: int | None = None) -> list[Links]:
+    """A Pharaoh file, one sentence pair a line (an empty line: no links). Read a line at a time,
+    and no further than ``pairs`` lines where the count is known (``/dev/zero`` as a reference
+    was read whole, 23 GB, before the kernel stopped it): a file that is not a regular file, a
+    line past the bound, or more lines than pairs is refused naming the file."""
     path = Path(path)
+    if not path.is_file():
+        raise NmtError(f"{path}: not a regular file of alignments (Pharaoh: one line of i-j links a sentence pair).")
+    found = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with open(path, encoding="utf-8", newline=None) as handle:
+            for number in itertools.count(1):
+                line = handle.readline(MAX_LINE_CHARACTERS + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE_CHARACTERS:
+                    raise NmtError(f"{path}:{number}: a line of over {MAX_LINE_CHARACTERS:,} characters: not alignments.")
+                if pairs is not None and number > pairs:
+                    raise NmtError(f"{path} has more lines than the {pairs:,} sentence pairs it should align.")
+                found.append(parse_links(line.rstrip("\n"), f"{path}:{number}"))
     except (OSError, UnicodeDecodeError) as error:
         raise NmtError(f"{path}: cannot read its alignments ({error}).") from None
-    return [parse_links(line, f"{path}:{number}") for number, line in enumerate(lines, start=1)]
+    return found
+
+
+def check_links_fit(
+    references: Sequence[Links], sources: Sequence[str], targets: Sequence[str], where: str
+) -> None:
+    """Each reference link names a word its pair has (Pharaoh counts words from 0): a 1-based gold
+    file was scored silently before (AER 0.769 where 0.490 was right)."""
+    if len(references) != len(sources):
+        raise NmtError(f"{where} has {len(references):,} lines for {len(sources):,} sentence pairs: give one a pair.")
+    for number, (links, source, target) in enumerate(zip(references, sources, targets), start=1):
+        source_words, target_words = len(source.split()), len(target.split())
+        for i, j in sorted(links.possible):
+            if i >= source_words or j >= target_words:
+                raise NmtError(
+                    f"{where}:{number}: link {i}-{j}, but the pair has {source_words} source and {target_words} "
+                    "target words (Pharaoh counts words from 0: the first link of a pair is 0-0)."
+                )
 
 
 @dataclass(frozen=True)
@@ -91,8 +128,12 @@ class Agreement:
         }
 
     def describe(self) -> str:
+        """The figures as a line; one whose denominator is 0 is said to be undefined, not 0."""
+        precision = f"{self.precision:.3f}" if self.links else "undefined (no links to score)"
+        recall = f"{self.recall:.3f}" if self.sure else "undefined (the reference has no sure links)"
+        aer = f"{self.aer:.3f}" if self.links + self.sure else "undefined (no links on either side)"
         return (
-            f"AER {self.aer:.3f}, precision {self.precision:.3f}, recall {self.recall:.3f} "
+            f"AER {aer}, precision {precision}, recall {recall} "
             f"({self.sentences:,} sentence pairs, {self.links:,} links against {self.sure:,} sure)"
         )
 
@@ -246,12 +287,28 @@ def kept_eflomal_alignments(
     """eflomal's links of these pairs (``eflomal_alignments``), computed once and kept at ``path``
     in the Pharaoh format: read back while it holds a line per pair, so that a resumed run or a
     second evaluation reads the same links (eflomal samples; it need not give them again)."""
-    links = read_links(path) if path.is_file() else []
-    if len(links) != len(sources):  # none yet, or of other pairs
+    key = path.with_name(path.name + ".sha256")  # what the links align: read back only for the same pairs
+    fingerprint = pairs_fingerprint(sources, targets, extra)
+    kept = path.is_file() and key.is_file() and key.read_text(encoding="utf-8").strip() == fingerprint
+    links = read_links(path, len(sources)) if kept else []
+    if len(links) != len(sources):  # none yet, or of other pairs (the same name and count matched before)
         links = eflomal_alignments(sources, targets, extra)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_lines_atomic(path, [found.pharaoh() for found in links])
+        write_text_atomic(key, fingerprint + "\n")
     return links
+
+
+def pairs_fingerprint(
+    sources: Sequence[str], targets: Sequence[str], extra: tuple[Sequence[str], Sequence[str]] = ((), ())
+) -> str:
+    """The sha256 of the pairs eflomal aligns and of the pairs beside them (its statistics)."""
+    digest = hashlib.sha256()
+    for part in (sources, targets, *extra):
+        digest.update(b"\x1e")  # a part's end: ("a", "") and ("", "a") differ
+        for line in part:
+            digest.update(line.encode("utf-8", errors="surrogatepass") + b"\n")
+    return digest.hexdigest()
 
 
 def piece_links(links: Links, source_words: Sequence[int | None], target_words: Sequence[int | None]) -> np.ndarray:

@@ -75,6 +75,19 @@ def model_alignments(
     return attention_alignments(model, tokenizers, src_ids, list(targets), translator.device, layer, heads, step)
 
 
+def parse_heads(text: str) -> list[int] | None:
+    """``--heads 0,2``: the heads to average (None: the default), refused by name if not numbers."""
+    if not text.strip():
+        return None
+    try:
+        chosen = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise NmtError(f"--heads {text!r}: give head numbers from 0, separated by commas (e.g. 0,2).") from None
+    if any(head < 0 for head in chosen):
+        raise NmtError(f"--heads {text!r}: head numbers count from 0.")
+    return chosen or None
+
+
 def model_lines(
     translator: Translator,
     sources: list[str],
