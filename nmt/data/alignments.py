@@ -82,7 +82,7 @@ def read_links(path: str | Path, pairs: int | None = None) -> list[Links]:
                 if not line:
                     break
                 if len(line) > MAX_LINE_CHARACTERS:
-                    raise NmtError(f"{path}:{number}: a line of over {MAX_LINE_CHARACTERS:,} characters: not alignments.")
+                    raise NmtError(f"{path}:{number}: over {MAX_LINE_CHARACTERS:,} characters: not alignments.")
                 if pairs is not None and number > pairs:
                     raise NmtError(f"{path} has more lines than the {pairs:,} sentence pairs it should align.")
                 found.append(parse_links(line.rstrip("\n"), f"{path}:{number}"))
@@ -91,9 +91,7 @@ def read_links(path: str | Path, pairs: int | None = None) -> list[Links]:
     return found
 
 
-def check_links_fit(
-    references: Sequence[Links], sources: Sequence[str], targets: Sequence[str], where: str
-) -> None:
+def check_links_fit(references: Sequence[Links], sources: Sequence[str], targets: Sequence[str], where: str) -> None:
     """Each reference link names a word its pair has (Pharaoh counts words from 0): a 1-based gold
     file was scored silently before (AER 0.769 where 0.490 was right)."""
     if len(references) != len(sources):
