@@ -364,6 +364,7 @@ def train(
     """
     from nmt.config.paths import RunPaths
     from nmt.train import distributed
+    from nmt.train.align_probe import check_aligner
     from nmt.train.launch import refuse_new_run_over_old
     from nmt.train.launch import train as train_models
     from nmt.train.metrics import MetricsFile, RunSummary
@@ -382,6 +383,7 @@ def train(
             if ddp.is_main:  # the ranks of one torchrun share the run: rank 0 holds it for them
                 held.enter_context(_writing(cfg, f"nmt train --config {config}" + (" --resume" if resume else "")))
                 refuse_new_run_over_old(cfg, resume)  # before prepare can touch the run's files
+            check_aligner(cfg)  # eflomal, where a setting runs it: before prepare and the first step
             _prepare_for_training(cfg, ddp)
             try:
                 trained = train_models(cfg, requested, resume, ddp, log=lambda msg: typer.echo(msg, err=True))
@@ -731,6 +733,10 @@ def evaluate(
     from nmt.pipelines.evaluate import evaluation_set
     from nmt.pipelines.evaluate import write_report as run_evaluate_report
 
+    if align:
+        from nmt.data.alignments import require_eflomal
+
+        require_eflomal("nmt evaluate --align")  # before anything is translated
     translator = _translator(config, set_, checkpoint, model, device, engine, beam_size=beam_size, threads=threads)
     cfg = translator.loaded.config
     test_set, name = evaluation_set(cfg, src, ref or [])

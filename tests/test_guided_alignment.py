@@ -158,3 +158,28 @@ def test_guided_alignment_makes_a_transformer_align_on_a_toy_task(tmp_path, monk
         app, ["train", "--config", str(tmp_path / "c1.0.yaml"), "--resume", "--set", "train.epochs=13"]
     )
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("setting", ["train.probe_alignment=5", "train.guided_alignment=0.1"])
+def test_without_eflomal_the_settings_that_run_it_are_refused_before_any_work(tmp_path, monkeypatch, setting):
+    """A probe trained a whole epoch (and guided alignment prepared the data) before eflomal was
+    found missing; evaluate --align translated every sentence first."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # `import eflomal` raises ImportError
+    data = write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(tiny_config(tmp_path, data)), encoding="utf-8")
+    result = runner.invoke(app, ["train", "--config", str(config), "--set", setting])
+    assert result.exit_code == 1 and "eflomal" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "run" / "data").exists() and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_without_eflomal_evaluate_align_translates_nothing_first(tmp_path, monkeypatch):
+    import sys
+
+    translator_made = []
+    monkeypatch.setitem(sys.modules, "eflomal", None)
+    monkeypatch.setattr("nmt.cli._translator", lambda *a, **k: translator_made.append(1))
+    result = runner.invoke(app, ["evaluate", "--config", str(tmp_path / "any.yaml"), "--align"])
+    assert result.exit_code == 1 and "eflomal" in result.output and translator_made == []

@@ -256,6 +256,15 @@ def _unaligned(link: Link, aligned: set[Link], either: bool) -> bool:
     return source or target if either else source and target
 
 
+def require_eflomal(why: str) -> None:
+    """Refuse, before any work, what needs the reference aligner where it is not installed (a
+    probe trained a whole epoch, and `evaluate --align` translated everything, before saying so)."""
+    try:
+        import eflomal  # noqa: F401  (only whether it is installed)
+    except ImportError:
+        raise NmtError(f"{why} needs the reference aligner eflomal: {install_hint('align', 'eflomal')}.") from None
+
+
 def eflomal_alignments(
     sources: Sequence[str], targets: Sequence[str], extra: tuple[Sequence[str], Sequence[str]] = ((), ())
 ) -> list[Links]:

@@ -53,3 +53,13 @@ class AlignmentProbe:
             "recall": round(scored.recall, 4),
             "pairs": len(found),
         }
+
+
+def check_aligner(config: Config) -> None:
+    """The settings that run eflomal, refused before prepare or a step where it is missing."""
+    from nmt.data.alignments import require_eflomal
+
+    if config.train.guided_alignment:
+        require_eflomal(f"train.guided_alignment {config.train.guided_alignment:g}")
+    if config.train.probe_alignment:
+        require_eflomal(f"train.probe_alignment {config.train.probe_alignment}")

@@ -41,7 +41,7 @@ from nmt.model.fast import graph_bucket
 from nmt.runtime.checkpoint import save_training_checkpoint, training_checkpoint
 from nmt.runtime.loading import check_trainable, load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.runtime.parent import check_architecture, freeze, inherit_weights, load_parent
-from nmt.train.align_probe import AlignmentProbe
+from nmt.train.align_probe import AlignmentProbe, check_aligner
 from nmt.train.callbacks import Callback, standard_callbacks
 from nmt.train.control import RunControl
 from nmt.train.data import (
@@ -188,6 +188,7 @@ def build_trainer(
     threads for ``train.threads: auto`` (a member's or a trial's share of the machine)."""
     ddp = ddp or Distributed()
     load_config_plugins(config.plugins, "Config key 'plugins'")  # a member or a trial is a process of its own
+    check_aligner(config)  # a probe trained a whole epoch before eflomal was found missing
     before = ProcessSettings.current()
     thread_notes: list[str] = []
     tuner = make_tuner(config.train.threads, device, thread_cap or ddp_share(ddp), say=thread_notes.append)
