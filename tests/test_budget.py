@@ -207,3 +207,18 @@ def test_at_an_equal_dev_bleu_a_lower_dev_loss_is_progress():
     assert improved == [True, True, True, True, True, False, False]
     assert (progress.best_epoch, progress.best_bleu, progress.best_loss) == (5, 3.5, 1.6)
     assert progress.lr_reductions == 2  # one for each validation after the best (lr_patience 0), none before
+
+
+def test_the_timeline_keeps_the_budgets_last_validation_and_a_resume_replaces_it(tmp_path, monkeypatch):
+    """The budget-end validation (the kept best, here) had no timeline record: timeline.jsonl held
+    fewer lines than metrics.jsonl, and the lab's "alignment forming" missed the last point."""
+    ticks = ticking_steps(monkeypatch)
+    budgeted = make_trainer(tmp_path / "b", ticks, max_minutes=6 / 60, probes=2)
+    budgeted.run()
+    run = budgeted.run_dir
+    metrics, timeline = MetricsFile(run.metrics).read(), MetricsFile(run.timeline).read()
+    assert metrics[-1]["partial"] is True and [r["epoch"] for r in timeline] == [r["epoch"] for r in metrics]
+    resumed = make_trainer(tmp_path / "b", ticks, max_minutes=0, probes=2)
+    resumed.run(resume=True)
+    metrics, timeline = MetricsFile(run.metrics).read(), MetricsFile(run.timeline).read()
+    assert [r["epoch"] for r in timeline] == [r["epoch"] for r in metrics] == [1, 2, 3]

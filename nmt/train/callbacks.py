@@ -140,12 +140,14 @@ class TensorBoardLog(Callback):
 
 class ProbeTimeline(Callback):
     """The probe sentences' translations and attention into timeline.jsonl (train.probes), once
-    per epoch: the lab's timeline steps through epochs, so validations inside one are left out."""
+    per epoch: the lab's timeline steps through epochs, so validations inside one are left out;
+    the budget's last validation ("partial") is kept, since the best checkpoint may be its
+    weights (a guided run's timeline had missed it, and its alignment with it)."""
 
     rewrites_on_resume = True
 
     def after_validation(self, trainer: Trainer, record: ValidationRecord) -> None:
-        if record.kind == "epoch":
+        if record.kind in ("epoch", "partial"):
             trainer.record_probes(record.epoch, record.dev_bleu)
         return None
 
