@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 from pathlib import Path
 from xml.etree import ElementTree
@@ -257,3 +259,43 @@ def test_probes_are_sentences_long_enough_to_show_an_alignment():
     assert probe_sources(dev, 2) == [list(range(8)), list(range(10))]
     assert probe_sources(dev, 4) == [list(range(8)), list(range(10)), list(range(7)), [5]]  # topped up in order
     assert probe_sources(dev, 0) == []
+
+
+def _fat_record(epoch: int, probes: int = 4, side: int = 12) -> dict:
+    grid = [[0.12345] * side for _ in range(side)]
+    probe = {"source_tokens": ["▁a"] * side, "tokens": ["▁b"] * side, "translation": "b", "attention": grid}
+    return {"epoch": epoch, "step": epoch, "dev_bleu": 1.0, "probes": [{**probe, "heads": [[grid] * 4] * 4}] * probes}
+
+
+def test_what_training_writes_to_the_timeline_is_bounded_and_stays_evenly_spread(tmp_path, monkeypatch):
+    """A 55-second tiny run wrote 32 MB (every head of every probe at hundreds of short epochs)."""
+    from nmt.train import timeline as module
+
+    monkeypatch.setattr(module, "FILE_BYTES", 600_000)
+    monkeypatch.setattr(module, "RECORD_BYTES", 60_000)
+    path = tmp_path / "timeline.jsonl"
+    line = len(json.dumps(module.bounded_record(_fat_record(1))))
+    assert line <= module.RECORD_BYTES < len(json.dumps(_fat_record(1)))  # each head's weights dropped first
+    written = module.Timeline(path)
+    for epoch in range(1, 301):
+        written.append(_fat_record(epoch))
+        assert path.stat().st_size <= module.FILE_BYTES
+    epochs = [record["epoch"] for record in module.read_timeline(path)]
+    assert epochs[0] == 1 and epochs[-1] == 300 and len(epochs) > 10
+    gaps = {b - a for a, b in itertools.pairwise(epochs)}
+    assert max(gaps) <= 4 * min(gaps)  # evenly thinned, not the newest alone
+
+
+def test_the_timeline_endpoint_answers_within_the_lab_bound_however_big_the_file(tmp_path):
+    """A timeline written before the bounds (161 MB) was sent whole: four requests took the server
+    to 5.2 GB and held a translation 36 s. api.md promises at most 2 MB a lab answer."""
+    from nmt.train.timeline import read_timeline_within
+
+    path = tmp_path / "timeline.jsonl"
+    with open(path, "w", encoding="utf-8") as handle:  # ~20 MB, as an old run's file may be
+        for epoch in range(1, 401):
+            handle.write(json.dumps(_fat_record(epoch, probes=2, side=30)) + "\n")
+    entries, recorded = read_timeline_within(path, 2_000_000)
+    assert recorded == 400 and 1 < len(entries) < 400
+    assert entries[0]["epoch"] == 1 and entries[-1]["epoch"] == 400
+    assert len(json.dumps(entries)) <= 2_000_000

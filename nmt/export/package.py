@@ -36,7 +36,7 @@ from nmt.runtime.loading import (
 from nmt.runtime.onnx_engine import GRAPHS, graph_file
 from nmt.runtime.package_files import MANIFEST_KEY, file_hashes, files_under
 from nmt.train.metrics import MetricsFile, RunSummary
-from nmt.train.timeline import read_timeline
+from nmt.train.timeline import FILE_BYTES, read_timeline_within
 
 
 def checkpoint_label(checkpoint: str) -> str:
@@ -202,7 +202,8 @@ def export_model(
         timeline = run_paths(config).timeline  # the probes' attention over training, for the page
         if timeline.is_file() or timeline.is_symlink():
             refuse_link(timeline)  # parsed and written anew, never copied: only timeline records reach the package
-            write_lines_atomic(staging.root / timeline.name, (json.dumps(r) for r in read_timeline(timeline)))
+            records, _ = read_timeline_within(timeline, FILE_BYTES)  # within training's own bound
+            write_lines_atomic(staging.root / timeline.name, (json.dumps(r) for r in records))
         graphs = _onnx_graphs(config, weights, src_tok, tgt_tok, staging.root) if onnx else None
         fast = _ctranslate2(config, weights, (src_tok, tgt_tok), staging.root, ctranslate2) if ctranslate2 else None
         engine_files = [staging.weights, *(graph_file(staging.root, g) for g in GRAPHS if onnx)]

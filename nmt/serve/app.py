@@ -52,7 +52,7 @@ from nmt.serve.requests import (
     work_of,
 )
 from nmt.serve.scheduler import QueueFull, Scheduler, SoloWork, Ticket
-from nmt.train.timeline import read_timeline
+from nmt.train.timeline import read_timeline_within
 
 STATIC = Path(__file__).resolve().parent / "static"
 LAB_VIEWS = ("tree", "playback", "edit", "saliency", "heads", "align")
@@ -197,7 +197,7 @@ class ServedModel:
                 f"this {view} answer would be {size.bytes:,} bytes; the limit is {max_bytes:,}: {NARROW[view]}",
             )
 
-    def timeline(self) -> list[dict]:
+    def timeline(self, max_bytes: int) -> dict:
         path = run_paths(self.translator.loaded.config).timeline
         if path.is_symlink():
             raise RequestError(403, "model", f"{self.name}'s timeline is a symbolic link: it is not served")
@@ -209,7 +209,8 @@ class ServedModel:
                 else "it was trained with train.probes: 0 (training records one with train.probes > 0)"
             )
             raise RequestError(404, "model", f"{self.name} has no attention timeline: {why}")
-        return read_timeline(path)
+        entries, recorded = read_timeline_within(path, max_bytes)
+        return {"entries": entries, "recorded": recorded}  # recorded > len(entries): evenly thinned to fit
 
 
 NARROW = {  # what makes each lab view's answer smaller
@@ -377,7 +378,8 @@ class Api:
     async def timeline(self, request: Request) -> JSONResponse:
         """GET /api/timeline?model=NAME: the probe sentences' attention at every epoch's validation."""
         model = self.pick(request.query_params.get("model"))
-        return JSONResponse({"entries": await run_in_threadpool(model.timeline), "model": model.name})
+        found = await run_in_threadpool(model.timeline, self.limits.max_answer_bytes - 1000)  # room for the rest
+        return JSONResponse({**found, "model": model.name})
 
 
 def build_app(
