@@ -343,3 +343,23 @@ def test_a_request_past_its_time_is_dropped_with_503_naming_the_limit(translator
     wait_until(lambda: served.scheduler.status()["cancelled"] == 1 and served.scheduler.queued() == 0)
     with local_client(app) as client:
         assert client.post("/api/translate", json={"text": "hello."}).status_code == 200  # and it goes on
+
+
+def test_a_translation_waits_for_the_lab_view_running_not_for_every_one_queued():
+    """With 48 lab views queued, a one-word translation waited for all of them (5.5 s, growing with
+    the queue); security.md promises the batch running when it came."""
+    from nmt.serve.scheduler import SoloWork
+
+    model = FakeModel()  # records each batch's texts: a view's is "view N"
+    scheduler = Scheduler(model)
+    model.gate.clear()
+    views = [scheduler.submit(["view 0"], SoloWork(lambda: None), [1], solo=True)]
+    wait_until(lambda: scheduler.queued() == 0)  # the first view runs, held at the gate
+    views += [scheduler.submit([f"view {i}"], SoloWork(lambda: None), [1], solo=True) for i in range(1, 49)]
+    translation = scheduler.submit(["one word"], "s", [1])
+    model.gate.set()
+    assert translation.future.result(10) == ["one word|s"]
+    for ticket in views:
+        ticket.future.result(10)
+    assert model.searches[:3] == [["view 0"], ["one word"], ["view 1"]]  # then the views, in their order
+    assert model.searches[2:] == [[f"view {i}"] for i in range(1, 49)]

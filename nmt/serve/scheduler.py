@@ -11,7 +11,9 @@ among the waiting requests (at most ``slice_work`` units each, at least one text
 A request whose slice has run goes back to the end of the turn, behind every request that
 came meanwhile, so a short request waits for at most the one batch running when it came (a
 second or two, however big the requests around it), never for a long request's remaining
-slices. The queue holds at most ``max_queued`` texts (beyond: ``QueueFull`` with a retry
+slices. A request's own work (a lab view, ``SoloWork``) is a batch of its own, and after one
+such batch the first waiting translation goes next: with 48 lab views queued, a one-word
+translation waited for all of them (5.5 s), and now for the one running when it came. The queue holds at most ``max_queued`` texts (beyond: ``QueueFull`` with a retry
 estimate), and ``cancel`` drops a request whose client went away or whose time ran out: its
 waiting texts leave the queue and the batches after the running one no longer work for it.
 """
@@ -99,6 +101,7 @@ class Scheduler:
         self.slice_work, self.batch_work, self.batch_seconds = slice_work, batch_work, batch_seconds
         self.turn: list[Ticket] = []  # waiting requests, in the order they are served
         self.running: list[Ticket] = []  # the requests of the batch being decoded
+        self.last_solo = False  # the last batch was a request's own work (a lab view)
         self.changed = threading.Condition()
         self.counts = {"batches": 0, "texts": 0, "cancelled": 0, "refused": 0}
         self.seconds_per_text = 0.05  # running estimates, for Retry-After and for sizing batches
@@ -167,7 +170,11 @@ class Scheduler:
         a batch's work; those requests leave the turn while their slices run."""
         if not self.turn:
             return None, []
-        settings = self.turn[0].settings
+        head = self.turn[0]
+        if head.solo and self.last_solo:  # lab views take turns with translations, never all before one
+            head = next((ticket for ticket in self.turn if not ticket.solo), head)
+        self.last_solo = head.solo
+        settings = head.settings
         matching = [ticket for ticket in self.turn if ticket.settings == settings]
         batch_units = self.batch_units()
         share = min(self.slice_work, batch_units / len(matching))  # a lone request may fill the batch
