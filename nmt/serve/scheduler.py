@@ -13,7 +13,8 @@ came meanwhile, so a short request waits for at most the one batch running when 
 second or two, however big the requests around it), never for a long request's remaining
 slices. A request's own work (a lab view, ``SoloWork``) is a batch of its own, and after one
 such batch the first waiting translation goes next: with 48 lab views queued, a one-word
-translation waited for all of them (5.5 s), and now for the one running when it came. The queue holds at most ``max_queued`` texts (beyond: ``QueueFull`` with a retry
+translation waited for all of them (5.5 s), and now for the one running when it came.
+The queue holds at most ``max_queued`` texts (beyond: ``QueueFull`` with a retry
 estimate), and ``cancel`` drops a request whose client went away or whose time ran out: its
 waiting texts leave the queue and the batches after the running one no longer work for it.
 """
