@@ -46,3 +46,22 @@ def test_heatmap_of_a_script_without_a_font_warns_naming_it_once(tmp_path):
         plot_attention(["▁বাংলা", "</s>"], ["▁ok", "</s>"], weights, tmp_path / "b.png")
     named = [w for w in caught if "Bengali" in str(w.message)]
     assert len(named) == 1 and "empty boxes" in str(named[0].message)
+
+
+def test_importing_the_toolkit_leaves_a_notebooks_matplotlib_backend_as_it_was():
+    """nmt/core/plotting.py called matplotlib.use("Agg") at import: in Jupyter a figure as a cell's
+    last line then showed "<Figure size …>" and plt.show() nothing. A process of its own, with the
+    backend a notebook kernel sets (matplotlib_inline's, or any other)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import matplotlib; matplotlib.use('svg'); import nmt, nmt.core.plotting, nmt.cli\n"
+        "import nmt.pipelines.tune\n"
+        "from nmt.core.plotting import attention_figure; import torch\n"
+        "figure = attention_figure(['a', 'b'], ['c'], torch.tensor([[0.5, 0.5]]))\n"
+        "import matplotlib.pyplot as plt\n"
+        "print(matplotlib.get_backend(), type(figure).__name__, len(plt.get_fignums()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["svg", "Figure", "0"]

@@ -1,4 +1,9 @@
-"""Pictures: attention heatmaps and learning curves (matplotlib, Agg backend, no display)."""
+"""Pictures: attention heatmaps and learning curves (matplotlib, no display).
+
+Figures are made as ``matplotlib.figure.Figure`` objects, never through pyplot, and the backend
+is never chosen here: importing this toolkit in a notebook once switched matplotlib to Agg, and
+the student's own inline plots and ``show()`` showed nothing. A figure returned (such as
+``attention_figure``'s) displays as a cell's last line; a file is written by its own canvas."""
 
 from __future__ import annotations
 
@@ -6,9 +11,6 @@ import warnings
 from pathlib import Path
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import torch
 from matplotlib import font_manager
 from matplotlib.figure import Figure
@@ -47,7 +49,8 @@ def attention_figure(src_labels: list[str], tgt_labels: list[str], weights: torc
     A script no installed font draws is named in a warning (once per script)."""
     _warn_missing_scripts([*src_labels, *tgt_labels])
     rows, cols = weights.shape
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * cols + 2), max(3.0, 0.4 * rows + 1.5)))
+    fig = Figure(figsize=(max(4.0, 0.45 * cols + 2), max(3.0, 0.4 * rows + 1.5)))
+    ax = fig.subplots()
     image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     ax.set_xticks(range(cols), labels=src_labels, rotation=60, ha="left", rotation_mode="anchor")
     ax.set_yticks(range(rows), labels=tgt_labels)
@@ -75,7 +78,6 @@ def _save(fig: Figure, path: str | Path, dpi: int = 110) -> None:
     """Write ``fig`` atomically in the format the path's suffix names (.png, .svg, .pdf)."""
     suffix = Path(path).suffix.lstrip(".").lower() or "png"
     save_atomic(path, lambda tmp: fig.savefig(tmp, format=suffix, dpi=dpi))
-    plt.close(fig)
 
 
 TIMELINE_PANELS = 8  # at most this many validations in the strip (evenly spaced, the last always)
@@ -90,7 +92,8 @@ def plot_timeline(records: list[dict], path: str | Path, probe: int = 0) -> int:
     first = records[0]["probes"][probe]
     _warn_missing_scripts(first["source_tokens"] + [t for r in records for t in r["probes"][probe]["tokens"]])
     cols = len(first["source_tokens"])
-    fig, axes = plt.subplots(1, len(records), figsize=(max(3.0, 0.3 * cols + 1.2) * len(records), 4.2), squeeze=False)
+    fig = Figure(figsize=(max(3.0, 0.3 * cols + 1.2) * len(records), 4.2))
+    axes = fig.subplots(1, len(records), squeeze=False)
     for ax, record in zip(axes[0], records):
         shown = record["probes"][probe]
         weights = torch.tensor(shown["attention"]) if shown["attention"] else torch.zeros(1, cols)
@@ -109,7 +112,8 @@ def plot_learning_curves(records: list[dict], path: str | Path) -> None:
     """Train/dev loss and dev BLEU/chrF by epoch, from metrics.jsonl records."""
     # fractional inside an epoch, as nmt.train.metrics.epochs_trained reads it (a core module cannot import it)
     epochs = [r.get("epochs", r["epoch"]) for r in records]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))
+    left, right = fig.subplots(1, 2)
     left.plot(epochs, [r["train_loss"] for r in records], marker="o", label="train loss")
     left.plot(epochs, [r["dev_loss"] for r in records], marker="o", label="dev loss")
     left.set_xlabel("epoch")
@@ -125,7 +129,8 @@ def plot_learning_curves(records: list[dict], path: str | Path) -> None:
 
 def plot_bleu_by_length(rows_by_variant: dict[str, list[dict]], path: str | Path, baseline: str = "none") -> None:
     """BLEU by source-length bucket, one line per variant; the no-attention baseline dashed."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     for name, rows in rows_by_variant.items():
         style = dict(linestyle="--", color="black", linewidth=2) if name == baseline else dict(linewidth=1.5)
         ax.plot([r["bucket"] for r in rows], [r["bleu"] for r in rows], marker="o", label=name, **style)
@@ -136,4 +141,3 @@ def plot_bleu_by_length(rows_by_variant: dict[str, list[dict]], path: str | Path
     ax.grid(alpha=0.3)
     fig.tight_layout()
     save_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-    plt.close(fig)

@@ -529,10 +529,7 @@ def _cell(value: Any) -> str:
 
 
 def _save_plot(loaded, name: str, path: Path) -> bool:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # Optuna draws through pyplot; the backend stays the user's own
     from optuna.visualization import matplotlib as plots
 
     try:
