@@ -204,6 +204,9 @@ EXAMPLE_CORPORA = (
             "configs/eng-mar-gpu.yaml",
             "configs/eng-mar-transformer.yaml",
             "configs/eng-mar-transformer-gpu.yaml",
+            "configs/eng-mar-aligned.yaml",  # docs/alignment.md's guided recipe (needs eflomal)
+            "configs/tiny.yaml",  # the notebook's and the smoke test's
+            "notebooks/attention_lab.ipynb",
         ),
     ),
     ExampleCorpus(  # a small corpus, to try the small-data recipes (docs/small-data.md)
