@@ -9,6 +9,8 @@ import re
 import typing
 from pathlib import Path
 
+import pytest
+
 from nmt.config.reference import key_docs, markdown
 from nmt.config.schema import _RANGES, Config
 
@@ -250,3 +252,50 @@ def test_every_page_is_in_the_sites_nav_or_excluded_as_mkdocs_strict_requires():
     ]
     assert not outside, f"pages neither in mkdocs.yml's nav nor excluded: {outside}"
     assert "mkdocs build --strict --quiet" not in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+TINY_BUDGET = [  # what makes python.md's recipe a few seconds' run in a test (the blocks are run as written)
+    "data.max_pairs=400",
+    "tokenizer.src_vocab_size=400",
+    "tokenizer.tgt_vocab_size=400",
+    "model.embed_dim=16",
+    "model.encoder_hidden=16",
+    "model.decoder_hidden=16",
+    "model.attention_dim=16",
+    "model.output_dim=16",
+    "train.max_minutes=0",
+    "train.epochs=1",
+    "train.threads=1",
+]
+
+
+@pytest.mark.slow
+def test_the_python_api_pages_code_runs_in_a_fresh_folder(tmp_path, monkeypatch):
+    """Its training example failed in a fresh folder: train() does not prepare, and the error
+    pointed at the wrong fix. Each ```python block, in order, in one namespace, in a folder that
+    `nmt init --example eng-mar` wrote, on a tiny budget."""
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+    from nmt.config import schema
+
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(app, ["init", "--example", "eng-mar"]).exit_code == 0
+    original = schema.load_config
+    monkeypatch.setattr(schema, "load_config", lambda path, overrides=(): original(path, [*TINY_BUDGET, *overrides]))
+    page = (DOCS / "reference" / "python.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert len(blocks) >= 3
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "python.md", "exec"), namespace)
+    assert (tmp_path / "runs" / "eng-mar-cpu" / "checkpoints" / "best.pt").is_file()
+    assert isinstance(namespace["translator"].translate(["Hello."])[0], str)
+
+
+def test_a_missing_tokenizer_of_a_run_never_prepared_says_to_prepare(tmp_path):
+    from nmt.core.errors import NmtError
+    from nmt.data.tokenizer import Tokenizer
+
+    with pytest.raises(NmtError, match=r"no prepared data in .*nmt prepare --config"):
+        Tokenizer(tmp_path / "runs" / "x" / "data" / "spm.en.model")

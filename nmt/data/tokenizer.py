@@ -132,6 +132,11 @@ class Tokenizer:
     def __init__(self, model_path: str | Path):
         self.path = Path(model_path)
         if not self.path.is_file():
+            if not self.path.parent.is_dir():  # the usual cause: nothing was prepared there yet
+                raise NmtError(
+                    f"SentencePiece model not found: {self.path} (no prepared data in {self.path.parent}). Prepare it "
+                    "first: `nmt prepare --config CONFIG` (`nmt train` and the Python train() prepare it themselves)."
+                )
             relative = relative_to_here(self.path)
             raise NmtError(
                 f"SentencePiece model not found: {self.path}{relative}."
