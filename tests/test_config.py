@@ -120,6 +120,10 @@ def test_shipped_configs_load():
         (["model.attention=bahdanau", "model.input_feeding=true"], "input_feeding=true is Luong"),
         (["model.attention=none", "model.lexical=true"], "model.lexical=true reads the source words .* has none"),
         (["model.attention=luong-dot", "model.decoder_hidden=100"], "must equal 2 x model.encoder_hidden"),
+        (  # a setting to copy, as every other config error gives
+            ["model.attention=luong-dot", "model.encoder_hidden=64", "model.decoder_hidden=100"],
+            r"--set model\.decoder_hidden=128, or --set model\.encoder_hidden=50\.",
+        ),
         (["model.attention_window=local"], "expected one of 'global', 'local-m', 'local-p'"),
         (["model.attention=luong"], "'luong-dot', 'luong-general', 'luong-concat', 'hard', 'none'"),
         (["model.window_width=0"], "model.window_width"),

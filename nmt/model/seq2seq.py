@@ -98,7 +98,10 @@ class Seq2Seq(TranslationModel):
             raise NmtError(
                 f"model.attention={model.attention!r} compares decoder and encoder states directly, so "
                 f"model.decoder_hidden ({model.decoder_hidden}) must equal 2 x model.encoder_hidden "
-                f"({2 * model.encoder_hidden})."
+                f"({2 * model.encoder_hidden}): --set model.decoder_hidden={2 * model.encoder_hidden}, or "
+                f"--set model.encoder_hidden={model.decoder_hidden // 2}"
+                + (f" --set model.decoder_hidden={model.decoder_hidden // 2 * 2}" if model.decoder_hidden % 2 else "")
+                + "."
             )
 
     @classmethod

@@ -497,7 +497,9 @@ async function drawAlignment(host, data) {
   figure.classList.add("align-figure");
   const summary = data.agreement
     ? `AER ${fmt(data.agreement.aer, 2)} against eflomal (precision ${fmt(data.agreement.precision, 2)}, ` +
-      `recall ${fmt(data.agreement.recall, 2)}): ● the attention's links, ○ the aligner's, a match is ● inside ○.`
+      `recall ${fmt(data.agreement.recall, 2)}): ● the attention's links, ○ the aligner's, a match is ● inside ○. ` +
+      "eflomal aligned this same translation, so the AER says whether the attention points where a word " +
+      "aligner would, not whether the translation is right (0 on a wrong one too)."
     : `● the attention's links. ${data.note}.`;
   const parts = [element("p", { class: "align-summary" }, summary), holder];
   if (data.heads) parts.push(headAgreement(data.heads));
