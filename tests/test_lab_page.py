@@ -5,6 +5,7 @@ request to any other host. NMT_SCREENSHOT_DIR=folder saves a screenshot of each 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -253,6 +254,12 @@ def test_the_alignment_view_marks_the_attentions_links_beside_eflomals(server, b
         (i, i) for i in range(words)
     ]
     assert len(view.find_elements(By.CSS_SELECTOR, "circle.link.reference")) == words
+    ticks = browser.execute_script(  # the colour bar's numbers, apart on a short sentence (they ran together)
+        "return [...arguments[0].querySelectorAll('svg.align-figure .legend text.tick')].slice(0, 5)"
+        ".map((t) => { const b = t.getBBox(); return [b.x, b.x + b.width]; });",
+        view,
+    )
+    assert len(ticks) == 5 and all(right + 4 <= left for (_, right), (left, _) in itertools.pairwise(ticks)), ticks
     summary = view.find_element(By.CSS_SELECTOR, ".align-summary").text
     assert "AER 0.00 against eflomal" in summary
     assert "not whether the translation is right" in summary  # a number on the model's own words, said so

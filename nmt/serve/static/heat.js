@@ -71,7 +71,8 @@ function drawLegend(svg, x, y, width, top, caption) {
 async function drawHeatmap(host, rows, cols, cells, options = {}) {
   await fontsFor([...rows, ...cols]);
   const cell = 28, left = 130, top = 90, legendSpace = 44;
-  const legendWidth = Math.min(240, cell * Math.max(cols.length, 4));
+  // the colour bar's five ticks need about 40 px each to read apart, however few the columns
+  const legendWidth = Math.min(240, Math.max(160, cell * cols.length));
   const width = Math.max(left + cell * cols.length + 20, left + legendWidth + 140);
   const svg = svgElement(width, top + cell * rows.length + legendSpace);
   svg.classList.add("heatmap-figure");
