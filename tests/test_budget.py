@@ -1,5 +1,6 @@
 """The wall-clock budget: stops within one step of it, keeps the best, and resumes exactly."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -222,3 +223,28 @@ def test_the_timeline_keeps_the_budgets_last_validation_and_a_resume_replaces_it
     resumed.run(resume=True)
     metrics, timeline = MetricsFile(run.metrics).read(), MetricsFile(run.timeline).read()
     assert [r["epoch"] for r in timeline] == [r["epoch"] for r in metrics] == [1, 2, 3]
+
+
+def test_the_validation_estimate_counts_outputs_at_the_references_length(monkeypatch):
+    """Timed on the untrained model (outputs to the length limit) the estimate read 3.7 minutes
+    where the run's validations took 15 s: a decoding step costs one tick here, and a model that
+    runs to the limit is estimated as one that stops at the references' length."""
+    from nmt.data.batching import Example
+    from nmt.decoding.search import Hypothesis
+    from nmt.train import validate
+
+    clock = StepClock()
+    monkeypatch.setattr(validate.time, "perf_counter", lambda: clock.now)
+    monkeypatch.setattr(validate, "dev_loss_sums", lambda *a, **k: None)
+    data = SimpleNamespace(dev=[Example([4, 5], [4, 5, 6, 7])] * 10, dev_sources=[[4, 5]] * 10)
+    config = config_from_dict(tiny_config(Path("unused"), Path("pairs.tsv")))
+    estimates = []
+    for length in (4, 40):  # what a trained model writes, and what an untrained one does
+
+        def search(model, sources, decode, device, length=length):
+            clock.now += len(sources) * (length + 1)  # one tick a step
+            return [[Hypothesis([4] * length, [0.0] * (length + 1), 0.0)] for _ in sources]
+
+        monkeypatch.setattr(validate, "search_sentences", search)
+        estimates.append(validate.validation_seconds(None, data, config, torch.device("cpu")))
+    assert estimates[0] == estimates[1] == 10 * 5

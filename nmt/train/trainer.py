@@ -756,7 +756,7 @@ class Trainer:
         data, passes = self.data, 2 if self.ema is not None else 1  # EMA weights are validated too
         seconds = passes * validation_seconds(self.model, data, self.config, self.device)
         sample = " (a fixed sample: train.validation_sentences)" if self.config.train.validation_sentences else ""
-        fresh = "" if self.progress.step else " (timed on the untrained model, which decodes to the length limit)"
+        fresh = "" if self.progress.step else " (at the references' length: the untrained model's outputs run longer)"
         hint = ""
         if seconds > 60 and not self.config.train.validation_sentences:
             hint = " train.validation_sentences: N validates on a fixed sample of N instead."
