@@ -951,10 +951,11 @@ CTranslate2Option = Annotated[
     ),
 ]
 QuantizationOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--quantization",
-        help="--ctranslate2 and --argos: how its weights are stored: int8 (the fastest on a CPU), int8_float32, "
+        help="--ctranslate2 and --argos: how its weights are stored: int8 (the default, the fastest on a CPU), "
+        "int8_float32, "
         "float32 (PyTorch's outputs exactly), float16, bfloat16, int16, int8_float16, int8_bfloat16.",
     ),
 ]
@@ -979,7 +980,7 @@ def export(
         typer.Option("--onnx", help="Also the encoder and one decoder step as ONNX graphs (--engine onnx runs them)."),
     ] = False,
     ctranslate2: CTranslate2Option = False,
-    quantization: QuantizationOption = "int8",
+    quantization: QuantizationOption = None,
     argos: ArgosOption = False,
     web: Annotated[
         bool, typer.Option("--web", help="Write a static page that translates in the browser instead of a package.")
@@ -999,6 +1000,12 @@ def export(
     With --argos, an Argos Translate package that LibreTranslate and `argospm` install."""
     from nmt.core.locking import holding
 
+    if quantization is not None and not (ctranslate2 or argos):
+        raise NmtError(
+            f"--quantization {quantization} sets how a CTranslate2 model's weights are stored: add --ctranslate2 "
+            "(or --argos), or drop it: nothing else reads it."
+        )
+    quantization = quantization or "int8"
     if web or argos:
         _export_elsewhere(run_dir, out_dir, checkpoint, runtime, quantization if argos else None)
         return

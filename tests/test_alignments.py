@@ -364,3 +364,16 @@ def test_kept_eflomal_links_are_read_back_only_for_the_same_pairs(tmp_path, monk
     assert len(calls) == 2 and other != first  # the same name and count, other pairs: aligned afresh
     module.kept_eflomal_alignments(path, ["e f", "g h"], ["x y", "z w"], (["p"], ["q"]))
     assert len(calls) == 3  # other statistics beside them too
+
+
+def test_kept_links_naming_words_their_pairs_lack_are_refused(tmp_path, monkeypatch):
+    """A links file with the right count but impossible indices trained silently (its links
+    pointed at no subword)."""
+    from nmt.data import alignments as module
+
+    monkeypatch.setattr(module, "eflomal_alignments", lambda s, t, extra=((), ()): [parse_links("0-0") for _ in s])
+    path = tmp_path / "train.eflomal.align"
+    module.kept_eflomal_alignments(path, ["a b", "c"], ["x", "y z"])
+    path.write_text("0-0 7-9\n0-0\n", encoding="utf-8")  # the key beside it still matches the pairs
+    with pytest.raises(NmtError, match=r"train\.eflomal\.align:1: link 7-9"):
+        module.kept_eflomal_alignments(path, ["a b", "c"], ["x", "y z"])

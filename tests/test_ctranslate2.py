@@ -518,3 +518,8 @@ def test_what_feeds_the_decoder_a_given_target_is_a_422_on_ctranslate2(package):
             assert answer.status_code == 422 and answer.json()["field"] == field, (path, answer.text)
             assert "--engine torch" in answer.json()["error"]
         assert client.post("/api/translate", json=text).status_code == 200
+
+
+def test_a_quantization_without_a_ctranslate2_model_is_refused_not_ignored(package, tmp_path):
+    result = runner.invoke(app, ["export", str(package.parent / "run"), str(tmp_path / "q"), "--quantization", "int16"])
+    assert result.exit_code == 1 and "add --ctranslate2" in result.output and not (tmp_path / "q").exists()

@@ -183,3 +183,11 @@ def test_without_eflomal_evaluate_align_translates_nothing_first(tmp_path, monke
     monkeypatch.setattr("nmt.cli._translator", lambda *a, **k: translator_made.append(1))
     result = runner.invoke(app, ["evaluate", "--config", str(tmp_path / "any.yaml"), "--align"])
     assert result.exit_code == 1 and "eflomal" in result.output and translator_made == []
+
+
+def test_a_guided_weight_past_any_measured_use_is_refused_by_name():
+    """1e30 trained until a non-finite loss said "Lower train.learning_rate"."""
+    from nmt.config.schema import config_from_dict
+
+    with pytest.raises(NmtError, match=r"train\.guided_alignment.*from 0 \(off\) to 100"):
+        config_from_dict({"train": {"guided_alignment": 1e30}})

@@ -84,6 +84,11 @@ def test_editing_one_head_is_refused_with_the_reason_and_the_rnn_has_no_heads(tr
     assert refused.value.field == "model"
     with pytest.raises(LabInputError, match="heads are a Transformer's"):
         Lab(random_translator(tmp_path)).heads(SENTENCE)
+    # sized first, an RNN's heads were counted as a Transformer's: a long sentence got 413 "ask for
+    # one layer and head" instead of the reason
+    rnn = local_client(build_app({"rnn": random_translator(tmp_path / "rnn")}))
+    answer = rnn.post("/api/lab/heads", json={"text": " ".join(["we like tea"] * 60), "model": "rnn"})
+    assert answer.status_code == 422 and "heads are a Transformer's" in answer.json()["error"], answer.text
 
 
 def test_the_api_serves_heads_and_a_chosen_heads_playback(translator):

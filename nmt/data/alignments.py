@@ -298,7 +298,9 @@ def kept_eflomal_alignments(
     fingerprint = pairs_fingerprint(sources, targets, extra)
     kept = path.is_file() and key.is_file() and key.read_text(encoding="utf-8").strip() == fingerprint
     links = read_links(path, len(sources)) if kept else []
-    if len(links) != len(sources):  # none yet, or of other pairs (the same name and count matched before)
+    if len(links) == len(sources):  # a file read back names only words its pairs have (else: trained silently)
+        check_links_fit(links, sources, targets, str(path))
+    else:  # none yet, or of other pairs (the same name and count matched before)
         links = eflomal_alignments(sources, targets, extra)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_lines_atomic(path, [found.pharaoh() for found in links])

@@ -198,6 +198,10 @@ class Lab:
         """How big ``view``'s answer for ``text`` will be at least, before any work (``tokens``
         absent: a translation of one subword; the tree: one step), exactly once the translation is
         known; ``asked``: the view's beam, top_k, layer, head."""
+        if view not in self.views():  # before sizing: an RNN's heads were sized by a Transformer's count
+            if view == "tree":
+                self.tree(text)  # refuses by name: an engine that searches itself
+            raise LabInputError("model", self.inside().refusal(view))  # inside() refuses other engines itself
         source = len(self.translator.source_ids([text])[0]) + 1  # its <eos> too
         return lab_size(view, self.config, source, len(tokens) if tokens is not None else 1, **asked)
 

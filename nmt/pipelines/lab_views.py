@@ -196,15 +196,23 @@ class LooksInside:
     def views_check(self, view: str) -> None:
         """Refuse ``view`` where the family's views do not hold it."""
         if view not in self.views:
-            raise LabInputError("model", f"{self.family} has no {view} view in the lab")
+            raise LabInputError("model", self.refusal(view))
+
+    def refusal(self, view: str) -> str:
+        """Why the family has no ``view``: said before a request is sized, and where it is called."""
+        return {
+            "playback": f"{self.family} has no attention the lab can play back",
+            "edit": f"{self.family} has no single attention to replace: edit is the RNN's",
+            "heads": f"heads are a Transformer's (model.arch: transformer); {self.family} has none",
+        }.get(view, f"{self.family} has no {view} view in the lab")
 
     def playback(
         self, lab: LabParts, text: str, tokens: list[str] | None, top_k: int, layer: int, head: int
     ) -> Playback:
-        raise LabInputError("model", f"{self.family} has no attention the lab can play back")
+        raise LabInputError("model", self.refusal("playback"))
 
     def edit(self, lab: LabParts, text: str, step: int, weights: list[float], tokens: list[str] | None) -> Edit:
-        raise LabInputError("model", f"{self.family} has no single attention to replace: edit is the RNN's")
+        raise LabInputError("model", self.refusal("edit"))
 
     def heads(self, lab: LabParts, text: str, tokens: list[str] | None, layer: int | None, head: int | None) -> Heads:
-        raise LabInputError("model", f"heads are a Transformer's (model.arch: transformer); {self.family} has none")
+        raise LabInputError("model", self.refusal("heads"))
