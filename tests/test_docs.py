@@ -299,3 +299,54 @@ def test_a_missing_tokenizer_of_a_run_never_prepared_says_to_prepare(tmp_path):
 
     with pytest.raises(NmtError, match=r"no prepared data in .*nmt prepare --config"):
         Tokenizer(tmp_path / "runs" / "x" / "data" / "spm.en.model")
+
+
+def _doc_commands() -> list[tuple[str, list[str]]]:
+    """Every `nmt ...` command of the README's and the docs' shell blocks (a pipe's or a `&&`
+    chain's parts each, redirections dropped), skipping synopsis lines (`[...]`, `...`, `$VAR`)."""
+    import shlex
+
+    found = []
+    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for block in re.findall(r"```(?:bash|sh|console)?\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split(" #")[0].strip().removeprefix("$ ")
+                if "[" in line or "..." in line or "…" in line or "$" in line:
+                    continue
+                for part in re.split(r"&&|\|\||;|\|", line):
+                    if not part.strip().startswith("nmt "):
+                        continue
+                    words = shlex.split(part)
+                    if words[:1] == ["nmt"]:
+                        cut = next((i for i, w in enumerate(words) if w[:1] in "<>" or w[:2] == "2>"), len(words))
+                        found.append((str(page.relative_to(ROOT)), words[1:cut]))
+    return found
+
+
+def test_every_nmt_command_line_in_the_docs_parses():
+    """Each command line of the docs is parsed by the CLI itself (options, arguments, required
+    ones), not run: a renamed or dropped option fails here before a user meets it."""
+    import typer
+    from typer._click import exceptions
+
+    from nmt.cli import app
+
+    cli = typer.main.get_command(app)
+    commands = _doc_commands()
+    assert len(commands) > 50
+    wrong = []
+    for page, args in commands:
+        try:
+            context = cli.make_context("nmt", list(args), resilient_parsing=True)
+            rest = [*getattr(context, "_protected_args", []), *context.args]
+            if rest:
+                command = cli.get_command(context, rest[0])
+                if command is None:
+                    wrong.append((page, args, "no such command"))
+                    continue
+                command.make_context(rest[0], rest[1:], parent=context)
+        except (exceptions.NoArgsIsHelpError, SystemExit):
+            continue
+        except exceptions.UsageError as error:
+            wrong.append((page, " ".join(args), error.format_message()))
+    assert not wrong, wrong
