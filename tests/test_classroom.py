@@ -80,14 +80,22 @@ def test_a_big_request_takes_turns_so_a_short_one_waits_for_one_slice_only():
 
 class TimedModel:
     """A decode function that takes ``per_text`` seconds a text, like a model whose every text
-    is as long to decode."""
+    is as long to decode: seconds of its own clock (the scheduler's), never the machine's."""
 
     def __init__(self, per_text: float):
         self.per_text = per_text
         self.searches: list[list[str]] = []
+        self.now = 0.0
+        self.entered = 0  # searches begun
+        self.permits = threading.Semaphore(0)  # each search waits for one: the test steps the worker
+
+    def clock(self) -> float:
+        return self.now
 
     def __call__(self, texts, settings):
-        time.sleep(self.per_text * len(texts))
+        self.entered += 1
+        self.permits.acquire(timeout=10)
+        self.now += self.per_text * len(texts)
         self.searches.append(list(texts))
         return list(texts)
 
@@ -97,11 +105,13 @@ def test_batches_are_sized_in_seconds_so_a_short_request_never_waits_behind_a_bi
     ``batch_seconds`` of decoding, so a short request that comes while a big one is decoded
     waits for one short batch, never for the big request's work (issue 63's flood: 31 s)."""
     model = TimedModel(per_text=0.02)
-    scheduler = Scheduler(model, batch_seconds=0.1)  # 0.1 s a batch: 5 texts of this model
+    scheduler = Scheduler(model, batch_seconds=0.1, clock=model.clock)  # 0.1 s a batch: 5 texts of this model
     big = scheduler.submit([f"big{i}" for i in range(100)], "s", [100] * 100)  # 2 s of decoding in all
-    wait_until(lambda: scheduler.counts["batches"] >= 2)
+    model.permits.release(2)  # two searches, then the third waits at its start
+    wait_until(lambda: model.entered == 3)
     searched_before = len(model.searches)  # searches ended before the short request came
     short = scheduler.submit(["short"], "s", [100])
+    model.permits.release(1000)
     assert short.future.result(30) == ["short"]
     assert big.future.result(30) == [f"big{i}" for i in range(100)]
     sizes = [len(search) for search in model.searches]
@@ -109,7 +119,7 @@ def test_batches_are_sized_in_seconds_so_a_short_request_never_waits_behind_a_bi
     # Counted in searches, not seconds (a loaded machine stretches seconds): the one running when it
     # came (or one that ended as it was submitted), then its own. Before: behind all the big work.
     its_search = next(i for i, search in enumerate(model.searches) if "short" in search)
-    assert its_search - searched_before <= 2, sizes
+    assert its_search - searched_before == 1, sizes  # the batch running when it came, then its own
 
 
 def test_a_full_queue_refuses_with_a_retry_estimate():
@@ -138,9 +148,9 @@ def test_a_cancelled_request_leaves_the_queue_and_is_never_decoded():
     scheduler.cancel(gone)
     assert scheduler.status() == {**scheduler.status(), "queued_texts": 0, "waiting_requests": 0, "cancelled": 2}
     model.gate.set()
-    wait_until(lambda: scheduler.counts["batches"] == 1)
-    time.sleep(0.05)
-    assert model.searches == [["a"]] and running.future.cancelled() and gone.future.cancelled()
+    after = scheduler.submit(["after"], "s", [1])  # in turn order, anything left would come before it
+    assert after.future.result(10) == ["after|s"]
+    assert model.searches == [["a"], ["after"]] and running.future.cancelled() and gone.future.cancelled()
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +192,7 @@ def held_batch(app_client, model, bodies):
     with ThreadPoolExecutor(max_workers=len(bodies) + 1) as pool:
         with model.lock:  # the worker blocks on its first search
             first = pool.submit(app_client.post, "/api/translate", json={"text": "hello."})
-            wait_until(lambda: scheduler.counts["texts"] == 0 and scheduler.queued() == 0 and not first.done())
-            time.sleep(0.05)
+            wait_until(lambda: bool(scheduler.running) and not first.done())  # its batch formed, at the lock
             answers = [pool.submit(app_client.post, "/api/translate", json=body) for body in bodies]
             wait_until(lambda: scheduler.status()["waiting_requests"] == len(bodies))
         answers = [answer.result(30) for answer in answers]
@@ -226,8 +235,7 @@ def test_a_full_queue_answers_503_with_retry_after_and_health_answers_meanwhile(
     served = served_model(app)
     with local_client(app) as client, ThreadPoolExecutor(max_workers=3) as pool, served.lock:
         running = pool.submit(client.post, "/api/translate", json={"text": "hello."})
-        wait_until(lambda: served.scheduler.counts["texts"] == 0 and not served.scheduler.turn and not running.done())
-        time.sleep(0.05)  # the worker holds it, waiting for the lock
+        wait_until(lambda: bool(served.scheduler.running) and not running.done())  # its batch formed, at the lock
         waiting = pool.submit(client.post, "/api/translate", json={"texts": TEXTS[:2]})
         wait_until(lambda: served.scheduler.queued() == 2)
         refused = client.post("/api/translate", json={"text": "one more."})
@@ -291,8 +299,7 @@ def test_a_client_that_disconnects_has_its_queued_work_cancelled(translator):
     try:
         with served.lock:
             running = raw_post(port, {"text": "hello."})
-            wait_until(lambda: served.scheduler.counts["texts"] == 0 and not served.scheduler.turn)
-            time.sleep(0.05)
+            wait_until(lambda: bool(served.scheduler.running))  # its batch formed, waiting for the lock
             leaving = raw_post(port, {"texts": TEXTS})
             wait_until(lambda: served.scheduler.queued() == len(TEXTS))
             leaving.close()
@@ -301,7 +308,7 @@ def test_a_client_that_disconnects_has_its_queued_work_cancelled(translator):
         running.settimeout(30)
         assert b"200 OK" in running.recv(65536)
         running.close()
-        time.sleep(0.1)
+        # counted before its answer was released, so nothing is left to wait for
         assert served.scheduler.counts["texts"] == 1  # only the first request was ever decoded
     finally:
         server.should_exit = True

@@ -258,6 +258,7 @@ def test_export_then_translate_and_evaluate_with_only_the_package(tmp_path, anki
         "model.safetensors",
         "spm.en.model",
         "spm.mr.model",
+        "test.multi.tsv",  # the test split with all its references: `nmt evaluate --model PKG`
         "timeline.jsonl",  # the probe sentences' attention over training (train.probes)
     ]
     card = (package / "MODEL_CARD.md").read_text(encoding="utf-8")

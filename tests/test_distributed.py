@@ -143,10 +143,11 @@ def test_sigterm_to_torchrun_during_a_long_validation_checkpoints_in_time_and_re
         assert time.time() < deadline and process.poll() is None, "no validation began"
         time.sleep(0.05)
     assert not (tmp_path / "stopped" / "metrics.jsonl").exists(), "validation ended before the signal"
-    signalled = time.time()
     process.send_signal(signal.SIGTERM)
-    output = process.communicate(timeout=60)[0]
-    assert time.time() - signalled < 20, output[-3000:]
+    output = process.communicate(timeout=600)[0]  # a guard against a hang, as above
+    # stopped inside the validation, not after it (ordered by files, not a loaded machine's seconds):
+    # the validation it was in wrote no record, and the log says where it stopped
+    assert not (tmp_path / "stopped" / "metrics.jsonl").exists(), output[-3000:]
     assert "forcefully" not in output and "while validating epoch 1" in output, output[-3000:]
     saved = torch.load(tmp_path / "stopped" / "checkpoints" / "last.pt", weights_only=True)
     assert saved["progress"]["epoch"] == 0 and saved["progress"]["batch_in_epoch"] > 0

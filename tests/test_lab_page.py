@@ -9,7 +9,6 @@ import itertools
 import json
 import os
 import random
-import time
 import unicodedata
 import urllib.request
 from pathlib import Path
@@ -213,8 +212,14 @@ def test_every_lab_view_shows_the_models_numbers_and_exports(server, browser, do
     bar = browser.find_element(By.CSS_SELECTOR, "#lab .export[data-view='timeline']")
     for kind in ("svg", "png", "json"):
         bar.find_element(By.CSS_SELECTOR, f"button[data-export='{kind}']").click()
-    wait_for(browser, lambda d: all((downloads / f"nmt-timeline.{k}").is_file() for k in ("svg", "png", "json")))
-    time.sleep(0.5)  # let the last file be closed
+    # Chromium writes a download as NAME.crdownload and renames it when it is whole: none left, all three there
+    wait_for(
+        browser,
+        lambda d: (
+            all((downloads / f"nmt-timeline.{k}").is_file() for k in ("svg", "png", "json"))
+            and not list(downloads.glob("*.crdownload"))
+        ),
+    )
     assert ElementTree.parse(downloads / "nmt-timeline.svg").getroot().tag.endswith("svg")
     from PIL import Image
 

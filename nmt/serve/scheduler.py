@@ -96,8 +96,9 @@ class Scheduler:
         batch_work: int = 48_000,
         batch_seconds: float = 1.0,
         lock: threading.Lock | None = None,
+        clock: Callable[[], float] = time.perf_counter,  # what a batch is timed by (a test's own clock)
     ):
-        self.decode, self.max_queued = decode, max_queued
+        self.decode, self.max_queued, self.clock = decode, max_queued, clock
         self.lock = lock or threading.Lock()  # the model's: a batch is timed once it holds it
         self.slice_work, self.batch_work, self.batch_seconds = slice_work, batch_work, batch_seconds
         self.turn: list[Ticket] = []  # waiting requests, in the order they are served
@@ -195,7 +196,7 @@ class Scheduler:
         texts = [ticket.texts[i] for ticket, piece in batch for i in piece]
         units = sum(ticket.work[i] for ticket, piece in batch for i in piece)
         with self.lock:
-            start = time.perf_counter()
+            start = self.clock()
             try:
                 answers = self.decode(texts, settings)
             except Exception as error:  # the request fails, the server goes on
@@ -204,7 +205,7 @@ class Scheduler:
                         self._finish(ticket, error)
                     self.running = []
                 return
-            seconds = time.perf_counter() - start
+            seconds = self.clock() - start
         with self.changed:
             if not any(ticket.solo for ticket, _ in batch):  # a lab view's cost is not a translation's
                 self.seconds_per_text = 0.8 * self.seconds_per_text + 0.2 * seconds / len(texts)
