@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,15 @@ from nmt.runtime.loading import LoadedModel
 SUBJECTS = {"I": "मी", "you": "तू", "we": "आम्ही", "they": "ते", "she": "ती"}
 VERBS = {"see": "पाहतो", "want": "हवे", "like": "आवडते", "eat": "खातो"}
 OBJECTS = {"apples": "सफरचंद", "water": "पाणी", "books": "पुस्तके", "tea": "चहा", "rice": "भात", "milk": "दूध"}
+
+
+def wait_until(condition: Callable[[], object], seconds: float = 120.0, what: str = "the condition") -> None:
+    """Return once ``condition()`` is true, polling. ``seconds`` guards against a hang (a failure
+    named by ``what``); it is never a guess at how long something takes on a loaded machine."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
 
 
 def synthetic_pairs(seed: int = 0) -> list[tuple[str, str]]:

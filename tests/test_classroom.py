@@ -18,7 +18,7 @@ from nmt.serve.app import build_app
 from nmt.serve.requests import Limits
 from nmt.serve.scheduler import QueueFull, Scheduler, slices_of
 
-from .helpers import copy_translator, local_client, random_translator
+from .helpers import copy_translator, local_client, random_translator, wait_until
 
 TEXTS = ["I see apples.", "we like tea.", "she eats rice.", "they want milk and books.", "you see water."]
 
@@ -35,13 +35,6 @@ class FakeModel:
         self.gate.wait(10)
         self.searches.append(list(texts))
         return [f"{text}|{settings}" for text in texts]
-
-
-def wait_until(condition, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
 
 
 def test_slices_bound_their_work_and_keep_at_least_one_text():

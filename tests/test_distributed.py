@@ -6,7 +6,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 
-from .helpers import OBJECTS, SUBJECTS, VERBS, synthetic_pairs, tiny_config, write_anki
+from .helpers import OBJECTS, SUBJECTS, VERBS, synthetic_pairs, tiny_config, wait_until, write_anki
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,10 +137,8 @@ def test_sigterm_to_torchrun_during_a_long_validation_checkpoints_in_time_and_re
     marker = tmp_path / "validating"
     marked = {"PYTHONPATH": str(tmp_path), "VALIDATION_MARKER": str(marker)}
     process = torchrun(stopped, *slow, plugin="validation_marker", env=marked)
-    deadline = time.time() + 600  # a guard against a hang, not a guess at the timing
-    while not marker.exists():
-        assert time.time() < deadline and process.poll() is None, "no validation began"
-        time.sleep(0.05)
+    wait_until(lambda: marker.exists() or process.poll() is not None, 600, "a validation's start")
+    assert process.poll() is None, "no validation began"
     assert not (tmp_path / "stopped" / "metrics.jsonl").exists(), "validation ended before the signal"
     process.send_signal(signal.SIGTERM)
     output = process.communicate(timeout=600)[0]  # a guard against a hang, as above

@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 
-from .helpers import synthetic_pairs, tiny_config, write_anki
+from .helpers import synthetic_pairs, tiny_config, wait_until, write_anki
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -47,13 +46,10 @@ def start_training(config: Path, *extra: str) -> subprocess.Popen:
     )
 
 
-def wait_for(path_glob: str, directory: Path, process: subprocess.Popen, count: int, timeout: float = 120):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if len(list(directory.glob(path_glob))) >= count or process.poll() is not None:
-            return
-        time.sleep(0.005)
-    raise AssertionError("timed out waiting for checkpoints")
+def wait_for(path_glob: str, directory: Path, process: subprocess.Popen, count: int) -> None:
+    """Until ``count`` files match (or the process ended: the caller's assertions say which)."""
+    done = lambda: len(list(directory.glob(path_glob))) >= count or process.poll() is not None  # noqa: E731
+    wait_until(done, what=f"{count} {path_glob} in {directory}")
 
 
 def final_weights(run_dir: Path) -> dict:

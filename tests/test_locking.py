@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ import yaml
 from nmt.core.errors import NmtError
 from nmt.core.locking import LOCK_NAME, holding
 
-from .helpers import synthetic_pairs, tiny_config, write_anki
+from .helpers import synthetic_pairs, tiny_config, wait_until, write_anki
 
 ROOT = Path(__file__).resolve().parents[1]
 HOLD = "from nmt.core.locking import holding; import sys, time\nwith holding(sys.argv[1], 'nmt demo --hold'):\n"
@@ -119,13 +118,6 @@ def nmt_with_plugin(*args: str, cwd: Path, wait: bool = True):
     return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for(condition, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_while_a_run_trains_writers_are_refused_at_once_and_readers_go_on(tmp_path, held_config):
     config = held_config
@@ -134,7 +126,7 @@ def test_while_a_run_trains_writers_are_refused_at_once_and_readers_go_on(tmp_pa
     (run / "hold").touch()  # the run waits after its first epoch until the test is done with it
     first = nmt_with_plugin("train", "--config", str(config), cwd=tmp_path, wait=False)
     try:
-        wait_for(lambda: (run / "checkpoints" / "best.pt").is_file() or first.poll() is not None, 300)
+        wait_until(lambda: (run / "checkpoints" / "best.pt").is_file() or first.poll() is not None, 300)
         assert first.poll() is None, first.communicate()
         refused = {
             "train --resume": ["train", "--config", str(config), "--resume"],

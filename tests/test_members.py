@@ -25,7 +25,7 @@ from nmt.train.distributed import Distributed
 from nmt.train.launch import train
 from nmt.train.members import member_cap, member_config, member_threads
 
-from .helpers import synthetic_pairs, tiny_config, write_anki
+from .helpers import synthetic_pairs, tiny_config, wait_until, write_anki
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -155,11 +155,8 @@ def test_sigterm_stops_every_member_with_a_checkpoint_and_resume_finishes_them(t
         text=True,
     )
     run = tmp_path / "stopped"
-    deadline = time.time() + 120
-    while time.time() < deadline and process.poll() is None:
-        if all(list((run / f"member-{k}" / "checkpoints").glob("step-*.pt")) for k in (1, 2)):
-            break
-        time.sleep(0.05)
+    checkpointed = lambda: all(list((run / f"member-{k}" / "checkpoints").glob("step-*.pt")) for k in (1, 2))  # noqa: E731
+    wait_until(lambda: checkpointed() or process.poll() is not None, what="both members' step checkpoints")
     assert process.poll() is None, "training finished before it could be stopped"
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)

@@ -14,14 +14,13 @@ import os
 import shutil
 import socket
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from nmt.serve.app import build_app
 
-from .helpers import random_translator
+from .helpers import random_translator, wait_until
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -47,10 +46,7 @@ def running_server(models: dict, token: str = ""):
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not uv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert uv.started, "the server did not start"
+    wait_until(lambda: uv.started, what="the server's start")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from nmt.serve.app import build_app
 from nmt.serve.requests import Limits
 
-from .helpers import local_client, random_translator
+from .helpers import local_client, random_translator, wait_until
 
 LIMITS = Limits(max_chars=200, max_texts=4, max_beam=8, max_alternatives=10, max_body_bytes=5000)
 
@@ -183,14 +182,15 @@ def test_the_server_stops_cleanly_on_ctrl_c(tmp_path):
     root = Path(__file__).resolve().parents[1]
     server = subprocess.Popen([sys.executable, "-c", code], cwd=root, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def healthy() -> bool:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=1) as response:
-                    assert response.status == 200
-                    break
+                    return response.status == 200
             except OSError:
-                time.sleep(0.1)
+                return False
+
+        wait_until(healthy, what="the server's health")
         server.send_signal(signal.SIGINT)
         _, stderr = server.communicate(timeout=30)
     finally:
