@@ -200,6 +200,32 @@ class OtherLoad:
         return max(0.0, ((now[0] - last[0]) - (now[1] - last[1])) / (now[2] - last[2]))
 
 
+class FixedThreads:
+    """The tuner of a count that is not measured (a pinned ``threads: N``, one core, a GPU, an
+    engine with threads of its own): the same calls as ``ThreadTuner``, doing nothing, so that
+    the code that runs units never asks which it holds."""
+
+    measures = False
+    on_decision: Callable[[Decision], None] | None = None
+
+    @property
+    def threads(self) -> int:
+        return torch.get_num_threads()
+
+    def apply(self) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def unit(self, work: float) -> Iterator[None]:
+        yield
+
+    def state_dict(self) -> None:
+        return None  # a checkpoint records none, as before
+
+    def load_state_dict(self, saved: dict) -> None:
+        pass
+
+
 class ThreadTuner:
     """Chooses the thread count of each unit of work by measurement (see the module's text).
     ``on_decision`` is told of each measurement's result; ``clock`` times ``unit``."""
@@ -221,6 +247,8 @@ class ThreadTuner:
         self.state = TunerState(ordered, threads=ordered[0], skip=settings.warmup_units)
         self.load = load or OtherLoad()
         self.cores = max(candidates)
+
+    measures = True
 
     @property
     def threads(self) -> int:
@@ -369,10 +397,10 @@ def make_tuner(
     on_decision: Callable[[Decision], None] | None = None,
     settings: TunerSettings = TunerSettings(),
     say: Callable[[str], None] | None = None,
-) -> ThreadTuner | None:
-    """The tuner of ``setting`` on ``device``: one for ``auto`` on a CPU with two cores or more
-    (``cap``: at most this many threads, the process's share when several share the machine;
-    OMP_NUM_THREADS, where set, caps it too), None otherwise. A count is set here, on the calling
+) -> ThreadTuner | FixedThreads:
+    """The tuner of ``setting`` on ``device``: one that measures for ``auto`` on a CPU with two cores
+    or more (``cap``: at most this many threads, the process's share when several share the machine;
+    OMP_NUM_THREADS, where set, caps it too), ``FixedThreads`` otherwise. A count is set here, on the calling
     thread (0 leaves PyTorch's default), never above the cores this process may use: 1,000
     threads on 2 cores trained 270x slower. ``say`` is told what was decided where it is not
     what was asked (a count capped, OMP_NUM_THREADS honoured, one core)."""
@@ -383,9 +411,9 @@ def make_tuner(
             tell(f"Threads: {setting} asked for, but this process may use {cores} core(s): {cores} thread(s).")
         if setting:
             torch.set_num_threads(min(setting, cores))
-        return None
+        return FixedThreads()
     if device.type != "cpu":
-        return None
+        return FixedThreads()
     limit = max(1, cap if cap is not None else cores)
     from_environment = thread_cap_from_environment()
     if from_environment is not None and from_environment < limit:
@@ -394,7 +422,7 @@ def make_tuner(
     if limit < 2:
         tell("Threads: 1 (auto has one core to use here, so nothing to measure).")
         torch.set_num_threads(1)
-        return None
+        return FixedThreads()
     return ThreadTuner(candidate_counts(limit), settings, on_decision)
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
-
 from nmt.config.paths import PackagePaths, prepared_paths, run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
@@ -63,7 +61,7 @@ def evaluate(translator: Translator, test_set: ReferenceSet, name: str, checkpoi
     run_dir = translator.loaded.config.run_dir
     report.update({"set": name, "checkpoint": checkpoints, "beam_size": beam_size, "run_dir": run_dir})
     if translator.device.type == "cpu":  # the count search ended with (--threads auto chooses it as it goes)
-        report["threads"] = translator.threads.threads if translator.threads is not None else torch.get_num_threads()
+        report["threads"] = translator.threads.threads
     run = run_paths(translator.loaded.config)
     run.writable(run.eval_hypotheses(name), run.eval_report(name))
     write_lines_atomic(run.eval_hypotheses(name), hypotheses)

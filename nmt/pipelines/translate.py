@@ -18,7 +18,7 @@ from tqdm import tqdm
 from nmt.config.schema import DecodeConfig
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines, split_lines
-from nmt.core.threads import ThreadTuner
+from nmt.core.threads import FixedThreads, ThreadTuner
 from nmt.data.batching import source_tensor
 from nmt.data.pairs import normalize_text
 from nmt.data.related import source_tag
@@ -76,13 +76,15 @@ class Translator:
         loaded: LoadedModel,
         tgt_lang: str | None = None,
         decode: DecodeConfig | None = None,
-        threads: ThreadTuner | None = None,
+        threads: ThreadTuner | FixedThreads | None = None,
     ):
-        self.loaded, self.threads = loaded, threads
+        self.loaded, self.threads = loaded, threads or FixedThreads()
         self.model, self.src_tok, self.tgt_tok = loaded.model, loaded.src_tok, loaded.tgt_tok
         # what search and scoring run: the model, its decoding steps paced by the tuner
         paced = not isinstance(self.model, SearchesItself)  # an engine that searches itself runs its own threads
-        self.searched: SearchModel = PacedModel(self.model, threads) if threads is not None and paced else self.model
+        self.searched: SearchModel = (
+            PacedModel(self.model, self.threads) if isinstance(self.threads, ThreadTuner) and paced else self.model
+        )
         # the decoding settings, whole: the model's config's, or a command's (nmt.config.schema.decoding_settings)
         self.decode, self.device = decode or loaded.config.decode, loaded.device
         data = loaded.config.data

@@ -33,7 +33,7 @@ from nmt.core.fileio import remove_temporaries
 from nmt.core.hardware import hardware_description
 from nmt.core.plugins import load_config_plugins
 from nmt.core.progress import progress_bar
-from nmt.core.threads import Decision, OtherLoad, ThreadTuner, describe, make_tuner, usable_cores
+from nmt.core.threads import Decision, FixedThreads, OtherLoad, ThreadTuner, describe, make_tuner, usable_cores
 from nmt.data.batching import Batch, padded_to_bucket, padding_fraction
 from nmt.data.tokenizer import Tokenizer
 from nmt.model.base import TranslationModel, count_parameters
@@ -267,7 +267,7 @@ class Trainer:
         parent: dict | None = None,
         notes: Sequence[str] = (),
         settings_before: ProcessSettings | None = None,
-        threads: ThreadTuner | None = None,
+        threads: ThreadTuner | FixedThreads | None = None,
     ):
         ddp = ddp or Distributed()  # one process unless torchrun started several
         self.config, self.device, self.ddp = config, device, ddp
@@ -303,9 +303,8 @@ class Trainer:
         # told of the run (rank 0), in order; any may end it at a validation (nmt/train/callbacks.py)
         self.callbacks: list[Callback] = standard_callbacks(self) + list(callbacks)
         self.seen_steps: set[int] = set()  # validations the callbacks saw before this resume (restore)
-        self.threads = threads
-        if threads is not None:
-            threads.on_decision = self.log_threads
+        self.threads = threads or FixedThreads()  # a count not measured: the same calls, doing nothing
+        self.threads.on_decision = self.log_threads
         self.pace_load: OtherLoad | None = None  # other processes' load over the first batches (log_pace)
 
     def run(self, resume: bool = False) -> Progress:
@@ -391,7 +390,7 @@ class Trainer:
             self.ema.reset()  # from the weights just loaded, not the ones it was built with
         if self.scaler is not None and "scaler" in payload:
             self.scaler.load_state_dict(payload["scaler"])
-        if self.threads is not None and "threads" in payload:
+        if payload.get("threads") is not None:
             self.threads.load_state_dict(payload["threads"])
         self.parent = payload.get("parent")
         set_rng_state(payload["rng"], self.device, self.config.train.seed, self.ddp.rank, self.progress.step)
@@ -480,7 +479,7 @@ class Trainer:
             self.pace_load = OtherLoad()
         for number, batch in enumerate(self.loader.batches(examples, batches[first - 1 :]), start=first):
             tokens = batch.num_tgt_tokens  # counting them syncs a GPU: once per step
-            with self.threads.unit(tokens) if self.threads is not None else contextlib.nullcontext():
+            with self.threads.unit(tokens):
                 result = self.train_batch(batch, tokens, epoch, number, len(batches[number - 1]))
             meter.add(result, tokens)
             progress.step += 1
@@ -645,7 +644,7 @@ class Trainer:
             parent=self.parent,
             ema=self.ema.state_dict() if self.ema is not None else None,
             translate_with="ema" if self.ema_is_better else "model",
-            threads=self.threads.state_dict() if self.threads is not None else None,
+            threads=self.threads.state_dict(),
         )
         save_training_checkpoint(self.run_dir, payload, self.progress.step, self.config.train.keep_checkpoints, best)
 
@@ -733,7 +732,7 @@ class Trainer:
             cores = usable_cores()
             busy = f" Other processes are using about {other:.1f} of this machine's {cores} cores: " + (
                 "train.threads: auto keeps measuring which thread count is fastest beside them."
-                if self.threads is not None
+                if self.threads.measures
                 else "the run shares the cores with them (train.threads: auto measures what is fastest)."
             )
         if batches >= 2 * PACE_BATCHES:  # a short epoch is over before an estimate helps
