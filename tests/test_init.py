@@ -17,7 +17,8 @@ import yaml
 from nmt.config.recipes import recipes
 from nmt.config.schema import load_config
 from nmt.core.errors import NmtError
-from nmt.pipelines.init import guess_languages, init_config, split_sizes
+from nmt.data.profile import guess_languages
+from nmt.pipelines.init import init_config, split_sizes
 from nmt.pipelines.prepare import prepare
 from nmt.train.trainer import build_trainer
 

@@ -33,6 +33,7 @@ from nmt.core.fonts import missing_font_warning, missing_scripts
 from nmt.core.locking import holding
 from nmt.core.progress import progress_bar
 from nmt.data.pairs import LINES, MAX_PROBLEMS_SHOWN, TSV, Pair, ReadResult, check_read
+from nmt.data.profile import length_stats
 from nmt.data.references import write_references
 from nmt.data.related import RelatedMix, mix_related, source_tag, symbols
 from nmt.data.shards import write_shard
@@ -166,16 +167,6 @@ def changed_model_settings(config: Config) -> list[str]:
         raw = yaml.safe_load(handle)
     saved_model = raw.get("model", {}) if isinstance(raw, dict) and isinstance(raw.get("model"), dict) else {}
     return model_differences(saved_model, asdict(config.model), "model.")
-
-
-def length_stats(lengths: np.ndarray) -> dict[str, float]:
-    ordered = np.sort(lengths)
-    return {
-        "mean": float(ordered.mean()),
-        "median": float(np.median(ordered)),
-        "p95": float(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]),
-        "max": float(ordered[-1]),
-    }
 
 
 def load_report(paths: PreparedPaths) -> dict:
