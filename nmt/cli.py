@@ -364,7 +364,6 @@ def train(
     """
     from nmt.config.paths import RunPaths
     from nmt.train import distributed
-    from nmt.train.align_probe import check_aligner
     from nmt.train.launch import refuse_new_run_over_old
     from nmt.train.launch import train as train_models
     from nmt.train.metrics import MetricsFile, RunSummary
@@ -383,7 +382,6 @@ def train(
             if ddp.is_main:  # the ranks of one torchrun share the run: rank 0 holds it for them
                 held.enter_context(_writing(cfg, f"nmt train --config {config}" + (" --resume" if resume else "")))
                 refuse_new_run_over_old(cfg, resume)  # before prepare can touch the run's files
-            check_aligner(cfg)  # eflomal, where a setting runs it: before prepare and the first step
             _prepare_for_training(cfg, ddp)
             try:
                 trained = train_models(cfg, requested, resume, ddp, log=lambda msg: typer.echo(msg, err=True))
@@ -453,10 +451,13 @@ def _say_how_to_resume(stopped: Exception, cfg: Config, config: Path, set_: list
 
 
 def _prepare_for_training(cfg: Config, ddp) -> None:
-    """Prepare the data if needed (rank 0), and make sure every rank sees it."""
+    """Prepare the data if needed (rank 0), and make sure every rank sees it; first, eflomal where a
+    setting runs it (a probe trained a whole epoch before finding it missing)."""
     from nmt.pipelines.prepare import is_prepared
     from nmt.pipelines.prepare import prepare as run_prepare
+    from nmt.train.align_probe import check_aligner
 
+    check_aligner(cfg)
     if ddp.is_main:
         report = run_prepare(cfg, log=lambda msg: typer.echo(msg, err=True))
         if not report.reused:
@@ -640,8 +641,8 @@ def align(
     sentence pair: from the model's attention under forced decoding, or (--aligner eflomal) from the
     reference aligner run both ways over the pairs and the run's training pairs. Without --tgt, the
     model translates first and each line is "translation ||| links". Words are whitespace-separated."""
-    from nmt.data.alignments import agreement, check_links_fit, eflomal_alignments, read_links
-    from nmt.pipelines.align import model_lines, parse_heads
+    from nmt.data.alignments import eflomal_alignments, read_links
+    from nmt.pipelines.align import gold_agreement, model_lines, parse_heads, refuse_attention_choices
     from nmt.pipelines.translate import read_input_lines
 
     sources = read_input_lines(str(source))
@@ -652,19 +653,7 @@ def align(
         raise NmtError(f"--aligner {aligner!r}: model or eflomal.")
     gold = read_links(reference, len(sources)) if reference is not None else None  # before any work
     if aligner == "eflomal":
-        ignored = [
-            name
-            for name, given in (
-                ("--layer", layer is not None),
-                ("--heads", heads.strip()),
-                ("--step", step != "produced"),
-            )
-            if given
-        ]
-        if ignored:
-            raise NmtError(
-                f"{', '.join(ignored)} choose the model's attention; --aligner eflomal reads none: drop them."
-            )
+        refuse_attention_choices(layer, heads, step)
         if targets is None:
             raise NmtError("--aligner eflomal aligns given pairs: give --tgt.")
         found = eflomal_alignments(sources, targets, _training_pairs(config, set_))
@@ -674,9 +663,7 @@ def align(
         translator = _translator(config, set_, checkpoint, model, device)
         written, found = model_lines(translator, sources, targets, layer, chosen, step)
     if gold is not None:
-        aligned = targets if targets is not None else [line.split(" ||| ")[0] for line in written]
-        check_links_fit(gold, sources, aligned, str(reference))
-        typer.echo(agreement(gold, found).describe(), err=True)
+        typer.echo(gold_agreement(gold, sources, targets, written, found, str(reference)), err=True)
     _write_lines(written, None)
 
 

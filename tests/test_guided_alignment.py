@@ -103,7 +103,7 @@ def test_guided_alignment_trains_one_process_and_refuses_what_it_cannot_guide(tm
     pairs = write_anki(tmp_path / "pairs.tsv", synthetic_pairs())
     for extra, message in [
         ({"train": {"guided_alignment": 1.0, "subword_sampling": 0.1}}, "not with 'train.subword_sampling'"),
-        ({"train": {"guided_alignment": -1.0}}, "a number >= 0"),
+        ({"train": {"guided_alignment": -1.0}}, "a number from 0"),
         ({"train": {"guided_alignment": 1.0}, "model": {"attention": "hard"}}, "one position a step"),
     ]:
         raw = tiny_config(tmp_path, pairs, **extra)

@@ -161,6 +161,27 @@ def _check_packageable(config: Config, run_dir: Path) -> None:
         )
 
 
+def _reports(config: Config) -> tuple[dict | None, dict | None]:
+    """The run's prepare report and test scores, where it has them (the model card's)."""
+    paths, eval_path = prepared_paths(config), run_paths(config).eval_report("test")
+    report = load_report(paths) if paths.report.is_file() else None
+    return report, json.loads(eval_path.read_text(encoding="utf-8")) if eval_path.is_file() else None
+
+
+def _copy_test_set(test_set: Path, root: Path) -> None:
+    """The test split with all its references, parsed and written anew (`nmt evaluate --model PKG`)."""
+    if test_set.is_file() or test_set.is_symlink():
+        refuse_link(test_set)
+        references = read_references(test_set)
+        write_references(root / test_set.name, zip(references.sources, references.references))
+
+
+def _engine_files(staging: PackagePaths, onnx: bool, ctranslate2: bool) -> list[Path]:
+    """The files an engine reads, whose hashes the manifest records (checked before each loads)."""
+    files = [staging.weights, *(graph_file(staging.root, graph) for graph in GRAPHS if onnx)]
+    return files + (files_under(staging.root / CTRANSLATE2_FOLDER) if ctranslate2 else [])
+
+
 def export_model(
     run_dir: Path, out_dir: Path, checkpoint: str = "best", onnx: bool = False, ctranslate2: str | None = None
 ) -> Path:
@@ -179,10 +200,7 @@ def export_model(
     weights = {name: tensor.contiguous().clone() for name, tensor in translation_weights(payload).items()}
     check_weights_fit(config, src_tok, tgt_tok, weights_shapes(weights), run_paths(config).checkpoint(checkpoint))
     parameters = sum(t.numel() for t in weights.values())
-    paths = prepared_paths(config)
-    report = load_report(paths) if paths.report.is_file() else None
-    eval_path = run_paths(config).eval_report("test")
-    scores = json.loads(eval_path.read_text(encoding="utf-8")) if eval_path.is_file() else None
+    report, scores = _reports(config)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = PackagePaths(Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent)))
@@ -194,11 +212,7 @@ def export_model(
         save_config(config_from_dict(without_local_paths(config.to_dict())), staging.config)
         for tokenizer in (src_tok, tgt_tok):
             shutil.copyfile(tokenizer.path, staging.root / tokenizer.path.name)
-        test_set = paths.multi("test")  # the test split with all its references: `nmt evaluate --model PKG`
-        if test_set.is_file() or test_set.is_symlink():
-            refuse_link(test_set)
-            references = read_references(test_set)
-            write_references(staging.root / test_set.name, zip(references.sources, references.references))
+        _copy_test_set(prepared_paths(config).multi("test"), staging.root)
         timeline = run_paths(config).timeline  # the probes' attention over training, for the page
         if timeline.is_file() or timeline.is_symlink():
             refuse_link(timeline)  # parsed and written anew, never copied: only timeline records reach the package
@@ -206,16 +220,13 @@ def export_model(
             write_lines_atomic(staging.root / timeline.name, (json.dumps(r) for r in records))
         graphs = _onnx_graphs(config, weights, src_tok, tgt_tok, staging.root) if onnx else None
         fast = _ctranslate2(config, weights, (src_tok, tgt_tok), staging.root, ctranslate2) if ctranslate2 else None
-        engine_files = [staging.weights, *(graph_file(staging.root, g) for g in GRAPHS if onnx)]
-        if ctranslate2:
-            engine_files += files_under(staging.root / CTRANSLATE2_FOLDER)
         manifest = {
             "format": PACKAGE_FORMAT,
             "parameters": parameters,
             "onnx": graphs,  # the ONNX graphs' names, inputs and outputs, or null
             "ctranslate2": fast,  # the CTranslate2 model's folder and quantization, or null
             "spm_sha256": spm_hashes(src_tok, tgt_tok),
-            MANIFEST_KEY: file_hashes(staging.root, engine_files),  # what each engine reads, checked at load
+            MANIFEST_KEY: file_hashes(staging.root, _engine_files(staging, onnx, bool(ctranslate2))),
             "exported_from": f"{Path(run_dir).resolve().name} ({checkpoint_label(checkpoint)})",  # no local paths
             "parent": payload.get("parent"),  # the model it was trained from (init_from), if any
             "test_scores": {"bleu": scores["bleu"], "chrf": scores["chrf"]} if scores else None,

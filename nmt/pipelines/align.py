@@ -32,6 +32,7 @@ from nmt.data.alignments import (
     WORD_START,
     Links,
     agreement,
+    check_links_fit,
     eflomal_alignments,
     kept_eflomal_alignments,
     word_links,
@@ -73,6 +74,30 @@ def model_alignments(
     tokenizers = (translator.src_tok, translator.tgt_tok)
     src_ids = translator.source_ids(list(sources))
     return attention_alignments(model, tokenizers, src_ids, list(targets), translator.device, layer, heads, step)
+
+
+def gold_agreement(
+    gold: list[Links],
+    sources: list[str],
+    targets: list[str] | None,
+    written: list[str],
+    found: list[Links],
+    where: str,
+) -> str:
+    """``nmt align --reference``'s line: the links ``found`` against a gold file's, each gold link
+    checked to name words its pair has (the targets, or the translations ``written``)."""
+    aligned = targets if targets is not None else [line.split(" ||| ")[0] for line in written]
+    check_links_fit(gold, sources, aligned, where)
+    return agreement(gold, found).describe()
+
+
+def refuse_attention_choices(layer: int | None, heads: str, step: str) -> None:
+    """--layer, --heads and --step choose the model's attention: refused with the reference aligner,
+    which reads none (they were ignored silently)."""
+    given = [("--layer", layer is not None), ("--heads", bool(heads.strip())), ("--step", step != "produced")]
+    ignored = [name for name, chosen in given if chosen]
+    if ignored:
+        raise NmtError(f"{', '.join(ignored)} choose the model's attention; --aligner eflomal reads none: drop them.")
 
 
 def parse_heads(text: str) -> list[int] | None:

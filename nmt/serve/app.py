@@ -197,7 +197,7 @@ class ServedModel:
                 f"this {view} answer would be {size.bytes:,} bytes; the limit is {max_bytes:,}: {NARROW[view]}",
             )
 
-    def timeline(self, max_bytes: int) -> dict:
+    def timeline(self, max_bytes: int = Limits().max_answer_bytes) -> dict:
         path = run_paths(self.translator.loaded.config).timeline
         if path.is_symlink():
             raise RequestError(403, "model", f"{self.name}'s timeline is a symbolic link: it is not served")
