@@ -20,7 +20,8 @@ from typing import Annotated
 import typer
 import yaml
 
-from nmt.config.schema import Config, load_config, save_config
+from nmt.config.files import load_config, save_config
+from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import disk_full
 
@@ -420,8 +421,8 @@ def _keep_the_runs_budget(cfg: Config, set_: list[str] | None, log) -> None:
     config.yaml, ``--set`` included), not what the config file says now, unless ``--set``
     gives one again. (Before, a run started with --set train.max_minutes=1 resumed to the
     file's 5 minutes.)"""
+    from nmt.config.parsing import parse_override
     from nmt.config.paths import run_paths
-    from nmt.config.schema import parse_override
 
     run = run_paths(cfg)
     if not run.config.is_file() or not run.trained_checkpoints():
@@ -780,7 +781,7 @@ def _translator(
     --config's with every --set), then --set decode.* for a package, then --beam-size; and its CPU
     threads (--threads: a count is set before the model loads, which onnxruntime reads; auto paces
     PyTorch's decoding steps)."""
-    from nmt.config.schema import decoding_settings
+    from nmt.config.parsing import decoding_settings
     from nmt.core.threads import DECODING, make_tuner, parse_setting
     from nmt.pipelines.translate import Translator
     from nmt.runtime.loading import check_engine, load_checkpoints, load_packages

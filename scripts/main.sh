@@ -13,7 +13,7 @@ if [ -z "${CONFIG:-}" ]; then
     CONFIG=configs/eng-mar-cpu.yaml
   fi
 fi
-RUN_DIR=${MAIN_RUN_DIR:-$(python -c "from nmt.config.schema import load_config; print(load_config('$CONFIG').run_dir)")}
+RUN_DIR=${MAIN_RUN_DIR:-$(python -c "from nmt.config.files import load_config; print(load_config('$CONFIG').run_dir)")}
 run=(--config "$CONFIG" ${MAIN_RUN_DIR:+--set "run_dir=$MAIN_RUN_DIR"})
 device=(${MAIN_DEVICE:+--device "$MAIN_DEVICE"})
 echo "== config: $CONFIG   run directory: $RUN_DIR"

@@ -66,7 +66,7 @@ Tweak = Callable[[torch.nn.Module], None]  # applied to the new model before its
 def train_variant(run_dir: Path, overrides: list[str], tweak: Tweak | None = None):
     """Prepare and train ``CONFIG`` with ``overrides`` on the CPU into ``run_dir`` (in this
     process); ``tweak`` changes the model just before training. Returns the trainer."""
-    from nmt.config.schema import load_config
+    from nmt.config.files import load_config
     from nmt.pipelines.prepare import prepare
     from nmt.train.trainer import build_trainer
 

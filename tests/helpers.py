@@ -13,7 +13,8 @@ import pytest
 import torch
 import yaml
 
-from nmt.config.schema import Config, DecodeConfig, ModelConfig, TrainConfig, check_model_combination
+from nmt.config.checks import check_model_combination
+from nmt.config.schema import Config, DecodeConfig, ModelConfig, TrainConfig
 from nmt.data.batching import source_tensor
 from nmt.data.tokenizer import Tokenizer, train_sentencepiece
 from nmt.model.base import build_model

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import load_config
+from nmt.config.files import load_config
 from nmt.core.errors import NmtError
 from nmt.data.alignments import (
     Links,

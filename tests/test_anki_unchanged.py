@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt.config.schema import load_config
+from nmt.config.files import load_config
 from nmt.pipelines.prepare import prepare
 
 ROOT = Path(__file__).resolve().parents[1]

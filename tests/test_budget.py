@@ -8,7 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import config_from_dict
+from nmt.config.parsing import config_from_dict
 from nmt.pipelines.prepare import prepare
 from nmt.train import trainer as trainer_module
 from nmt.train.control import TimeBudget

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.config.schema import TrainConfig, config_from_dict
+from nmt.config.parsing import config_from_dict
+from nmt.config.schema import TrainConfig
 from nmt.core.errors import NmtError
 from nmt.pipelines.prepare import prepare
 from nmt.train import trainer as trainer_module

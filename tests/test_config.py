@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmt.config.schema import config_from_dict, load_config, parse_override
+from nmt.config.files import load_config
+from nmt.config.parsing import config_from_dict, parse_override
 from nmt.core.errors import NmtError
 
 

@@ -9,7 +9,9 @@ import random
 import pytest
 import torch
 
-from nmt.config.schema import TrainConfig, check_model_combination, config_from_dict
+from nmt.config.checks import check_model_combination
+from nmt.config.parsing import config_from_dict
+from nmt.config.schema import TrainConfig
 from nmt.core.device import (
     BF16,
     FLOAT32,

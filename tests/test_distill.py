@@ -13,8 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.config.files import load_config
 from nmt.config.paths import prepared_paths
-from nmt.config.schema import load_config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines
 from nmt.data.references import read_references

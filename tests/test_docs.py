@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from nmt.config.ranges import RANGES
 from nmt.config.reference import key_docs, markdown
-from nmt.config.schema import _RANGES, Config
+from nmt.config.schema import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -42,8 +43,8 @@ def test_every_config_key_is_in_the_generated_reference_with_type_default_and_ra
         assert doc.type and doc.description, key  # a type, and what it does
         assert doc.type.replace("|", "\\|") in rows[key]
         assert f"`{doc.default}`" in rows[key] or "*required*" in rows[key]
-        if key in _RANGES:
-            assert _RANGES[key][1] in rows[key], f"{key}'s range is not shown"
+        if key in RANGES:
+            assert RANGES[key][1] in rows[key], f"{key}'s range is not shown"
     assert rows["train.batch_size"].count("*required*") == 1  # required keys say so
     assert "a number > 0" in rows["train.learning_rate"] and "`0.001`" in rows["train.learning_rate"]
 
@@ -277,12 +278,12 @@ def test_the_python_api_pages_code_runs_in_a_fresh_folder(tmp_path, monkeypatch)
     from typer.testing import CliRunner
 
     from nmt.cli import app
-    from nmt.config import schema
+    from nmt.config import files
 
     monkeypatch.chdir(tmp_path)
     assert CliRunner().invoke(app, ["init", "--example", "eng-mar"]).exit_code == 0
-    original = schema.load_config
-    monkeypatch.setattr(schema, "load_config", lambda path, overrides=(): original(path, [*TINY_BUDGET, *overrides]))
+    original = files.load_config
+    monkeypatch.setattr(files, "load_config", lambda path, overrides=(): original(path, [*TINY_BUDGET, *overrides]))
     page = (DOCS / "reference" / "python.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
     assert len(blocks) >= 3

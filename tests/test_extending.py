@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.config.schema import config_from_dict
+from nmt.config.parsing import config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.registry import ATTENTIONS, CELLS
 from nmt.data.batching import Example

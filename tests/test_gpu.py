@@ -209,7 +209,7 @@ def test_fp16_with_loss_scaling_trains_on_any_gpu(tmp_path, device, arch):
 @pytest.mark.parametrize("precision", ["float32", "bf16", "fp16"])
 def test_steady_state_training_steps_do_not_sync_the_host(tmp_path, precision, arch):
     """torch.cuda.set_sync_debug_mode("error") raises on any host-device sync in the steps."""
-    from nmt.config.schema import load_config
+    from nmt.config.files import load_config
     from nmt.pipelines.prepare import prepare
     from nmt.train.trainer import build_trainer
 

@@ -12,7 +12,8 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import TrainConfig, load_config
+from nmt.config.files import load_config
+from nmt.config.schema import TrainConfig
 from nmt.core.errors import NmtError
 from nmt.data.alignments import Links, agreement, piece_links, word_of_pieces
 from nmt.data.batching import Example, collate, padded_to_bucket
@@ -187,7 +188,7 @@ def test_without_eflomal_evaluate_align_translates_nothing_first(tmp_path, monke
 
 def test_a_guided_weight_past_any_measured_use_is_refused_by_name():
     """1e30 trained until a non-finite loss said "Lower train.learning_rate"."""
-    from nmt.config.schema import config_from_dict
+    from nmt.config.parsing import config_from_dict
 
     with pytest.raises(NmtError, match=r"train\.guided_alignment.*from 0 \(off\) to 100"):
         config_from_dict({"train": {"guided_alignment": 1e30}})

@@ -14,8 +14,8 @@ import pytest
 import torch
 import yaml
 
+from nmt.config.files import load_config
 from nmt.config.recipes import recipes
-from nmt.config.schema import load_config
 from nmt.core.errors import NmtError
 from nmt.data.profile import guess_languages
 from nmt.pipelines.init import init_config, split_sizes
@@ -224,7 +224,7 @@ def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus
     """--init-from: the parent's model settings (the transfer recipe), and, its target being
     another language in the target's script, its own corpus as a related one in comments whose
     keys, added to their sections, give a config that prepares and trains as the parent's child."""
-    from nmt.config.schema import config_from_dict
+    from nmt.config.parsing import config_from_dict
 
     parent_data = write_anki(tmp_path / "mar.txt", synthetic_pairs(seed=0))
     parent_raw = tiny_config(tmp_path, parent_data, run_dir=str(tmp_path / "parent"))

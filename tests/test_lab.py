@@ -14,7 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import Config, DecodeConfig, load_config
+from nmt.config.files import load_config
+from nmt.config.schema import Config, DecodeConfig
 from nmt.data.batching import source_tensor
 from nmt.decoding.forced import forced_log_probs
 from nmt.model.seq2seq import Seq2Seq

@@ -54,7 +54,7 @@ def test_real_utilities_prefer_the_candidate_close_to_the_others(name):
 
 
 def test_decode_mbr_is_checked_on_load(tmp_path):
-    from nmt.config.schema import config_from_dict
+    from nmt.config.parsing import config_from_dict
 
     raw = tiny_config(tmp_path, tmp_path / "pairs.txt")
     raw["decode"]["mbr"] = 1

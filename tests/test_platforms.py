@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from nmt.config.schema import TrainConfig, config_from_dict
+from nmt.config.parsing import config_from_dict
+from nmt.config.schema import TrainConfig
 from nmt.core.device import FP16, ProcessSettings, enable_tf32
 from nmt.core.errors import NmtError
 from nmt.data.batching import Batch

@@ -7,8 +7,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nmt.config.parsing import config_from_dict
 from nmt.config.paths import prepared_paths
-from nmt.config.schema import config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines
 from nmt.data.tsv import read_tsv

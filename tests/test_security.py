@@ -23,7 +23,8 @@ from starlette.requests import Request
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import DecodeConfig, config_from_dict
+from nmt.config.parsing import config_from_dict
+from nmt.config.schema import DecodeConfig
 from nmt.core.errors import NmtError
 from nmt.core.locking import LOCK_NAME
 from nmt.data.tokenizer import EOS_ID

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from nmt.config.parsing import config_from_dict
 from nmt.config.paths import SPLITS, prepared_paths
-from nmt.config.schema import config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines
 from nmt.data.shards import HEADER_BYTES, Shard, ShardPairs, write_shard

@@ -15,7 +15,8 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import config_from_dict, load_config
+from nmt.config.files import load_config
+from nmt.config.parsing import config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.locking import LOCK_NAME, holding
 from nmt.pipelines.prepare import prepare

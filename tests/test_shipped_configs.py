@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from nmt.config.files import load_config
+from nmt.config.parsing import config_from_dict
 from nmt.config.recipes import recipes
-from nmt.config.schema import Config, config_from_dict, load_config
+from nmt.config.schema import Config
 from nmt.runtime.parent import architecture_differences
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from nmt.config.parsing import config_from_dict
 from nmt.config.paths import prepared_paths
-from nmt.config.schema import config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines
 from nmt.data.languages import looks_like_header

@@ -12,8 +12,8 @@ from array import array
 import pytest
 from tqdm import tqdm
 
+from nmt.config.parsing import config_from_dict
 from nmt.config.paths import prepared_paths
-from nmt.config.schema import config_from_dict
 from nmt.core.fileio import read_lines
 from nmt.data.distinct import DistinctSorted, FirstOccurrence, pair_digest, repeated_digests
 from nmt.data.pairs import Pair, drop_duplicates

@@ -13,7 +13,8 @@ import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import check_value, config_from_dict, load_config
+from nmt.config.files import load_config
+from nmt.config.parsing import check_value, config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.threads import (
     Decision,

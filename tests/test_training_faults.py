@@ -7,7 +7,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import config_from_dict
+from nmt.config.parsing import config_from_dict
 from nmt.core.errors import NmtError
 from nmt.pipelines.prepare import prepare
 from nmt.train import trainer as trainer_module

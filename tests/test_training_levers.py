@@ -113,7 +113,7 @@ def test_weight_average_follows_its_formula_and_swaps_back():
 
 
 def test_training_with_a_weight_average_validates_both_and_translates_with_the_better(tmp_path):
-    from nmt.config.schema import config_from_dict
+    from nmt.config.parsing import config_from_dict
     from nmt.pipelines.prepare import prepare
     from nmt.runtime.checkpoint import load_checkpoint, translation_weights
     from nmt.runtime.loading import load_checkpoints

@@ -12,7 +12,8 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import FREEZE_PARTS, load_config
+from nmt.config.files import load_config
+from nmt.config.schema import FREEZE_PARTS
 from nmt.core.errors import NmtError
 from nmt.pipelines.prepare import prepare
 from nmt.runtime.loading import load_tokenizers, new_model, trained_weights_files

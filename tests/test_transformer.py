@@ -13,7 +13,9 @@ import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config.schema import ModelConfig, TrainConfig, check_model_combination, load_config
+from nmt.config.checks import check_model_combination
+from nmt.config.files import load_config
+from nmt.config.schema import ModelConfig, TrainConfig
 from nmt.data.batching import Example, collate, source_tensor
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.decoding.search import beam_search, greedy_search
@@ -265,7 +267,8 @@ def test_a_tiny_transformer_learns_to_reverse_its_input():
 
 
 def test_the_config_checks_what_a_transformer_cannot_take(tmp_path):
-    from nmt.config.schema import config_from_dict, keys_not_read
+    from nmt.config.checks import keys_not_read
+    from nmt.config.parsing import config_from_dict
     from nmt.core.errors import NmtError
 
     raw = tiny_config(tmp_path, tmp_path / "pairs.txt", model={"arch": "transformer", "embed_dim": 30, "heads": 4})

@@ -3,7 +3,7 @@ its type, default, allowed range and description, in one place, so a key is writ
 
 A key's description is the comment beside its field, or the comment lines right above it, in
 ``nmt/config/schema.py``; its allowed values come from the field's type (a ``Literal``, a registry) and
-``_RANGES``; required keys from ``REQUIRED_KEYS``; what it measured from ``nmt/measured.yaml``. The
+``RANGES``; required keys from ``REQUIRED_KEYS``; what it measured from ``nmt/measured.yaml``. The
 page is committed as docs/reference/config.md (so it reads on a repository host too), written by
 ``python docs/reference_pages.py``; ``tests/test_docs.py`` checks that it is current and names every key.
 """
@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from nmt.config import schema as config_module
 from nmt.config.measured import key_effects
-from nmt.config.schema import _RANGES, REQUIRED_KEYS, Config, _describe_type
+from nmt.config.parsing import _describe_type
+from nmt.config.ranges import RANGES, REQUIRED_KEYS
+from nmt.config.schema import Config
 
 SECTION_INTROS = {
     "": "The run as a whole.",
@@ -85,7 +87,7 @@ def key_docs() -> list[KeyDoc]:
             if dataclasses.is_dataclass(types[field.name]):
                 continue
             key = f"{section}.{field.name}" if section else field.name
-            allowed = _RANGES[key][1] if key in _RANGES else ""
+            allowed = RANGES[key][1] if key in RANGES else ""
             required = key in REQUIRED_KEYS and key != "run_dir"  # run_dir defaults to runs/<file name>
             value = _yaml_value(getattr(instance, field.name))
             effect = effects.get(key)

@@ -11,8 +11,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from nmt.config.files import save_config
+from nmt.config.parsing import config_from_dict
 from nmt.config.paths import CHECKPOINT_NAMES, PackagePaths, prepared_paths, run_paths
-from nmt.config.schema import Config, ModelConfig, config_from_dict, save_config
+from nmt.config.schema import Config, ModelConfig
 from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, fsync_file, refuse_link, write_lines_atomic, write_text_atomic
 from nmt.core.registry import ARCHITECTURES

@@ -85,7 +85,7 @@ class Translator:
         self.searched: SearchModel = (
             PacedModel(self.model, self.threads) if isinstance(self.threads, ThreadTuner) and paced else self.model
         )
-        # the decoding settings, whole: the model's config's, or a command's (nmt.config.schema.decoding_settings)
+        # the decoding settings, whole: the model's config's, or a command's (nmt.config.parsing.decoding_settings)
         self.decode, self.device = decode or loaded.config.decode, loaded.device
         data = loaded.config.data
         if tgt_lang is not None and tgt_lang not in data.targets:

@@ -33,7 +33,8 @@ import torch
 import yaml
 
 from nmt import install_hint
-from nmt.config.schema import MODEL_WIDTHS, Config, check_value, config_from_dict
+from nmt.config.parsing import check_value, config_from_dict
+from nmt.config.schema import MODEL_WIDTHS, Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.core.registry import ARCHITECTURES

@@ -17,8 +17,9 @@ from typing import Any
 import torch
 import yaml
 
+from nmt.config.parsing import config_from_dict
 from nmt.config.paths import CHECKPOINT_NAMES, PackagePaths, RunPaths, prepared_paths, run_paths
-from nmt.config.schema import Config, config_from_dict
+from nmt.config.schema import Config
 from nmt.core.device import skip_cudnn_attention
 from nmt.core.errors import NmtError
 from nmt.core.fileio import refuse_link, sha256_file

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt.config.files import save_config
 from nmt.config.paths import run_paths
-from nmt.config.schema import Config, save_config
+from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.threads import AUTO, ThreadSetting, usable_cores
 from nmt.train.callbacks import Callback

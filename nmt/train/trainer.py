@@ -25,8 +25,10 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from nmt.config.checks import keys_not_read
+from nmt.config.files import save_config
 from nmt.config.paths import run_paths
-from nmt.config.schema import Config, TrainConfig, keys_not_read, save_config
+from nmt.config.schema import Config, TrainConfig
 from nmt.core.device import ProcessSettings, make_deterministic, select_precision, skip_cudnn_attention
 from nmt.core.errors import NmtError
 from nmt.core.fileio import remove_temporaries

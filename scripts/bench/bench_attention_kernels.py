@@ -22,7 +22,7 @@ import bench_common as bc
 import joeynmt_peer
 import torch
 
-from nmt.config.schema import load_config
+from nmt.config.files import load_config
 from nmt.data.tokenizer import PAD_ID
 from nmt.model.base import build_model
 

@@ -13,7 +13,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nmt.config.schema import Config, load_config
+from nmt.config.files import load_config
+from nmt.config.schema import Config
 from nmt.core.hardware import hardware_description
 from nmt.pipelines.prepare import prepare
 

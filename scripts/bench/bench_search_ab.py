@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
+from nmt.config.files import load_config
 from nmt.config.paths import prepared_paths
-from nmt.config.schema import load_config
 from nmt.core.registry import STRATEGIES
 from nmt.data.batching import sorted_batches, source_tensor
 from nmt.data.references import read_references

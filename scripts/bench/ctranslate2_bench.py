@@ -51,7 +51,7 @@ def packages(run: Path, folder: Path) -> dict[str, Path]:
 
 
 def translator(package: Path, engine: str, threads: int, batch: int, span: int = 0) -> Translator:
-    from nmt.config.schema import decoding_settings
+    from nmt.config.parsing import decoding_settings
 
     torch.set_num_threads(threads)
     loaded = load_packages([package], torch.device("cpu"), engine)

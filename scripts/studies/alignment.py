@@ -24,9 +24,10 @@ from pathlib import Path
 import torch
 from compare_attention import VARIANTS as COMPARED  # the local windows' overrides (a study beside this one)
 
+from nmt.config.files import load_config
 from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.recipes import recipes
-from nmt.config.schema import Config, load_config
+from nmt.config.schema import Config
 from nmt.core.fileio import write_text_atomic
 from nmt.data.alignments import Links, agreement, kept_eflomal_alignments
 from nmt.pipelines.align import model_alignments, target_ids, training_pairs

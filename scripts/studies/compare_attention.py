@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
+from nmt.config.files import load_config
 from nmt.config.paths import prepared_paths, run_paths
-from nmt.config.schema import load_config
 from nmt.core.device import prepare_device
 from nmt.core.fileio import write_text_atomic
 from nmt.core.plotting import plot_attention, plot_bleu_by_length

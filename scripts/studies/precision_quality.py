@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.config.schema import load_config
+from nmt.config.files import load_config
 from nmt.core.device import prepare_device
 from nmt.pipelines.prepare import prepare
 from nmt.train.trainer import build_trainer

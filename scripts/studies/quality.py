@@ -24,8 +24,8 @@ import sys
 from functools import partial
 from pathlib import Path
 
+from nmt.config.files import load_config
 from nmt.config.paths import RunPaths, prepared_paths, run_paths
-from nmt.config.schema import load_config
 from nmt.core.device import prepare_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic

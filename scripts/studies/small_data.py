@@ -28,7 +28,7 @@ from pathlib import Path
 from quality import check_variants, measure_seeds, prepared_dir, study_arguments, table, trained_and_scored
 from transfer import ONE_CHILD, PLAIN, side_by_side  # PLAIN: every variant the third measurement trained
 
-from nmt.config.schema import load_config
+from nmt.config.files import load_config
 from nmt.core.device import prepare_device
 from nmt.pipelines.prepare import prepare
 from nmt.runtime.loading import trained_weights_files

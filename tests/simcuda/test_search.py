@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.config.schema import ModelConfig, load_config
+from nmt.config.files import load_config
+from nmt.config.schema import ModelConfig
 from nmt.decoding.search import Ranking, beam_search, greedy_search
 from nmt.model.base import build_model
 from nmt.pipelines.prepare import prepare

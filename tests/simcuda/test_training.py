@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.config.schema import load_config
+from nmt.config.files import load_config
 from nmt.pipelines.prepare import prepare
 from nmt.train import trainer as trainer_module
 from nmt.train.trainer import build_trainer
