@@ -110,21 +110,21 @@ def expected_shapes(config: Config, src_size: int, tgt_size: int) -> dict[str, t
         linear(f"{scope}/linear_0", inner, width)
         linear(f"{scope}/linear_1", width, inner)
 
+    def self_attention(scope: str) -> None:  # the queries, keys and values fused in one projection
+        norm(f"{scope}/self_attention/layer_norm")
+        linear(f"{scope}/self_attention/linear_0", 3 * width, width)
+        linear(f"{scope}/self_attention/linear_1", width, width)
+
     shapes["encoder/embeddings_0/weight"] = (src_size, width)
     shapes["decoder/embeddings/weight"] = (tgt_size, width)
     shapes["encoder/position_encodings/encodings"] = (POSITION_ROWS, width)
     shapes["decoder/position_encodings/encodings"] = (POSITION_ROWS, width)
     for layer in range(m.encoder_layers):
-        scope = f"encoder/layer_{layer}"
-        norm(f"{scope}/self_attention/layer_norm")
-        linear(f"{scope}/self_attention/linear_0", 3 * width, width)
-        linear(f"{scope}/self_attention/linear_1", width, width)
-        feed_forward(f"{scope}/ffn")
+        self_attention(f"encoder/layer_{layer}")
+        feed_forward(f"encoder/layer_{layer}/ffn")
     for layer in range(m.decoder_layers):
         scope = f"decoder/layer_{layer}"
-        norm(f"{scope}/self_attention/layer_norm")
-        linear(f"{scope}/self_attention/linear_0", 3 * width, width)
-        linear(f"{scope}/self_attention/linear_1", width, width)
+        self_attention(scope)
         norm(f"{scope}/attention/layer_norm")
         linear(f"{scope}/attention/linear_0", width, width)
         linear(f"{scope}/attention/linear_1", 2 * width, width)
