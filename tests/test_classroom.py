@@ -317,7 +317,7 @@ def raw_post(port: int, body: dict) -> socket.socket:
 
 
 def test_listening_beyond_loopback_warns_who_can_reach_the_page(capsys):
-    from nmt.cli import _warn_if_reachable
+    from nmt.cli.serving import _warn_if_reachable
 
     _warn_if_reachable("127.0.0.1", "")
     assert capsys.readouterr().err == ""

@@ -181,7 +181,7 @@ def test_without_eflomal_evaluate_align_translates_nothing_first(tmp_path, monke
 
     translator_made = []
     monkeypatch.setitem(sys.modules, "eflomal", None)
-    monkeypatch.setattr("nmt.cli._translator", lambda *a, **k: translator_made.append(1))
+    monkeypatch.setattr("nmt.cli.translating.open_translator", lambda *a, **k: translator_made.append(1))
     result = runner.invoke(app, ["evaluate", "--config", str(tmp_path / "any.yaml"), "--align"])
     assert result.exit_code == 1 and "eflomal" in result.output and translator_made == []
 

@@ -235,7 +235,7 @@ def test_training_records_a_timeline_the_api_the_plot_and_the_package_carry(tmp_
 
 
 def test_cli_heatmaps_can_be_svg(tmp_path, untrained, monkeypatch):
-    from nmt.cli import _plot_attention
+    from nmt.cli.translating import _plot_attention
 
     _plot_attention(untrained, ["I see apples.", "we like tea."], tmp_path / "maps", 5, "svg")
     files = sorted(Path(tmp_path / "maps").glob("*.svg"))

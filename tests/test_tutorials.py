@@ -67,7 +67,7 @@ def test_the_tour_runs_as_written(tmp_path, monkeypatch):
 def served(packages: list[Path]) -> None:
     """What `nmt serve --model A --model B --model C` serves: the three side by side, each
     translating, and the lab taking the Transformer's heads apart and refusing an RNN's."""
-    from nmt.cli import _served
+    from nmt.cli.serving import _served
     from nmt.serve.app import build_app
 
     from .helpers import local_client
