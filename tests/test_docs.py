@@ -298,7 +298,7 @@ def test_a_missing_tokenizer_of_a_run_never_prepared_says_to_prepare(tmp_path):
     from nmt.core.errors import NmtError
     from nmt.data.tokenizer import Tokenizer
 
-    with pytest.raises(NmtError, match=r"no prepared data in .*nmt prepare --config"):
+    with pytest.raises(NmtError, match=r"No prepared data there: .*nmt prepare --config"):
         Tokenizer(tmp_path / "runs" / "x" / "data" / "spm.en.model")
 
 

@@ -132,15 +132,16 @@ class Tokenizer:
     def __init__(self, model_path: str | Path):
         self.path = Path(model_path)
         if not self.path.is_file():
-            if not self.path.parent.is_dir():  # the usual cause: nothing was prepared there yet
-                raise NmtError(
-                    f"SentencePiece model not found: {self.path} (no prepared data in {self.path.parent}). Prepare it "
-                    "first: `nmt prepare --config CONFIG` (`nmt train` and the Python train() prepare it themselves)."
-                )
-            relative = relative_to_here(self.path)
+            relative = relative_to_here(self.path)  # a relative path: where it was looked for, and why there
+            never = not self.path.parent.is_dir()  # no prepared data there at all: never prepared, or another folder
             raise NmtError(
                 f"SentencePiece model not found: {self.path}{relative}."
-                + ("" if relative else " Run `nmt prepare` first, if this run was never prepared.")
+                + (
+                    " No prepared data there: if this run was never prepared, `nmt prepare --config CONFIG` prepares "
+                    "it (`nmt train` prepares it itself)."
+                    if never
+                    else ("" if relative else " Run `nmt prepare` first, if this run was never prepared.")
+                )
             )
         try:
             self.processor = spm.SentencePieceProcessor(model_file=str(self.path))
