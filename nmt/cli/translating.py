@@ -128,11 +128,12 @@ def _plot_attention(translator, lines: list[str], target: Path, count: int, imag
     if image_format not in PLOT_SUFFIXES_BY_NAME:
         raise NmtError(f"--plot-format: got {image_format!r}, expected one of {', '.join(PLOT_SUFFIXES_BY_NAME)}.")
 
-    from nmt.core.registry import ATTENTIONS
+    from nmt.core.registry import ARCHITECTURES
 
-    attention = translator.loaded.config.model.attention
-    if not ATTENTIONS[attention].has_weights:
-        typer.echo(f"model.attention is {attention!r}: the model has no attention weights to plot.", err=True)
+    model = translator.loaded.config.model
+    if not ARCHITECTURES[model.arch].shows_attention(model):
+        family = ARCHITECTURES[model.arch]
+        typer.echo(f"The model ({family.summary(model)}) has no attention weights to plot.", err=True)
         return
     single_file = target.suffix.lower() in PLOT_SUFFIXES
     if single_file and len(lines) != 1:

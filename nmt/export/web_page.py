@@ -28,6 +28,7 @@ from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, write_text_atomic
 from nmt.core.fonts import SCRIPT_FONTS, script_font, script_of
+from nmt.core.registry import ARCHITECTURES
 from nmt.data.languages import language_name
 from nmt.export.onnx_graphs import export_graphs
 from nmt.runtime.checkpoint import translation_weights
@@ -108,9 +109,7 @@ def page_config(config: Config, src_tok, tgt_tok, graphs: dict) -> dict:
         "state": graphs["state"],
         "memory": graphs["memory"],  # the graphs' memory tensors, in order
         # a Transformer's step also returns every layer's heads, which the page draws one at a time
-        "heads": {"layers": config.model.decoder_layers, "heads": config.model.heads}
-        if "heads" in graphs["decoder_step"]["outputs"]
-        else None,
+        "heads": _head_grid(config, graphs),
         "spm": {"src": f"model/{src_tok.path.name}", "tgt": f"model/{tgt_tok.path.name}"},
         "pieces": {
             "src": src_tok.pieces(),
@@ -193,3 +192,9 @@ def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: 
 
 def folder_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _head_grid(config: Config, graphs: dict) -> dict | None:
+    """A model with heads, whose step returns them: its grid, which the page draws a head at a time."""
+    grid = ARCHITECTURES[config.model.arch].head_grid(config.model)
+    return {"layers": grid[0], "heads": grid[1]} if grid and "heads" in graphs["decoder_step"]["outputs"] else None

@@ -80,6 +80,21 @@ class TranslationModel(nn.Module):
         return f"model.arch {config.arch}"
 
     @classmethod
+    def shows_attention(cls, config: ModelConfig) -> bool:
+        """Whether the model's attention has weights over the source to draw (heatmaps, TensorBoard)."""
+        return True
+
+    @classmethod
+    def served_settings(cls, config: ModelConfig) -> dict:
+        """The settings ``/api/models`` shows of a model of this family (its layers; a family adds its own)."""
+        return {"layers": [config.encoder_layers, config.decoder_layers]}  # encoder, decoder
+
+    @classmethod
+    def head_grid(cls, config: ModelConfig) -> tuple[int, int] | None:
+        """Where ``has_heads``: (decoder layers, heads a layer), the grid of cross-attention heads."""
+        return None
+
+    @classmethod
     def check_model(cls, model: ModelConfig) -> None:
         """Refuse (``NmtError``) model settings that each make sense alone but not together."""
 

@@ -73,6 +73,20 @@ class Seq2Seq(TranslationModel):
         return f"{config.attention}{' + input feeding' if config.input_feeding else ''}"
 
     @classmethod
+    def served_settings(cls, config: ModelConfig) -> dict:
+        return {
+            **super().served_settings(config),
+            "attention": config.attention,
+            "input_feeding": config.input_feeding,
+            "rnn": config.rnn,
+            "attention_window": config.attention_window,
+        }
+
+    @classmethod
+    def shows_attention(cls, config: ModelConfig) -> bool:
+        return ATTENTIONS[config.attention].has_weights  # `none` (Cho et al.) has nothing to draw
+
+    @classmethod
     def check_model(cls, model: ModelConfig) -> None:
         """What the attention can do is on its registry entry (``AttentionKind``)."""
         kind = ATTENTIONS[model.attention]

@@ -415,6 +415,14 @@ class Transformer(TranslationModel):
     guided_head = 0  # Garg et al. supervise one head of that layer: the first
 
     @classmethod
+    def served_settings(cls, config: ModelConfig) -> dict:
+        return {**super().served_settings(config), "heads": config.heads}
+
+    @classmethod
+    def head_grid(cls, config: ModelConfig) -> tuple[int, int] | None:
+        return config.decoder_layers, config.heads
+
+    @classmethod
     def describe(cls, m: ModelConfig) -> str:
         return (
             f"pre-norm Transformer, {m.encoder_layers} encoder and {m.decoder_layers} decoder layer(s), width "

@@ -169,13 +169,15 @@ def sentence_alignment(translator: Translator, text: str, target: list[int], tra
     reference, note = _sentence_reference(" ".join(source_text), " ".join(target_text), training)
     found = agreement([reference], [links]).to_dict() if reference is not None else None
     heads = None
-    if reference is not None and model.has_heads:
+    grid = type(model).head_grid(model.config)
+    if reference is not None and grid is not None:
+        layers, per_layer = grid
         heads = [
             [
                 agreement([reference], model_alignments(translator, [text], [target], layer, [head])).aer
-                for head in range(model.config.heads)
+                for head in range(per_layer)
             ]
-            for layer in range(model.config.decoder_layers)
+            for layer in range(layers)
         ]
     pairs = [[i, j] for i, j in sorted(links.sure)]
     return Alignment(

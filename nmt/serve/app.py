@@ -91,23 +91,19 @@ class ServedModel:
 
     def info(self) -> dict:
         config = self.translator.loaded.config
+        family = ARCHITECTURES[config.model.arch]
         return {
             "name": self.name,
             "src_lang": config.data.src_lang,
             "tgt_lang": config.data.tgt_lang,
-            "arch": config.model.arch,  # rnn | transformer: which of the keys below describe it
-            "summary": ARCHITECTURES[config.model.arch].summary(config.model),  # the family's few words
+            "arch": config.model.arch,  # rnn | transformer: the family, whose own settings follow
+            "summary": family.summary(config.model),  # the family's few words
+            **family.served_settings(config.model),  # layers, and an RNN's attention or a Transformer's heads
             "lab_views": list(self.lab.views()),  # the lab's views of this model
-            "heads": config.model.heads,  # transformer
-            "attention": config.model.attention,  # rnn
-            "input_feeding": config.model.input_feeding,
-            "rnn": config.model.rnn,
-            "layers": [config.model.encoder_layers, config.model.decoder_layers],  # encoder, decoder
             "parameters": self.translator.loaded.parameters,
             "engine": self.translator.loaded.engine,
             "beam_size": config.decode.beam_size,
             "scripts_without_font": self.scripts_without_font,
-            "attention_window": config.model.attention_window,
             "has_timeline": run_paths(config).timeline.is_file(),
             "parent": public_parent(self.translator.loaded.parent),  # the model it was trained from, or null
         }

@@ -8,7 +8,7 @@ import torch
 
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
-from nmt.core.registry import ATTENTIONS
+from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import Tokenizer
 from nmt.decoding.search import search_sentences
 from nmt.train.data import TrainData
@@ -53,7 +53,7 @@ class TensorBoardMonitor:
         for tag, key in SCALARS.items():
             if key in record:
                 self.writer.add_scalar(tag, record[key], step)
-        if not ATTENTIONS[self.config.model.attention].has_weights:
+        if not ARCHITECTURES[self.config.model.arch].shows_attention(self.config.model):
             return
         found = search_sentences(
             self.model, self.sentences, self.config.decode.with_beam(1), self.device, with_attention=True
