@@ -458,10 +458,10 @@ def test_auto_says_when_the_environment_or_one_core_decides(monkeypatch, threads
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     said: list[str] = []
     assert not make_tuner("auto", torch.device("cpu"), say=said.append).measures
-    assert torch.get_num_threads() == 1 and "OMP_NUM_THREADS=1" in said[0]
+    assert torch.get_num_threads() == 1 and said == ["Threads: 1 (as OMP_NUM_THREADS=1 asks, so nothing to measure)."]
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     tuner = make_tuner("auto", torch.device("cpu"), say=said.append)
-    assert isinstance(tuner, ThreadTuner) and tuner.cores == 2
+    assert isinstance(tuner, ThreadTuner) and tuner.cores == 2 and "at most 2, as OMP_NUM_THREADS=2 asks" in said[-1]
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr(threads_module, "usable_cores", lambda: 1)  # taskset -c 0
     said.clear()

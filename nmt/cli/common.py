@@ -9,6 +9,7 @@ import functools
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -251,6 +252,12 @@ def note(text: str) -> None:
     typer.echo(text, err=True)
 
 
+def said(setting) -> Callable[[str], None] | None:
+    """What a command says of its threads: a count it had to cap (a mistake worth a line); auto's
+    choices are a training log's business, not noise before a translation's output."""
+    return note if setting != "auto" else None
+
+
 def open_translator(
     config: Path | None,
     set_: list[str] | None,
@@ -281,9 +288,8 @@ def open_translator(
                 "change how it decodes), not with --config or --checkpoint."
             )
         chosen = named_device(device or "auto")
-        tuner = (
-            make_tuner(setting, chosen, settings=DECODING, say=note) if engine == "torch" or setting != "auto" else None
-        )
+        paced = engine == "torch" or setting != "auto"  # another engine's auto threads are its own
+        tuner = make_tuner(setting, chosen, settings=DECODING, say=said(setting)) if paced else None
         loaded = load_packages(models, chosen, engine)
         return Translator(loaded, tgt_lang, decoding_settings(loaded.config.decode, set_, beam_size), tuner)
     if engine != "torch":
@@ -292,7 +298,7 @@ def open_translator(
         raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
     cfg = command_config(config, set_)
     chosen = device_of(cfg, device)
-    tuner = make_tuner(setting, chosen, settings=DECODING, say=note)
+    tuner = make_tuner(setting, chosen, settings=DECODING, say=said(setting))
     loaded = load_checkpoints(cfg, checkpoints or ["best"], chosen)
     return Translator(loaded, tgt_lang, decoding_settings(cfg.decode, beam_size=beam_size), tuner)
 

@@ -416,13 +416,15 @@ def make_tuner(
         return FixedThreads()
     limit = max(1, cap if cap is not None else cores)
     from_environment = thread_cap_from_environment()
+    reason = None
     if from_environment is not None and from_environment < limit:
-        tell(f"Threads: auto measures at most {from_environment}, as OMP_NUM_THREADS={from_environment} asks.")
-        limit = from_environment
+        limit, reason = from_environment, f"as OMP_NUM_THREADS={from_environment} asks"
     if limit < 2:
-        tell("Threads: 1 (auto has one core to use here, so nothing to measure).")
+        tell(f"Threads: 1 ({reason or 'auto has one core to use here'}, so nothing to measure).")
         torch.set_num_threads(1)
         return FixedThreads()
+    if reason:
+        tell(f"Threads: auto measures at most {limit}, {reason}.")
     return ThreadTuner(candidate_counts(limit), settings, on_decision)
 
 
