@@ -25,6 +25,7 @@ from typing import cast
 
 import torch
 
+from nmt.config.schema import ModelConfig
 from nmt.data.tokenizer import BOS_ID
 from nmt.decoding.search import NEVER_CHOSEN
 from nmt.model.transformer import MultiHeadAttention, Transformer
@@ -193,14 +194,17 @@ class TransformerInside(LooksInside):
             keys,
         )
 
-    def edit(self, lab: LabParts, text: str, step: int, weights: list[float], tokens: list[str] | None) -> Edit:
-        config = lab.config.model
-        raise LabInputError(
-            "model",
+    def refusal(self, view: str, config: ModelConfig) -> str:
+        if view != "edit":
+            return super().refusal(view, config)
+        return (
             f"edit replaces one attention's weights, and a Transformer has {config.decoder_layers} x {config.heads} "
             "cross-attention heads, each one path of several from the source to the output: replacing one "
-            "does not make the model attend there, so this view is the RNN's (see heads and playback)",
+            "does not make the model attend there, so this view is the RNN's (see heads and playback)"
         )
+
+    def edit(self, lab: LabParts, text: str, step: int, weights: list[float], tokens: list[str] | None) -> Edit:
+        raise LabInputError("model", self.refusal("edit", lab.config.model))
 
     def heads(self, lab: LabParts, text: str, tokens: list[str] | None, layer: int | None, head: int | None) -> Heads:
         """Every head of every layer for ``tokens`` (default: the best translation), or ``layer``'s

@@ -176,7 +176,7 @@ class Lab:
     def align(self, text: str, tokens: list[str] | None = None) -> Alignment:
         """The word alignment of ``tokens`` (default: the best translation) by the model's attention,
         beside eflomal's where the model was served from its run (``nmt.pipelines.align``)."""
-        self.inside().views_check("align")
+        self.inside().views_check("align", self.config.model)
         if self.training is None:  # read once: eflomal aligns a sentence beside them
             self.training = training_pairs(self.config)
         target = [t for t in self.target_ids(text, tokens) if t != EOS_ID]
@@ -201,7 +201,7 @@ class Lab:
         if view not in self.views():  # before sizing: an RNN's heads were sized by a Transformer's count
             if view == "tree":
                 self.tree(text)  # refuses by name: an engine that searches itself
-            raise LabInputError("model", self.inside().refusal(view))  # inside() refuses other engines itself
+            raise LabInputError("model", self.inside().refusal(view, self.config.model))  # inside(): other engines
         source = len(self.translator.source_ids([text])[0]) + 1  # its <eos> too
         return lab_size(view, self.config, source, len(tokens) if tokens is not None else 1, **asked)
 

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import torch
 
-from nmt.config.schema import Config
+from nmt.config.schema import Config, ModelConfig
 from nmt.core.errors import NmtError
 from nmt.data.tokenizer import Tokenizer
 from nmt.decoding.search import NEVER_CHOSEN
@@ -193,12 +193,12 @@ class LooksInside:
     family = "this model family"  # for the refusals
     views: tuple[str, ...] = ("tree", "saliency")  # what the lab shows of it: these, and the family's own
 
-    def views_check(self, view: str) -> None:
+    def views_check(self, view: str, config: ModelConfig) -> None:
         """Refuse ``view`` where the family's views do not hold it."""
         if view not in self.views:
-            raise LabInputError("model", self.refusal(view))
+            raise LabInputError("model", self.refusal(view, config))
 
-    def refusal(self, view: str) -> str:
+    def refusal(self, view: str, config: ModelConfig) -> str:
         """Why the family has no ``view``: said before a request is sized, and where it is called."""
         return {
             "playback": f"{self.family} has no attention the lab can play back",
@@ -209,10 +209,10 @@ class LooksInside:
     def playback(
         self, lab: LabParts, text: str, tokens: list[str] | None, top_k: int, layer: int, head: int
     ) -> Playback:
-        raise LabInputError("model", self.refusal("playback"))
+        raise LabInputError("model", self.refusal("playback", lab.config.model))
 
     def edit(self, lab: LabParts, text: str, step: int, weights: list[float], tokens: list[str] | None) -> Edit:
-        raise LabInputError("model", self.refusal("edit"))
+        raise LabInputError("model", self.refusal("edit", lab.config.model))
 
     def heads(self, lab: LabParts, text: str, tokens: list[str] | None, layer: int | None, head: int | None) -> Heads:
-        raise LabInputError("model", self.refusal("heads"))
+        raise LabInputError("model", self.refusal("heads", lab.config.model))
