@@ -142,7 +142,10 @@ def test_training_says_how_long_a_validation_and_an_epoch_take(prepared, tmp_pat
     trainer.run()
     log = trainer.run_dir.train_log.read_text(encoding="utf-8")
     dev = len(trainer.data.dev_sources)
-    said = rf"A validation \({dev} dev sentences, loss on \d+ pairs, greedy BLEU\) takes up to about \d+ s \(timed on"
+    said = (
+        rf"A validation \({dev} dev sentences, loss on \d+ pairs, greedy BLEU\) takes up to about \d+ s "
+        r"\(at the references' length"
+    )
     assert re.search(said, log)
     assert "budget counts training, validation and checkpoints" in log
     batches = trainer.epoch_length

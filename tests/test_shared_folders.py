@@ -18,6 +18,7 @@ from nmt.cli import app
 from nmt.config.files import load_config
 from nmt.config.parsing import config_from_dict
 from nmt.core.errors import NmtError
+from nmt.core.fileio import sha256_file
 from nmt.core.locking import LOCK_NAME, holding
 from nmt.pipelines.prepare import prepare
 from nmt.runtime import loading
@@ -88,6 +89,11 @@ def test_a_weights_header_relabelled_to_another_dtype_is_refused(trained, tmp_pa
     header = json.loads(weights.read_bytes()[8 : 8 + length])
     name = next(key for key, value in header.items() if key != "__metadata__" and value["dtype"] == "F32")
     relabel_dtype(weights, name, "I32")
+    with pytest.raises(NmtError, match=r"model\.safetensors is not the file `nmt export` wrote"):
+        load_trained(package, torch.device("cpu"))  # its hash, first
+    manifest = json.loads((package / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files_sha256"]["model.safetensors"] = sha256_file(weights)  # a crafter who edits both
+    (package / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     with pytest.raises(NmtError, match=rf"{name}: stored as I32, the model takes F32"):
         load_trained(package, torch.device("cpu"))
 
