@@ -122,7 +122,7 @@ def test_the_architecture_page_opens_with_the_tree_and_names_every_module():
     text = ARCHITECTURE.read_text(encoding="utf-8")
     tree = text.split("```")[1]
     folders = sorted(p.name for p in (ROOT / "nmt").iterdir() if p.is_dir() and (p / "__init__.py").is_file())
-    assert all(f"├── {folder}/" in tree for folder in folders), folders
+    assert all(f"├── {folder}/" in tree or f"└── {folder}/" in tree for folder in folders), folders
     modules = {str(p.relative_to(ROOT)) for p in (ROOT / "nmt").rglob("*.py") if p.name != "__init__.py"} - {
         "nmt/__init__.py"
     }
