@@ -97,8 +97,11 @@ def test_float32_steps_on_cuda_equal_the_cpus_without_a_host_sync(tmp_path, vari
         cuda_weights = weights(cuda_trainer)
     assert figures(on_cuda) == pytest.approx(figures(on_cpu), rel=1e-5)
     cpu_weights = weights(cpu_trainer)
+    # Adam divides each update by its gradient's running scale: a weight whose gradient is near zero
+    # moves by rounding's share of it, so a weight may differ by more than its gradients do (one of
+    # 2,048 here: 1.1e-5 with an Intel Xeon's default kernels, 2.8e-5 with its AVX2 ones)
     for name, weight in cuda_weights.items():
-        torch.testing.assert_close(weight, cpu_weights[name], rtol=0, atol=1e-5, msg=name)
+        torch.testing.assert_close(weight, cpu_weights[name], rtol=0, atol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
