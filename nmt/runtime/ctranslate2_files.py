@@ -158,9 +158,8 @@ def check_model_file(folder: Path, config: Config, src_tok: Tokenizer, tgt_tok: 
     model_file = folder / "model.bin"
     variables = read_model_file(model_file)
     shapes = expected_shapes(config, src_tok.vocab_size, tgt_tok.vocab_size)
-    scales = {
-        name.removesuffix("weight") + "weight_scale": shape[0] for name, shape in shapes.items() if len(shape) == 2
-    }
+    # a quantized weight's scale: one per row of the weight it scales
+    scales = {f"{name}_scale": shape[0] for name, shape in shapes.items() if name.endswith("/weight")}
     settings = expected_settings(config)
     for name, found in variables.items():
         if name in settings:
