@@ -118,22 +118,22 @@ class Timeline(MetricsFile):
         self.stride = self.last_epoch = None
 
     def append(self, record: dict) -> None:
-        line = json.dumps(bounded_record(record))
+        record = bounded_record(record)
         if not self.path.is_file() or self.path.is_symlink():  # a link is refused by the append
-            super().append(json.loads(line))
+            super().append(record)
             self.stride, self.last_epoch = 1, record["epoch"]
             return
         if self.stride is not None and self.last_epoch is not None:
             on_stride = self.last_epoch % self.stride == 0
-            if on_stride and self.path.stat().st_size + len(line) + 1 <= FILE_BYTES:
-                super().append(json.loads(line))  # the usual case: one line added
+            if on_stride and self.path.stat().st_size + len(json.dumps(record)) + 1 <= FILE_BYTES:
+                super().append(record)  # the usual case: one line added
                 self.last_epoch = record["epoch"]
                 return
         records = self.read()
         stride = self.stride or _stride(records)
         if len(records) > 1 and records[-1]["epoch"] % stride:  # the newest, kept only while it was
             records = records[:-1]
-        records.append(json.loads(line))
+        records.append(record)
         while sum(len(json.dumps(r)) + 1 for r in records) > FILE_BYTES and len(records) > 2:
             stride *= 2
             records = [r for i, r in enumerate(records) if i in (0, len(records) - 1) or r["epoch"] % stride == 0]
