@@ -100,6 +100,15 @@ class Lab:
             )
         return found
 
+    def refuse_own_search(self) -> None:
+        """The tree traces this toolkit's beam search: an engine that searches itself has none."""
+        if isinstance(self.translator.model, SearchesItself):
+            raise LabInputError(
+                "model",
+                f"the search tree traces this toolkit's beam search; this model runs on "
+                f"{self.translator.loaded.engine}, which searches itself: serve it with --engine torch or onnx",
+            )
+
     def views(self) -> tuple[str, ...]:
         """The views the lab has of this model: its family's, or the search tree alone where it
         cannot look inside (another engine, an ensemble)."""
@@ -139,13 +148,8 @@ class Lab:
     # ---- views ----
 
     def tree(self, text: str, beam_size: int | None = None) -> Tree:
+        self.refuse_own_search()
         model = self.translator.model
-        if isinstance(model, SearchesItself):
-            raise LabInputError(
-                "model",
-                f"the search tree traces this toolkit's beam search; this model runs on "
-                f"{self.translator.loaded.engine}, which searches itself: serve it with --engine torch or onnx",
-            )
         src, lengths, source_tokens = self.source(text)
         beam = beam_size or self.config.decode.beam_size
         trace = BeamTrace()
@@ -200,7 +204,7 @@ class Lab:
         known; ``asked``: the view's beam, top_k, layer, head."""
         if view not in self.views():  # before sizing: an RNN's heads were sized by a Transformer's count
             if view == "tree":
-                self.tree(text)  # refuses by name: an engine that searches itself
+                self.refuse_own_search()
             raise LabInputError("model", self.inside().refusal(view, self.config.model))  # inside(): other engines
         source = len(self.translator.source_ids([text])[0]) + 1  # its <eos> too
         return lab_size(view, self.config, source, len(tokens) if tokens is not None else 1, **asked)
