@@ -133,16 +133,15 @@ class Tokenizer:
         self.path = Path(model_path)
         if not self.path.is_file():
             relative = relative_to_here(self.path)  # a relative path: where it was looked for, and why there
-            never = not self.path.parent.is_dir()  # no prepared data there at all: never prepared, or another folder
-            raise NmtError(
-                f"SentencePiece model not found: {self.path}{relative}."
-                + (
+            hint = ""
+            if not self.path.parent.is_dir():  # no prepared data there at all: never prepared, or another folder
+                hint = (
                     " No prepared data there: if this run was never prepared, `nmt prepare --config CONFIG` prepares "
                     "it (`nmt train` prepares it itself)."
-                    if never
-                    else ("" if relative else " Run `nmt prepare` first, if this run was never prepared.")
                 )
-            )
+            elif not relative:
+                hint = " Run `nmt prepare` first, if this run was never prepared."
+            raise NmtError(f"SentencePiece model not found: {self.path}{relative}.{hint}")
         try:
             self.processor = spm.SentencePieceProcessor(model_file=str(self.path))
         except (RuntimeError, OSError) as error:
