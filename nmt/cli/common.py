@@ -40,6 +40,13 @@ SetOption = Annotated[
     ),
 ]
 
+RunDirArgument = Annotated[Path, typer.Argument(help="A run directory (run_dir of a config).")]
+
+# the formats a heatmap or a timeline is drawn in (--plot-format, nmt plot --format)
+PLOT_SUFFIXES_BY_NAME = ("png", "svg", "pdf")
+
+PLOT_SUFFIXES = tuple(f".{name}" for name in PLOT_SUFFIXES_BY_NAME)
+
 CheckpointOption = Annotated[
     str, typer.Option("--checkpoint", help="'best', 'last' (in <run_dir>/checkpoints/) or a checkpoint file path.")
 ]

@@ -7,10 +7,8 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.common import CheckpointOption, user_errors
+from nmt.cli.common import CheckpointOption, RunDirArgument, user_errors
 from nmt.core.errors import NmtError
-
-RunDirArgument = Annotated[Path, typer.Argument(help="A run directory (run_dir of a config).")]
 
 CTranslate2Option = Annotated[
     bool,

@@ -10,8 +10,10 @@ import typer
 import yaml
 
 from nmt.cli.common import (
+    PLOT_SUFFIXES_BY_NAME,
     ConfigOption,
     DeviceOption,
+    RunDirArgument,
     SetOption,
     command_config,
     device_of,
@@ -20,8 +22,6 @@ from nmt.cli.common import (
     user_errors,
     writing_run,
 )
-from nmt.cli.exporting import RunDirArgument
-from nmt.cli.translating import PLOT_SUFFIXES_BY_NAME
 from nmt.core.errors import NmtError
 
 

@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 
 from nmt.cli.common import (
+    PLOT_SUFFIXES,
+    PLOT_SUFFIXES_BY_NAME,
     BeamOption,
     CheckpointsOption,
     DeviceOption,
@@ -114,11 +116,6 @@ def score(
         f"perplexity {math.exp(-total / max(1, sum(counts))):.2f}",
         err=True,
     )
-
-
-PLOT_SUFFIXES_BY_NAME = ("png", "svg", "pdf")
-
-PLOT_SUFFIXES = tuple(f".{name}" for name in PLOT_SUFFIXES_BY_NAME)
 
 
 def _plot_attention(translator, lines: list[str], target: Path, count: int, image_format: str = "png") -> None:
