@@ -90,7 +90,7 @@ def recorded_name(model: torch.nn.Module, name: str) -> str:
     """A parameter's name as the reference records it: recorded when the Bahdanau decoder's
     cell was an ``nn.GRUCell``, whose parameters carry no layer suffix (old checkpoints are
     renamed the same way on load: ``nmt.runtime.checkpoint.upgrade_weight_names``)."""
-    from nmt.model.decoder import BahdanauDecoder
+    from nmt.model.rnn.decoder import BahdanauDecoder
 
     if isinstance(model.decoder, BahdanauDecoder) and name.startswith("decoder.rnn.") and name.endswith("_l0"):
         return name.removesuffix("_l0")

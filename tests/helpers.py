@@ -14,11 +14,12 @@ import torch
 import yaml
 
 from nmt.config.checks import check_model_combination
+from nmt.config.parsing import family_settings
 from nmt.config.schema import Config, DecodeConfig, ModelConfig, TrainConfig
 from nmt.data.batching import source_tensor
 from nmt.data.tokenizer import Tokenizer, train_sentencepiece
 from nmt.model.base import build_model
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.rnn.model import Seq2Seq
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import LoadedModel
 
@@ -108,12 +109,20 @@ def write_run_config(tmp_path: Path, name: str, train: dict, model: dict) -> Pat
     return path
 
 
+def model_settings(**keys) -> ModelConfig:
+    """Model settings as a config's ``model`` section gives them: the settings class of the family
+    ``arch`` names (default rnn), with ``keys``."""
+    return family_settings(keys.get("arch", ModelConfig.arch))(**keys)
+
+
 def model_config(dim: int = 16, dropout: float = 0.0, **overrides) -> ModelConfig:
     """A small, valid model config of width ``dim`` (overrides: any ModelConfig field)."""
     sizes = dict(
         embed_dim=dim, encoder_hidden=dim, decoder_hidden=dim, attention_dim=dim, output_dim=dim, dropout=dropout
     )
-    config = ModelConfig(**{**sizes, **overrides})
+    if overrides.get("arch", "rnn") != "rnn":  # the widths of the RNN's
+        sizes = dict(embed_dim=dim, dropout=dropout)
+    config = model_settings(**{**sizes, **overrides})
     check_model_combination(config)
     return config
 
@@ -198,7 +207,7 @@ def transformer_translator(root: Path, encoder_layers: int = 3, decoder_layers: 
     train_sentencepiece([t for _, t in pairs], root / "tgt.model", 300, "unigram", 1.0)
     src_tok, tgt_tok = Tokenizer(root / "src.model"), Tokenizer(root / "tgt.model")
     torch.manual_seed(0)
-    model_config = ModelConfig(
+    model_config = model_settings(
         arch="transformer",
         embed_dim=16,
         heads=4,

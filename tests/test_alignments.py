@@ -154,7 +154,7 @@ def test_forced_alignment_is_the_teacher_forced_attentions_argmax(trained):
 
 
 def test_a_transformer_aligns_from_the_layer_and_heads_asked_for_and_refuses_others(tmp_path):
-    from nmt.model.transformer import Transformer
+    from nmt.model.transformer.model import Transformer
 
     from .helpers import TINY_TRANSFORMER, model_config
 
@@ -279,7 +279,7 @@ def test_evaluate_align_reports_the_agreement_and_keeps_the_reference_once(train
 def test_a_transformers_alignment_view_gives_each_heads_agreement(tmp_path):
     pytest.importorskip("eflomal")
     from nmt.config.schema import Config, DecodeConfig
-    from nmt.model.transformer import Transformer
+    from nmt.model.transformer.model import Transformer
     from nmt.pipelines.align import sentence_alignment
     from nmt.runtime.loading import LoadedModel
 

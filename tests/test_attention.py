@@ -3,9 +3,11 @@
 import pytest
 import torch
 
-from nmt.config.schema import ModelConfig
 from nmt.core.registry import ATTENTIONS
-from nmt.model.attention import FixedSummary, HardAttention, build_attention, masked_softmax
+from nmt.model.rnn.attention import FixedSummary, HardAttention, build_attention, masked_softmax
+from nmt.model.rnn.settings import RnnConfig
+
+from .helpers import model_settings
 
 DIM = 6  # query and encoder width (equal, so luong-dot applies)
 SOFT = [
@@ -34,7 +36,7 @@ def make_inputs(dtype=torch.float32, steps_n=4, seed=0):
 
 def build(name, window, half_width=2, dtype=torch.float32):
     torch.manual_seed(1)
-    config = ModelConfig(attention=name, attention_window=window, window_width=half_width, attention_dim=5)
+    config = model_settings(attention=name, attention_window=window, window_width=half_width, attention_dim=5)
     return build_attention(config, DIM, DIM).to(dtype)
 
 
@@ -140,7 +142,7 @@ def test_gradcheck_float64(name, window):
 def test_the_registry_is_what_the_config_allows_and_names_each_decoder_order():
     import typing
 
-    annotated = typing.get_type_hints(ModelConfig, include_extras=True)["attention"]
+    annotated = typing.get_type_hints(RnnConfig, include_extras=True)["attention"]
     assert annotated.__metadata__[0] is ATTENTIONS  # read when a config is validated
     assert {name for name, kind in ATTENTIONS.items() if kind.order == "recur-then-attend"} == {
         "luong-dot",

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from nmt.config.paths import RunPaths
-from nmt.config.schema import Config, ModelConfig
+from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.runtime.checkpoint import check_compatible, load_checkpoint, save_checkpoint, save_training_checkpoint
 
-from .helpers import random_sources, small_model
+from .helpers import model_settings, random_sources, small_model
 
 Point = collections.namedtuple("Point", "x y")  # any class instance: loading it needs unpickling code
 
@@ -60,7 +60,7 @@ def test_mismatched_vocabulary_and_model_are_refused():
     check_compatible(payload, config, {"src": "a" * 64, "tgt": "b" * 64}, "x.pt")  # matches: no error
     with pytest.raises(NmtError, match=r"tgt SentencePiece model.*different vocabulary"):
         check_compatible(payload, config, {"src": "a" * 64, "tgt": "c" * 64}, "x.pt")
-    bigger = Config(model=ModelConfig(embed_dim=512))
+    bigger = Config(model=model_settings(embed_dim=512))
     with pytest.raises(NmtError, match=r"model\.embed_dim: checkpoint has 256, config has 512"):
         check_compatible(payload, bigger, {"src": "a" * 64, "tgt": "b" * 64}, "x.pt")
 
@@ -76,7 +76,7 @@ def test_averaging_two_checkpoints_gives_the_mean_of_their_weights(tmp_path):
     for name, tensor in averaged["model"].items():
         assert torch.allclose(tensor, (a.state_dict()[name] + b.state_dict()[name]) / 2)
     assert averaged["progress"]["step"] == 2
-    other = Config(model=ModelConfig(embed_dim=8))
+    other = Config(model=model_settings(embed_dim=8))
     save_checkpoint(tmp_path / "x.pt", payload_for(small_model(dim=8), other))
     with pytest.raises(NmtError, match="cannot average"):
         average_checkpoints([tmp_path / "x.pt", tmp_path / "step-00000002.pt"])

@@ -61,7 +61,7 @@ class Pieces:
 
 def random_transformer(seed: int = 1, **overrides):
     """A Transformer with weights far from their initialisation (sharp, distinct predictions)."""
-    from nmt.model.transformer import Transformer
+    from nmt.model.transformer.model import Transformer
 
     from .test_transformer import transformer_config
 
@@ -155,7 +155,7 @@ def test_a_model_it_cannot_represent_or_a_wrong_mapping_is_refused(tmp_path, mon
         export_ctranslate2(small_model(vocab=VOCAB).eval(), Pieces(), Pieces(), tmp_path / "rnn", "float32")
     with pytest.raises(NmtError, match="--quantization 'int4': one of int8"):
         export_ctranslate2(random_transformer(), Pieces(), Pieces(), tmp_path / "q", "int4")
-    from nmt.model import ctranslate2_spec
+    from nmt.model.transformer import ctranslate2_spec
 
     def unplaced(embedding_spec, positions_spec, embedder):  # a mapping that forgets the positions
         original(embedding_spec, positions_spec, embedder)

@@ -196,7 +196,7 @@ def test_a_model_family_from_a_plugin_trains_translates_packages_and_is_refused_
 
     (tmp_path / "my_family.py").write_text(recipes()["my_family.py"], encoding="utf-8")
     raw = tiny_config(tmp_path, write_anki(tmp_path / "pairs.txt", synthetic_pairs()), train={"epochs": 2})
-    raw["model"] = {"arch": "bag", "embed_dim": 32}
+    raw["model"] = {"arch": "bag", "embed_dim": 32, "pooling": "max", "attention": "luong-dot"}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
 
@@ -213,10 +213,17 @@ def test_a_model_family_from_a_plugin_trains_translates_packages_and_is_refused_
 
     trained = nmt("train", "--config", "c.yaml")
     assert "Model: " in trained.stdout + trained.stderr
+    # its own key is a key like any (kept, checked); an RNN's is not read, and the log says so
+    log = (Path(raw["run_dir"]) / "train.log").read_text(encoding="utf-8")
+    assert "Not read by model.arch bag: model.attention: luong-dot" in log
+    for wrong, message in (("poolin=max", "Did you mean 'model.pooling'"), ("pooling=sum", "one of 'mean', 'max'")):
+        refused = nmt("train", "--config", "c.yaml", "--set", f"model.{wrong}", ok=False)
+        assert message in refused.stderr and "Traceback" not in refused.stderr
     run = Path(raw["run_dir"])
     nmt("export", str(run), "pkg")
+    assert yaml.safe_load((tmp_path / "pkg" / "config.yaml").read_text(encoding="utf-8"))["model"]["pooling"] == "max"
     card = (tmp_path / "pkg" / "MODEL_CARD.md").read_text(encoding="utf-8")
-    assert "bag-of-words translation model" in card and "a GRU cell decoder" in card
+    assert "bag-of-words translation model" in card and "max of 32-wide source embeddings" in card
     (tmp_path / "in.txt").write_text("hello\nthere\n", encoding="utf-8")
     from_run = nmt("translate", "--config", "c.yaml", "--input", "in.txt").stdout
     from_package = nmt("translate", "--model", "pkg", "--input", "in.txt").stdout

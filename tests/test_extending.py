@@ -16,8 +16,8 @@ from nmt.config.parsing import config_from_dict
 from nmt.core.errors import NmtError
 from nmt.core.registry import ATTENTIONS, CELLS
 from nmt.data.batching import Example
-from nmt.model.attention import SOFT, AttentionKind, DotAttention
-from nmt.model.cells import RecurrentStack
+from nmt.model.rnn.attention import SOFT, AttentionKind, DotAttention
+from nmt.model.rnn.cells import RecurrentStack
 from nmt.train.data import TrainData
 from nmt.train.trainer import RunOutput, Trainer
 
@@ -92,7 +92,7 @@ def in_memory_trainer(tmp_path, model_section: dict, epochs: int) -> Trainer:
     }
     config = config_from_dict(raw)
     torch.manual_seed(config.train.seed)
-    from nmt.model.seq2seq import Seq2Seq
+    from nmt.model.rnn.model import Seq2Seq
 
     model = Seq2Seq(config.model, DigitTokenizer.vocab_size, DigitTokenizer.vocab_size)
     train, dev = copy_task(400, seed=1), copy_task(40, seed=2)

@@ -5,6 +5,7 @@ packages and refuses a plugin family from the architecture page's recipe)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 import pytest
 import torch
@@ -135,3 +136,72 @@ def test_a_family_without_graphs_heads_or_a_space_is_refused_by_its_name(tmp_pat
         model.config = config
         export_graphs(model, tmp_path)
     assert not NoFacts.has_heads and not NoFacts.recurrent and _architecture(config)[0] == "translation model"
+
+
+# ---- a family's settings are its own: read inside its folder (and its lab view), nowhere else ----
+
+
+def family_owners() -> dict[str, tuple[str, ...]]:
+    """Each built-in family's own keys, by the module prefixes that may read them: its folder
+    (nmt/model/<family>/) and the lab view it names (``lab_view``)."""
+    owners = {}
+    for arch in ARCHITECTURES:
+        family = ARCHITECTURES[arch]
+        folder = family.settings.__module__.rpartition(".")[0]  # nmt.model.rnn
+        view = family.lab_view.partition(":")[0]
+        for key in {f.name for f in dataclasses.fields(family.settings)} - SHARED:
+            owners[key] = (folder, view) if view else (folder,)
+    return owners
+
+
+SHARED = {f.name for f in dataclasses.fields(ModelConfig)}
+
+
+def settings_reads(tree: ast.Module, owners: dict[str, tuple[str, ...]], module: str) -> list[str]:
+    """Where ``module`` reads a family's settings it does not own: ``<x>.model.<key>`` or
+    ``getattr(x, "<key>")`` of a family's own key, or an import of a family's settings module."""
+    found = []
+
+    def owned(key: str) -> bool:
+        return key not in owners or module.startswith(owners[key])
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "model":
+            if not owned(node.attr):
+                found.append(f"{module}:{node.lineno} .model.{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+            name = node.args[1] if len(node.args) > 1 else None
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) and not owned(name.value):
+                found.append(f"{module}:{node.lineno} getattr {name.value!r}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith(".settings"):
+            folder = (node.module or "").rpartition(".")[0]
+            allowed = {prefix for prefixes in owners.values() for prefix in prefixes if prefixes[0] == folder}
+            if not module.startswith(tuple(allowed)):
+                found.append(f"{module}:{node.lineno} imports {node.module}")
+    return found
+
+
+def test_no_module_reads_a_familys_settings_outside_the_family():
+    """Before: the Transformer's heads read by the lab's sizes, the CTranslate2 folder check and the
+    heads view; the RNN's keys by the parent's transfer (ADDABLE, FREEZE_PARTS), the checkpoints'
+    free keys, the config's checks and the recipes (their widths), the ONNX layout, the lab's
+    registry of views. Now a family's own keys are read in its folder and the lab view it names;
+    mypy refuses ``config.model.heads`` on the shared ``ModelConfig`` besides."""
+    owners = family_owners()
+    assert owners["heads"] == ("nmt.model.transformer", "nmt.pipelines.heads")
+    assert owners["attention"] == ("nmt.model.rnn", "nmt.pipelines.rnn_lab")
+    found = [read for name, tree in MODULES.items() for read in settings_reads(tree, owners, name)]
+    assert found == []
+
+
+def test_the_settings_guard_sees_each_kind_of_read():
+    owners = {"heads": ("nmt.model.transformer",)}
+    code = (
+        "config.model.heads\n"
+        'getattr(config.model, "heads")\n'
+        "from nmt.model.transformer.settings import transformer_settings\n"
+        "config.model.embed_dim\n"
+    )
+    found = settings_reads(ast.parse(code), owners, "nmt.pipelines.lab_size")
+    assert sorted(line.split(" ", 1)[0] for line in found) == [f"nmt.pipelines.lab_size:{n}" for n in (1, 2, 3)]
+    assert settings_reads(ast.parse(code), owners, "nmt.model.transformer.model") == []

@@ -7,20 +7,20 @@ import shutil
 import pytest
 import torch
 
-from nmt.config.schema import ModelConfig
 from nmt.core.registry import CELLS
 from nmt.data.batching import Example, collate
 from nmt.data.tokenizer import PAD_ID
 from nmt.decoding.search import beam_search
-from nmt.model.cells import build_cell, layer_parts
-from nmt.model.encoder import Encoder
 from nmt.model.fast import reverse_within_lengths
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.rnn.cells import build_cell, layer_parts
+from nmt.model.rnn.encoder import Encoder
+from nmt.model.rnn.model import Seq2Seq
 
 from .helpers import (
     CELL_VARIANT_CONFIGS,
     best_tokens,
     model_config,
+    model_settings,
     random_sources,
     small_model,
     variant_id,
@@ -199,8 +199,11 @@ def test_padded_encoder_equals_packed(layers, rnn):
 def test_rnn_input_is_not_part_of_a_checkpoints_identity():
     from nmt.runtime.checkpoint import model_differences
 
-    packed, padded = {"rnn_input": "packed", "embed_dim": 8}, {"rnn_input": "padded", "embed_dim": 8}
+    packed, padded = {"rnn_input": "packed", "embed_dim": 8}, model_settings(rnn_input="padded", embed_dim=8)
     assert model_differences(packed, padded, "model.") == []
+    assert model_differences({**packed, "embed_dim": 16}, padded, "model.") == [
+        "model.embed_dim: checkpoint has 16, config has 8"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -208,7 +211,7 @@ def test_rnn_input_is_not_part_of_a_checkpoints_identity():
 )
 def test_token_gate_table_equals_the_matmul_and_follows_weight_changes(overrides):
     torch.manual_seed(0)
-    config = ModelConfig(
+    config = model_settings(
         embed_dim=8, encoder_hidden=8, decoder_hidden=8, attention_dim=8, output_dim=8, dropout=0.0, **overrides
     )
     model = Seq2Seq(config, 20, 20).eval()
@@ -242,7 +245,7 @@ def test_token_gate_table_equals_the_matmul_and_follows_weight_changes(overrides
 def test_compiled_decoder_steps_equal_eager(overrides):
     """train.compile: the compiled loop body and search step give the eager results."""
     torch.manual_seed(0)
-    config = ModelConfig(
+    config = model_settings(
         embed_dim=8, encoder_hidden=8, decoder_hidden=8, attention_dim=8, output_dim=8, dropout=0.0, **overrides
     )
     eager = Seq2Seq(config, 20, 20)

@@ -69,7 +69,7 @@ def guided_batch(model_vocab: int = 20):
 
 @pytest.mark.parametrize("family", ["rnn", "transformer"])
 def test_guided_steps_pull_the_guided_attention_toward_the_links(family):
-    from nmt.model.transformer import Transformer
+    from nmt.model.transformer.model import Transformer
 
     torch.manual_seed(0)
     model = small_model(dim=16) if family == "rnn" else Transformer(model_config(**TINY_TRANSFORMER), 20, 20)

@@ -18,7 +18,7 @@ from nmt.config.files import load_config
 from nmt.config.schema import Config, DecodeConfig
 from nmt.data.batching import source_tensor
 from nmt.decoding.forced import forced_log_probs
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.rnn.model import Seq2Seq
 from nmt.pipelines.lab import Lab, LabInputError, spearman
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import LoadedModel, load_checkpoints

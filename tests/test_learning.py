@@ -11,8 +11,10 @@ import torch
 from nmt.config.schema import ModelConfig, TrainConfig
 from nmt.data.batching import Example, collate
 from nmt.decoding.search import greedy_search
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.rnn.model import Seq2Seq
 from nmt.train.step import train_step
+
+from .helpers import model_settings
 
 VOCAB = 14  # 4 specials + 10 symbols
 DIM = 64
@@ -75,7 +77,7 @@ def test_variant_learns(attention, window, input_feeding, task, steps, threshold
 
 
 def variant_config(attention: str, window: str, input_feeding: bool) -> ModelConfig:
-    return ModelConfig(
+    return model_settings(
         embed_dim=DIM,
         encoder_hidden=DIM,
         decoder_hidden=2 * DIM if attention == "luong-dot" else DIM,

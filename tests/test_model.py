@@ -6,8 +6,8 @@ import torch
 from nmt.data.batching import Example, collate
 from nmt.data.tokenizer import BOS_ID
 from nmt.decoding.search import beam_search, greedy_search
-from nmt.model.decoder import Memory
 from nmt.model.ensemble import Ensemble
+from nmt.model.rnn.decoder import Memory
 
 from .helpers import best_log_probs, best_tokens, random_sources, small_model
 

@@ -16,7 +16,8 @@ from nmt.cli import app
 from nmt.core.errors import NmtError
 from nmt.decoding.search import beam_search, greedy_search
 from nmt.export.onnx_graphs import export_graphs
-from nmt.model.graphs import flatten_state, state_names, unflatten_state
+from nmt.model.graphs import state_names
+from nmt.model.rnn.graphs import flatten_state, unflatten_state
 from nmt.runtime.loading import load_packages
 from nmt.runtime.onnx_engine import OnnxModel, graph_file
 

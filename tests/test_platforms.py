@@ -16,7 +16,7 @@ from nmt.core.device import FP16, ProcessSettings, enable_tf32
 from nmt.core.errors import NmtError
 from nmt.data.batching import Batch
 from nmt.decoding.search import search_sentences
-from nmt.model.encoder import encoder_input
+from nmt.model.rnn.encoder import encoder_input
 from nmt.pipelines.prepare import prepare
 from nmt.train.distributed import Distributed
 from nmt.train.metrics import MetricsFile

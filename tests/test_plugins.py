@@ -24,7 +24,7 @@ PLUGIN = '''
 import math
 
 from nmt.core.registry import ATTENTIONS, CALLBACKS
-from nmt.model.attention import SOFT, AttentionKind, DotAttention
+from nmt.model.rnn.attention import SOFT, AttentionKind, DotAttention
 from nmt.train.callbacks import Callback
 
 

@@ -37,7 +37,7 @@ def test_word_dropout_rate_is_the_configured_one_and_touches_only_real_input_tok
 
 @pytest.mark.parametrize("rnn_input", ["packed", "padded"])
 def test_encoder_output_dropout_drops_real_positions_at_its_rate_in_training_only(rnn_input):
-    from nmt.model.encoder import Encoder
+    from nmt.model.rnn.encoder import Encoder
 
     from .helpers import model_config
 

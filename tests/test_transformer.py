@@ -22,12 +22,14 @@ from nmt.decoding.search import beam_search, greedy_search
 from nmt.model.base import build_model
 from nmt.model.dropout import lane_mask
 from nmt.model.ensemble import Ensemble
-from nmt.model.transformer import DecoderLayer, EncoderLayer, MultiHeadAttention, Transformer, TransformerMemory
+from nmt.model.transformer.layers import DecoderLayer, EncoderLayer, MultiHeadAttention, TransformerMemory
+from nmt.model.transformer.model import Transformer
 from nmt.train.step import train_step
 
 from .helpers import (
     TINY_TRANSFORMER,
     TRANSFORMER_SCHEDULE,
+    model_settings,
     random_sources,
     small_model,
     synthetic_pairs,
@@ -50,7 +52,7 @@ def transformer_config(width: int = 16, heads: int = 4, layers: int = 2, **overr
         dropout=0.0,
         attention_dropout=0.0,
     )
-    config = ModelConfig(**{**settings, **overrides})
+    config = model_settings(**{**settings, **overrides})
     check_model_combination(config)
     return config
 
@@ -267,7 +269,6 @@ def test_a_tiny_transformer_learns_to_reverse_its_input():
 
 
 def test_the_config_checks_what_a_transformer_cannot_take(tmp_path):
-    from nmt.config.checks import keys_not_read
     from nmt.config.parsing import config_from_dict
     from nmt.core.errors import NmtError
 
@@ -276,7 +277,7 @@ def test_the_config_checks_what_a_transformer_cannot_take(tmp_path):
         config_from_dict(raw)
     raw["model"]["heads"] = 5
     config = config_from_dict(raw)
-    assert keys_not_read(config.model) == ["encoder_hidden", "decoder_hidden", "attention_dim", "output_dim"]
+    assert list(config.model.unread) == ["encoder_hidden", "decoder_hidden", "attention_dim", "output_dim"]
     for key, value, message in [
         ("teacher_forcing", 0.5, "scheduled sampling"),
         ("freeze", ["attention"], "parts of the RNN"),
@@ -286,7 +287,7 @@ def test_the_config_checks_what_a_transformer_cannot_take(tmp_path):
         with pytest.raises(NmtError, match=message):
             config_from_dict(wrong)
     rnn = {**raw, "model": {"heads": 8, "attention": "luong-dot", "decoder_hidden": 64, "encoder_hidden": 32}}
-    assert keys_not_read(config_from_dict(rnn).model) == ["heads"]
+    assert list(config_from_dict(rnn).model.unread) == ["heads"]
 
 
 # ---- the command line, end to end ----
@@ -422,7 +423,8 @@ def test_init_from_a_transformer_writes_one_child_with_the_parents_schedule(trai
     monkeypatch.chdir(tmp_path)  # the config's run_dir, runs/child, is relative
     path, text = init_config([pairs], tmp_path / "child.yaml", init_from=parent)
     config = load_config(path)
-    assert config.model.arch == "transformer" and not config.model.lexical and config.train.members == 1
+    assert config.model.arch == "transformer" and config.train.members == 1
+    assert "lexical" not in {**config.model.keys(), **config.model.unread}  # not even as an unread key
     assert (config.train.learning_rate, config.train.lr_warmup) == (0.003, 50)
     assert config.train.lr_schedule == "inverse_sqrt" and "a Transformer" in text
     result = runner.invoke(

@@ -172,7 +172,7 @@ def test_the_documented_search_spaces_are_valid():
 
 def test_the_default_space_takes_every_registered_soft_attention(monkeypatch):
     from nmt.core.registry import ATTENTIONS
-    from nmt.model.attention import SOFT, AttentionKind, DotAttention
+    from nmt.model.rnn.attention import SOFT, AttentionKind, DotAttention
 
     kind = AttentionKind(lambda c, q, e, w: DotAttention(w), "recur-then-attend", ("e_j = q · h_j", *SOFT))
     monkeypatch.setitem(ATTENTIONS, "plugged-in", kind)  # as a plugin registers one

@@ -5,7 +5,7 @@ each refused naming the keys and what to set instead."""
 from __future__ import annotations
 
 from nmt.config.ranges import LANGUAGE_CODE
-from nmt.config.schema import MODEL_WIDTHS, Config, DataConfig, ModelConfig
+from nmt.config.schema import Config, DataConfig, ModelConfig
 from nmt.core.errors import NmtError
 from nmt.core.registry import ARCHITECTURES
 
@@ -14,25 +14,6 @@ def check_model_combination(model: ModelConfig) -> None:
     """Refuse model settings that each make sense alone but not together: the family's rules
     (its registry entry's ``check_model``; what an attention can do is on the attention's entry)."""
     ARCHITECTURES[model.arch].check_model(model)
-
-
-def keys_not_read(model: ModelConfig) -> list[str]:
-    """The keys of another model family set away from their defaults (``model.attention:
-    luong-concat`` on a Transformer): the model does not read them, and the training log says so.
-    Not refused, so that ``--set model.arch=transformer`` tries a Transformer on an RNN's config.
-    A width equal to ``embed_dim`` is not counted (nmt tune's ``model.width`` sets them all)."""
-    own = set(ARCHITECTURES[model.arch].config_keys)
-    defaults = ModelConfig()
-    unread = []
-    for name in ARCHITECTURES:
-        for key in ARCHITECTURES[name].config_keys:
-            value = getattr(model, key)
-            if key in own or key in unread or value == getattr(defaults, key):
-                continue
-            if key in MODEL_WIDTHS and value == model.embed_dim:
-                continue
-            unread.append(key)
-    return unread
 
 
 def check_schedule(config: Config) -> None:

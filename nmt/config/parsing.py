@@ -23,10 +23,10 @@ from nmt.config.checks import (
 )
 from nmt.config.measured import removed_keys
 from nmt.config.ranges import RANGES, REQUIRED_KEYS
-from nmt.config.schema import Config, DecodeConfig
+from nmt.config.schema import ArchName, Config, DecodeConfig, ModelConfig
 from nmt.core.errors import NmtError
 from nmt.core.plugins import load_config_plugins
-from nmt.core.registry import CALLBACKS
+from nmt.core.registry import ARCHITECTURES, CALLBACKS
 
 
 def _allowed(tp: Any) -> tuple:
@@ -51,8 +51,9 @@ def _describe_type(tp: Any) -> str:
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
 
 
-def _coerce(key: str, value: Any, tp: Any) -> Any:
-    """Check ``value`` against the field type ``tp``; return it (ints widen to floats)."""
+def _coerce(key: str, value: Any, tp: Any, ranges: dict[str, tuple[Any, str]] | None = None) -> Any:
+    """Check ``value`` against the field type ``tp`` and its range (``RANGES``, or a family's
+    ``ranges`` by the key's last part); return it (ints widen to floats)."""
     ok = False
     if typing.get_origin(tp) in (typing.Union, types.UnionType):  # the first member that takes it
         for member in typing.get_args(tp):
@@ -89,16 +90,17 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         ok = isinstance(value, str)
     if not ok:
         raise NmtError(f"Config key '{key}': got {value!r}, expected {_describe_type(tp)}.")
-    check = RANGES.get(key)
+    check = RANGES.get(key) or (ranges or {}).get(key.rpartition(".")[2])
     if check is not None and not check[0](value):
         raise NmtError(f"Config key '{key}': got {value!r}, expected {check[1]}.")
     return value
 
 
-def _unknown_key_message(key: str, valid: list[str], prefix: str) -> str:
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+def _unknown_key_message(key: str, valid: list[str], prefix: str, near: list[str] | None = None, of: str = "") -> str:
+    """Refusing ``key``: the nearest of ``near`` (default: ``valid``), and the valid keys ``of`` what."""
+    close = difflib.get_close_matches(key, near or valid, n=1, cutoff=0.5)
     hint = f" Did you mean '{prefix}{close[0]}'?" if close else ""
-    where = f"section '{prefix[:-1]}'" if prefix else "the top level"
+    where = f"section '{prefix[:-1]}'{of}" if prefix else "the top level"
     return f"Unknown config key '{prefix}{key}'.{hint} Valid keys in {where}: {', '.join(valid)}."
 
 
@@ -134,19 +136,80 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
         if name not in raw:
             continue
         tp = hints[name]
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if tp is ModelConfig:
+            kwargs[name] = _build_model(raw[name] if raw[name] is not None else {}, f"{prefix}{name}.")
+        elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
             kwargs[name] = _build(tp, raw[name] if raw[name] is not None else {}, f"{prefix}{name}.")
         else:
             kwargs[name] = _coerce(f"{prefix}{name}", raw[name], tp)
     return cls(**kwargs)
 
 
-def check_value(dotted: str, value: Any) -> Any:
-    """``value`` checked as config key ``dotted`` (``section.key``) would be, on its own: its type
-    and range, not how it combines with the other keys (a clear NmtError naming the key)."""
+def key_names(cls: type) -> list[str]:
+    """The keys a config section of ``cls`` takes: its fields."""
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def family_settings(arch: str) -> type[ModelConfig]:
+    """The settings class of the model family ``arch`` names: ``model``'s keys for it."""
+    return ARCHITECTURES[arch].settings
+
+
+def _other_families_keys(own: list[str]) -> dict[str, type[ModelConfig]]:
+    """The model keys of every registered family that ``own`` lacks, each with its family's settings."""
+    found: dict[str, type[ModelConfig]] = {}
+    for arch in ARCHITECTURES:
+        settings = family_settings(arch)
+        for key in key_names(settings):
+            if key not in own:
+                found.setdefault(key, settings)
+    return found
+
+
+def _build_model(raw: Any, prefix: str) -> ModelConfig:
+    """The ``model`` section as its family's settings (``model.arch`` names the family). Another
+    family's keys are checked as that family checks them and not read: a saved config of any
+    version holds them all, and ``--set model.arch=transformer`` tries a Transformer on an RNN's
+    config. Those set away from their defaults are kept in ``unread``, for the training log."""
+    if not isinstance(raw, dict):
+        raise NmtError(f"Config section '{prefix[:-1]}' must be a mapping of keys to values, got {raw!r}.")
+    arch = _coerce(f"{prefix}arch", raw.get("arch", "rnn"), ArchName)
+    settings = family_settings(arch)
+    own = key_names(settings)
+    others = _other_families_keys(own)
+    for key in raw:
+        if key not in own and key not in others:
+            message = _unknown_key_message(str(key), own, prefix, [*own, *others], f" (model.arch {arch})")
+            raise NmtError(message)
+    hints = typing.get_type_hints(settings, include_extras=True)
+    kwargs = {key: _coerce(f"{prefix}{key}", raw[key], hints[key], settings.ranges) for key in own if key in raw}
+    unread = {}
+    for key in (key for key in raw if key in others):
+        other = others[key]
+        value = _coerce(f"{prefix}{key}", raw[key], typing.get_type_hints(other)[key], other.ranges)
+        width = key in other.widths and value == kwargs.get("embed_dim", settings.embed_dim)
+        if value != getattr(other(), key) and not width:  # nmt tune's model.width sets every width
+            unread[key] = value
+    return settings(**kwargs, others=unread)
+
+
+def model_from_dict(raw: dict) -> ModelConfig:
+    """A saved ``model`` section (a checkpoint's, a package's record) as its family's settings."""
+    return _build_model(dict(raw), "model.")
+
+
+def check_value(dotted: str, value: Any, arch: str = "rnn") -> Any:
+    """``value`` checked as config key ``dotted`` (``section.key``) would be, on its own, for a
+    model of family ``arch``: its type and range, not how it combines with the other keys (a clear
+    NmtError naming the key)."""
     section, name = dotted.split(".", 1)
     section_type = typing.get_type_hints(Config, include_extras=True)[section]
-    return _coerce(dotted, value, typing.get_type_hints(section_type, include_extras=True)[name])
+    if section_type is ModelConfig:
+        section_type = family_settings(arch)
+        if name not in key_names(section_type):
+            section_type = _other_families_keys(key_names(section_type)).get(name, section_type)
+    ranges = section_type.ranges if issubclass(section_type, ModelConfig) else None
+    return _coerce(dotted, value, typing.get_type_hints(section_type, include_extras=True)[name], ranges)
 
 
 def _has_key(raw: dict, dotted: str) -> bool:

@@ -7,19 +7,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from nmt.config.schema import FREEZE_PARTS
 from nmt.core.threads import MOST_THREADS
 
 # Keys a config file must state explicitly: the run is meaningless without them.
 REQUIRED_KEYS = ("run_dir", "train.epochs", "train.batch_size", "decode.beam_size")
 
 # Range checks beyond the type: dotted key -> (predicate, description of what is allowed).
-_POSITIVE = (lambda v: v > 0, "a number > 0")
+positive = (lambda v: v > 0, "a number > 0")
 _NON_NEGATIVE = (lambda v: v >= 0, "a number >= 0")
 _PROBABILITY = (lambda v: 0.0 <= v <= 1.0, "a number between 0 and 1")
+below_one = (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")  # a dropout's probability
 
 
-def _between(low: float, high: float) -> tuple[Any, str]:
+def between(low: float, high: float) -> tuple[Any, str]:
     """A closed range. The upper bounds keep a shared package's config from sizing a model (or a
     search) far beyond anything trained here: a config travels with the weights it describes."""
     return (lambda v: low <= v <= high, f"a number from {low} to {high}")
@@ -30,39 +30,29 @@ MAX_LAYERS = 8
 # a language code names prepared files and a package's tokenizers: it must stay one path part
 LANGUAGE_CODE = re.compile(r"[A-Za-z0-9_-]+")
 _LANGUAGE = (lambda v: LANGUAGE_CODE.fullmatch(v) is not None, "a language code: letters, digits, '_' and '-' only")
+# A family's own model keys are its settings class's (``ModelConfig.ranges``).
 RANGES: dict[str, tuple[Any, str]] = {
     "data.src_lang": _LANGUAGE,
     "data.tgt_lang": _LANGUAGE,
     "data.max_pairs": _NON_NEGATIVE,
-    "data.max_chars": _POSITIVE,
-    "data.dev_size": _POSITIVE,
-    "data.test_size": _POSITIVE,
+    "data.max_chars": positive,
+    "data.dev_size": positive,
+    "data.test_size": positive,
     "data.max_carved": _NON_NEGATIVE,
-    "data.oversample": _between(1, 100),
+    "data.oversample": between(1, 100),
     "data.related_pairs": _NON_NEGATIVE,
     "tokenizer.src_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
     "tokenizer.tgt_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
     "tokenizer.sample_pairs": (lambda v: v >= 1000, "an integer >= 1000"),
     "tokenizer.character_coverage": (lambda v: 0.9 <= v <= 1.0, "a number between 0.9 and 1.0"),
-    "model.embed_dim": _between(1, MAX_WIDTH),
-    "model.encoder_hidden": _between(1, MAX_WIDTH),
-    "model.encoder_layers": _between(1, MAX_LAYERS),
-    "model.decoder_hidden": _between(1, MAX_WIDTH),
-    "model.decoder_layers": _between(1, MAX_LAYERS),
-    "model.attention_dim": _between(1, MAX_WIDTH),
-    "model.window_width": _between(1, 1000),
-    "model.gumbel_temperature": _POSITIVE,
-    "model.output_dim": _between(1, MAX_WIDTH),
-    "model.dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
-    "model.encoder_output_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
-    "model.heads": _between(1, 64),
-    "model.ff_dim": _between(1, 4 * MAX_WIDTH),
-    "model.attention_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
-    "model.activation_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
-    "train.epochs": _POSITIVE,
-    "train.batch_size": _POSITIVE,
+    "model.embed_dim": between(1, MAX_WIDTH),
+    "model.encoder_layers": between(1, MAX_LAYERS),
+    "model.decoder_layers": between(1, MAX_LAYERS),
+    "model.dropout": below_one,
+    "train.epochs": positive,
+    "train.batch_size": positive,
     "train.batch_tokens": _NON_NEGATIVE,
-    "train.learning_rate": _POSITIVE,
+    "train.learning_rate": positive,
     "train.clip_grad_norm": _NON_NEGATIVE,
     "train.teacher_forcing": _PROBABILITY,
     "train.label_smoothing": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
@@ -73,7 +63,7 @@ RANGES: dict[str, tuple[Any, str]] = {
     "train.lr_warmup": _NON_NEGATIVE,
     "train.ema_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (0 = off)"),
     "train.subword_sampling": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (0 = off)"),
-    "train.max_len": _POSITIVE,
+    "train.max_len": positive,
     "train.related_per_epoch": _NON_NEGATIVE,
     "train.related_until": (lambda v: 0.0 <= v <= 1.0, "a number in [0, 1] (1 = related corpora to the end)"),
     "train.patience": _NON_NEGATIVE,
@@ -91,27 +81,26 @@ RANGES: dict[str, tuple[Any, str]] = {
     "train.checkpoint_every": _NON_NEGATIVE,
     "train.validate_every": _NON_NEGATIVE,
     "train.checkpoint_minutes": _NON_NEGATIVE,
-    "train.ddp_timeout_minutes": _POSITIVE,
-    "train.keep_checkpoints": _POSITIVE,
-    "train.max_nonfinite": _POSITIVE,
+    "train.ddp_timeout_minutes": positive,
+    "train.keep_checkpoints": positive,
+    "train.max_nonfinite": positive,
     "train.probes": _NON_NEGATIVE,
     "train.probe_alignment": _NON_NEGATIVE,
-    "train.freeze": (lambda v: set(v) <= set(FREEZE_PARTS), "a list of: " + ", ".join(FREEZE_PARTS)),
-    "tune.trials": _POSITIVE,
+    "tune.trials": positive,
     "tune.trial_fraction": (lambda v: 0.0 < v <= 1.0, "a number in (0, 1]"),
     "tune.confirm": _NON_NEGATIVE,
     "tune.seeds": (lambda v: len(v) > 0, "a list of at least one integer"),
     "tune.workers": _NON_NEGATIVE,
-    "decode.beam_size": _between(1, 64),
+    "decode.beam_size": between(1, 64),
     "decode.length_penalty": _NON_NEGATIVE,
     "decode.coverage_penalty": _NON_NEGATIVE,
-    "decode.no_repeat_span": _between(0, 50),
+    "decode.no_repeat_span": between(0, 50),
     # the output limit (ratio x source length + offset): a package's settings bound what one request can cost
     "decode.max_len_ratio": (lambda v: 0 < v <= 10, "a number > 0 and <= 10"),
-    "decode.max_len_offset": _between(0, 1000),
-    "decode.batch_size": _POSITIVE,
+    "decode.max_len_offset": between(0, 1000),
+    "decode.batch_size": positive,
     "decode.batch_tokens": _NON_NEGATIVE,
-    "decode.max_input_len": _between(1, 10_000),
+    "decode.max_input_len": between(1, 10_000),
     "decode.mbr": (
         lambda v: v == 0 or 2 <= v <= 64,
         "0 (off) or an integer >= 2 and <= 64 (MBR's candidates)",

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from nmt.config.schema import MODEL_WIDTHS
 from nmt.core.errors import NmtError
 from nmt.core.fileio import create_new, refuse_links_under
+from nmt.core.registry import ARCHITECTURES
 
 PACKAGE = Path(__file__).resolve().parents[1]
 RECIPES_FILE = PACKAGE / "recipes.yaml"
@@ -127,9 +127,10 @@ class Recipes:
         return self.families.get(arch) or FamilyRecipe(arch, arch, f"a model of model.arch {arch}", {}, "")
 
 
-def _recipe(raw: dict) -> Recipe:
+def _recipe(raw: dict, widths: tuple[str, ...]) -> Recipe:
+    """A recipe of the default family, its ``width`` written as each of that family's ``widths``."""
     settings = {section: dict(values) for section, values in raw["settings"].items()}
-    settings["model"] = {**dict.fromkeys(MODEL_WIDTHS, raw["width"]), **settings.get("model", {})}
+    settings["model"] = {**dict.fromkeys(widths, raw["width"]), **settings.get("model", {})}
     on_gpu = _measured(raw["on_gpu"]) if "on_gpu" in raw else None
     child_adds = raw.get("child_adds", {})
     return Recipe(raw["name"], raw["max_pairs"], settings, raw["measured"], raw["page"], child_adds, on_gpu)
@@ -150,10 +151,13 @@ def recipes(path: Path = RECIPES_FILE) -> Recipes:
     with open(path, encoding="utf-8") as handle:
         raw = yaml.safe_load(handle)
     transfer = raw["transfer"]
+    families = {arch: _family(arch, entry) for arch, entry in raw["families"].items()}
+    default = next(family.arch for family in families.values() if family.default)
+    widths = ARCHITECTURES[default].settings.widths  # the keys `width` sets (the default family's)
     return Recipes(
         common=raw["common"],
-        families={arch: _family(arch, entry) for arch, entry in raw["families"].items()},
-        by_size=[_recipe(entry) for entry in raw["by_size"]],
+        families=families,
+        by_size=[_recipe(entry, widths) for entry in raw["by_size"]],
         split=raw["split"],
         transfer=_measured(transfer),
         lexical_measured=transfer["lexical_measured"],

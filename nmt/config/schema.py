@@ -9,27 +9,20 @@ What else a config needs lives beside this module: ``ranges`` (each key's allowe
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from nmt.core.device import DEVICE_NAMES, PRECISION_NAMES
-from nmt.core.registry import ARCHITECTURES, ATTENTIONS, CELLS, STRATEGIES
+from nmt.core.registry import ARCHITECTURES, STRATEGIES
 from nmt.core.threads import ThreadSetting
 
-# Allowed values come from the registries, read when a config is validated: a new attention
-# (nmt/model/attention.py) or cell (nmt/model/cells.py) is one entry there, nothing here.
+# Allowed values come from the registries, read when a config is validated: a new family or
+# decoding strategy is one entry there, nothing here.
 ArchName = Annotated[str, ARCHITECTURES]
-AttentionName = Annotated[str, ATTENTIONS]
-CellName = Annotated[str, CELLS]
 StrategyName = Annotated[str, STRATEGIES]
-WINDOWS = ("global", "local-m", "local-p")  # where attention may look (nmt/model/attention.py: Window)
-WindowName = Literal[WINDOWS]  # type: ignore[valid-type]
 DeviceName = Literal[DEVICE_NAMES]  # type: ignore[valid-type]
 PrecisionName = Literal[PRECISION_NAMES]  # type: ignore[valid-type]
-RnnInput = Literal["auto", "packed", "padded"]
-# train.freeze: parts of a model kept as its parent left them (nmt/runtime/parent.py maps each to its tensors)
-FREEZE_PARTS = ("src_embeddings", "tgt_embeddings", "embeddings", "encoder", "bridge", "attention", "decoder")
 HeaderMode = Literal["auto", True, False]
 
 
@@ -104,44 +97,37 @@ class TokenizerConfig:
 
 @dataclass
 class ModelConfig:
+    """The keys every model family reads. A family's own keys are its settings class's, a subclass
+    of this one registered with the family (``TranslationModel.settings``: nmt/model/rnn/settings.py,
+    nmt/model/transformer/settings.py, a plugin's); in YAML they sit beside these in ``model``."""
+
     # the model family: rnn (Bahdanau's or Luong's recurrent encoder-decoder) or transformer
-    # (Vaswani et al.: attention only); each reads its own keys below and the shared ones
+    # (Vaswani et al.: attention only); each reads the keys below and its own
     arch: ArchName = "rnn"
     embed_dim: int = 256  # source and target embedding size (the Transformer's width throughout)
-    encoder_hidden: int = 256  # per direction; encoder states are 2x this wide
-    encoder_layers: int = 1  # stacked bidirectional encoder layers (Transformer: encoder layers)
-    decoder_hidden: int = 256  # the decoder cell's size
-    decoder_layers: int = 1  # stacked cells; the top layer's h queries the attention (Transformer: decoder layers)
-    rnn: CellName = "gru"  # the recurrent cell of encoder and decoder: gru | lstm
-    attention: AttentionName = "bahdanau"  # luong-* use Luong's decoder order; none = Cho et al.
-    attention_window: WindowName = "global"  # global, or Luong et al.'s local-m / local-p windows (not with none)
-    window_width: int = 5  # D: local windows cover [p_t - D, p_t + D]
-    input_feeding: bool = False  # Luong: feed the attentional vector h̃_{t-1} into the next step
-    bridge: Literal["backward", "both"] = "backward"  # s_0 from ←h_1 (Bahdanau) or from [→h_S; ←h_1]
-    gumbel_temperature: float = 1.0  # hard attention's Gumbel-softmax temperature in training
-    attention_dim: int = 256  # width of the additive (bahdanau, luong-concat, hard) scorer
-    output_dim: int = 256  # width of the pre-softmax layer (Luong: of h̃_t)
+    encoder_layers: int = 1  # stacked encoder layers (the RNN's: bidirectional)
+    decoder_layers: int = 1  # stacked decoder layers (the RNN's top layer's h queries the attention)
     # the output layer shares the target embeddings (through a projection if widths differ)
     tie_embeddings: bool = False
-    # a lexical model (Nguyen & Chiang, 2018): the attention-weighted source embeddings add their
-    # own term to the logits, a shortcut from source words to target words for small corpora
-    lexical: bool = False
     dropout: float = 0.2  # dropout on embeddings, between stacked layers and before the output layer
-    encoder_output_dropout: float = 0.0  # dropout on the encoder's outputs h_j, the attention's memory (training only)
-    # How the encoder's RNN is run (same weights, same outputs): packed sequences, or one padded
-    # call per direction with each sentence reversed within its length (docs/benchmarks.md);
-    # auto: padded on Apple's MPS (packed sequences have open faults there), packed elsewhere
-    rnn_input: RnnInput = "auto"
-    # Transformer only (nmt/model/transformer.py): pre-norm layers, embed_dim wide
-    heads: int = 4  # attention heads in every layer; embed_dim must divide by it
-    ff_dim: int = 1024  # the feed-forward network's inner width
-    attention_dropout: float = 0.1  # dropout on the attention weights (dropout: on embeddings and residuals)
-    activation_dropout: float = 0.0  # dropout inside the feed-forward network, after its ReLU
-    positions: Literal["sinusoidal", "learned"] = "sinusoidal"  # how a position is encoded: a function or a table
+    # not a key: another family's keys the config set away from their defaults, which its model
+    # does not read (parsing gives them; ``unread`` keeps them for the training log)
+    others: InitVar[dict[str, Any] | None] = None
 
+    # the keys `model.width` sets together (nmt init's `width`, nmt tune's model.width)
+    widths: ClassVar[tuple[str, ...]] = ("embed_dim",)
+    # keys that change neither the weights' shapes nor their meaning: a checkpoint or package
+    # trained with another value loads
+    free_keys: ClassVar[tuple[str, ...]] = ("dropout",)
+    # each key's allowed values beyond its type (the shared keys': nmt/config/ranges.py's RANGES)
+    ranges: ClassVar[dict[str, tuple[Any, str]]] = {}
 
-# The model's widths, which recipes set together (nmt init's `width`, nmt tune's model.width).
-MODEL_WIDTHS = ("embed_dim", "encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")
+    def __post_init__(self, others: dict[str, Any] | None) -> None:
+        self.unread: dict[str, Any] = dict(others or {})
+
+    def keys(self) -> dict[str, Any]:
+        """The model section as YAML writes it: the shared keys, then the family's own."""
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -276,7 +262,7 @@ class Config:
     init_from: str = ""
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = field(default_factory=lambda: default_model())
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     tune: TuneConfig = field(default_factory=TuneConfig)
@@ -287,3 +273,8 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def default_model(arch: str = ModelConfig.arch) -> ModelConfig:
+    """The settings of a model of family ``arch`` at their defaults (its registered settings class)."""
+    return ARCHITECTURES[arch].settings()

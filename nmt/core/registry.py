@@ -80,12 +80,12 @@ class Registry(MutableMapping[str, Entry], Generic[Entry]):
 
 
 # model.arch: a model class, made as ``Class(model_config, src_vocab_size, tgt_vocab_size,
-# joint_vocabulary)``, with ``forward``, ``encode`` and ``decode_step`` (nmt/model/seq2seq.py, transformer.py)
-ARCHITECTURES: Registry[Any] = Registry("architecture", ("nmt.model.seq2seq", "nmt.model.transformer"))
-# model.attention: an AttentionKind (nmt/model/attention.py)
-ATTENTIONS: Registry[Any] = Registry("attention", ("nmt.model.attention",))
-# model.rnn: a RecurrentStack class (nmt/model/cells.py)
-CELLS: Registry[Any] = Registry("cell", ("nmt.model.cells",))
+# joint_vocabulary)``, with ``forward``, ``encode`` and ``decode_step`` (nmt/model/rnn/model.py, transformer.py)
+ARCHITECTURES: Registry[Any] = Registry("architecture", ("nmt.model.rnn.model", "nmt.model.transformer.model"))
+# model.attention: an AttentionKind (nmt/model/rnn/attention.py)
+ATTENTIONS: Registry[Any] = Registry("attention", ("nmt.model.rnn.attention",))
+# model.rnn: a RecurrentStack class (nmt/model/rnn/cells.py)
+CELLS: Registry[Any] = Registry("cell", ("nmt.model.rnn.cells",))
 # --engine: an Engine, what loads a package and runs its model (nmt/runtime/loading.py)
 ENGINES: Registry[Any] = Registry(
     "engine", ("nmt.runtime.loading", "nmt.runtime.onnx_engine", "nmt.runtime.ctranslate2_engine")

@@ -15,7 +15,7 @@ from nmt.core.errors import NmtError
 from nmt.data.tokenizer import EOS_ID, Tokenizer
 from nmt.decoding.forced import forced_steps
 from nmt.model.base import TranslationModel
-from nmt.model.ctranslate2_spec import ctranslate2_module
+from nmt.model.transformer.ctranslate2_spec import ctranslate2_module
 from nmt.runtime.ctranslate2_engine import FOLDER
 
 # what CTranslate2 stores weights as (CTranslate2's own names); int8: 8-bit weights, the speed on a CPU

@@ -1,2 +1,3 @@
-"""The encoder-decoder model: encoder, attention registry, the two decoder orders, their
-assembly, the fast path and ensembles."""
+"""The model families, a folder each (``rnn/``, ``transformer/``: settings, network, registry
+entry, export modules), what every family is (``base.py``), and what they share: the fast path,
+dropout, ensembles and the flat graphs' names."""

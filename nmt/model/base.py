@@ -4,7 +4,7 @@
 Training calls ``forward``; search calls ``encode`` and ``decode_step`` (the ``SearchModel``
 protocol of ``nmt.decoding.search``), whose memory and state are the family's own types, each
 with a ``select`` of rows. So the trainer, search, ensembles, packages and transfer work on any
-family: the RNN (nmt/model/seq2seq.py), the Transformer (nmt/model/transformer.py), a plugin's.
+family: the RNN (nmt/model/rnn/model.py), the Transformer (nmt/model/transformer/), a plugin's.
 
 The registry's entry is the family's class, and the class carries the family's facts: what the
 config's checks, the training log, the model card, the lab, ONNX export and ``nmt tune`` read,
@@ -25,9 +25,6 @@ from torch import nn
 from nmt.config.schema import Config, ModelConfig
 from nmt.core.errors import NmtError
 from nmt.core.registry import ARCHITECTURES
-
-# The model keys both built-in families read (the rest are each family's own: ``config_keys``).
-SHARED_KEYS = ("embed_dim", "encoder_layers", "decoder_layers", "dropout", "tie_embeddings")
 
 
 @dataclass(frozen=True)
@@ -54,8 +51,9 @@ class TranslationModel(nn.Module):
     tgt_vocab_size: int  # the output layer's size
 
     # ---- the family's facts ----
-    # the model keys this family reads (the training log names another family's keys that are set)
-    config_keys: ClassVar[tuple[str, ...]] = ()
+    # the family's settings: ModelConfig's shared keys, and a subclass's own (the model section of
+    # its configs; another family's keys are not read, and the training log names those set)
+    settings: ClassVar[type[ModelConfig]] = ModelConfig
     title: ClassVar[str] = "translation model"  # the model card's title: "Transformer translation model"
     # ``every_head(src, tgt_in)``: each head of each layer, for the lab's heads view and the timeline
     has_heads: ClassVar[bool] = False
@@ -66,8 +64,21 @@ class TranslationModel(nn.Module):
     aligning_layer: ClassVar[int | None] = None
     # of a family with heads: the head of that layer train.guided_alignment guides (None: its one attention)
     guided_head: ClassVar[int | None] = None
-    # what train.freeze may name of it (each a prefix of its weights' names, or a group of them)
-    freezable: ClassVar[tuple[str, ...]] = ("src_embeddings", "tgt_embeddings", "embeddings", "encoder", "decoder")
+    # the attention lab's view into it (playback, edit, heads): "module:Class" of a LooksInside
+    # (nmt/pipelines/lab_views.py), imported by name as a registry's entries are; "": the lab's
+    # tree and saliency only (they read what every model has)
+    lab_view: ClassVar[str] = ""
+    # what train.freeze may name of it: each part by the prefixes of its weights' names
+    freezable: ClassVar[dict[str, tuple[str, ...]]] = {
+        "src_embeddings": ("encoder.embedding.",),
+        "tgt_embeddings": ("decoder.embedding.",),
+        "embeddings": ("encoder.embedding.", "decoder.embedding."),
+        "encoder": ("encoder.",),
+        "decoder": ("decoder.",),
+    }
+    # model switches (keys of its settings) a child may turn on over a parent without them, its
+    # new weights made by ``grow_from`` so that it starts as the parent's function (nmt/runtime/parent.py)
+    addable: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def describe(cls, config: ModelConfig) -> str:
@@ -127,6 +138,22 @@ class TranslationModel(nn.Module):
         """The model as a CTranslate2 spec (``ctranslate2.specs``) over these vocabularies' pieces,
         for ``nmt export --ctranslate2``; None: CTranslate2 cannot run this family (it runs
         Transformers; it declined RNN decoders, CTranslate2 #796)."""
+        return None
+
+    @classmethod
+    def ctranslate2_layout(
+        cls, config: ModelConfig, src_size: int, tgt_size: int
+    ) -> tuple[dict[str, tuple[int, ...]], dict[str, int]] | None:
+        """What ``ctranslate2_spec`` writes for a model of ``config`` over vocabularies of these
+        sizes: each float variable's shape by name, and the integer settings of ``model.bin``
+        (what a CTranslate2 folder is held to before it loads); None: no CTranslate2 model."""
+        return None
+
+    def grow_from(self, name: str, parent_weight: torch.Tensor | None, weight: torch.Tensor) -> tuple[str, str] | None:
+        """Where a switch of ``addable`` is on in this model and off in its parent: fill ``weight``
+        (this model's tensor ``name``; the parent's, if it has one, ``parent_weight``) so that the
+        model starts as the parent's function, and name what was added (a key, words); None: the
+        weight is the parent's, copied as it is."""
         return None
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[Any, Any]:

@@ -7,7 +7,7 @@ Every piece here has an equivalence test against the plain computation it replac
   half of its input gates, W_ie E y_{t-1} + b_ih, does not depend on the recurrence.
   Teacher-forced loops compute it for all steps in one matrix product (``split_input_gates``);
   search looks it up in a per-vocabulary table (``InputGateTable``). Each step then adds only
-  W_io other_t and runs the cell's gate math (``RecurrentStack.advance_layer``, nmt/model/cells.py).
+  W_io other_t and runs the cell's gate math (``RecurrentStack.advance_layer``, nmt/model/rnn/cells.py).
 * **Padded bidirectional encoder** (``model.rnn_input: padded``): one cuDNN call per
   direction over the padded batch, each sentence reversed within its length, instead of
   packed sequences.

@@ -28,7 +28,9 @@ import torch
 from nmt.config.schema import ModelConfig
 from nmt.data.tokenizer import BOS_ID
 from nmt.decoding.search import NEVER_CHOSEN
-from nmt.model.transformer import MultiHeadAttention, Transformer
+from nmt.model.transformer.layers import MultiHeadAttention
+from nmt.model.transformer.model import Transformer
+from nmt.model.transformer.settings import transformer_settings
 from nmt.pipelines.lab_views import Edit, Heads, LabInputError, LabParts, LooksInside, Playback, Step, choosable
 
 FORMULA = ["e_tj = q_t · k_j / √d_k", "α_tj = softmax_j(e_tj)", "c_t = Σ_j α_tj v_j"]
@@ -197,8 +199,9 @@ class TransformerInside(LooksInside):
     def refusal(self, view: str, config: ModelConfig) -> str:
         if view != "edit":
             return super().refusal(view, config)
+        heads = transformer_settings(config).heads
         return (
-            f"edit replaces one attention's weights, and a Transformer has {config.decoder_layers} x {config.heads} "
+            f"edit replaces one attention's weights, and a Transformer has {config.decoder_layers} x {heads} "
             "cross-attention heads, each one path of several from the source to the output: replacing one "
             "does not make the model attend there, so this view is the RNN's (see heads and playback)"
         )

@@ -16,7 +16,7 @@ import tempfile
 import textwrap
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ def parent_plan(init_from: str, found: CorpusProfile, src_lang: str, tgt_lang: s
     parent = load_parent(init_from)  # a clear error for anything but a run or a package
     data = parent.config.data
     family = recipes().family_of(parent.config.model.arch)
-    plan = ParentPlan(init_from, f"{data.src_lang}-{data.tgt_lang}", asdict(parent.config.model), family)
+    plan = ParentPlan(init_from, f"{data.src_lang}-{data.tgt_lang}", parent.config.model.keys(), family)
     plan.schedule = {key: getattr(parent.config.train, key) for key in family.child_schedule}
     processor = parent.tgt_tok.processor  # its target's script: the letters of its pieces (bytes are not)
     words = (processor.id_to_piece(i) for i in range(processor.get_piece_size()) if not processor.is_byte(i))

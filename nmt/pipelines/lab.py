@@ -14,14 +14,17 @@
   (nmt/pipelines/heads.py); a Transformer's playback shows one layer's head.
 
 Playback, edit and heads look inside the model, and each family looks inside its own: the lab
-asks the family's ``LooksInside`` (``LOOKS_INSIDE``: the RNN's in nmt/pipelines/rnn_lab.py, the
-Transformer's in nmt/pipelines/heads.py), which refuses, naming why, what its family does not have.
+asks the ``LooksInside`` its family names (``TranslationModel.lab_view``: the RNN's in
+nmt/pipelines/rnn_lab.py, the Transformer's in nmt/pipelines/heads.py), which refuses, naming why,
+what its family does not have.
 The tree and saliency read only what every model has (search, the source embeddings and
 ``forward``). Every result (nmt/pipelines/lab_views.py) has ``to_json()``, what the API returns.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from dataclasses import asdict
 
 import torch
@@ -33,10 +36,7 @@ from nmt.decoding.beam_trace import BeamTrace
 from nmt.decoding.search import SearchesItself, evaluating, search_batch
 from nmt.model.base import TranslationModel
 from nmt.model.ensemble import Ensemble
-from nmt.model.seq2seq import Seq2Seq
-from nmt.model.transformer import Transformer
 from nmt.pipelines.align import sentence_alignment, training_pairs
-from nmt.pipelines.heads import TransformerInside
 from nmt.pipelines.lab_size import LabSize, lab_size
 from nmt.pipelines.lab_views import (
     Alignment,
@@ -49,17 +49,19 @@ from nmt.pipelines.lab_views import (
     Tree,
     spearman,
 )
-from nmt.pipelines.rnn_lab import RnnInside
 from nmt.pipelines.translate import Translator
 
-# Each family's view into its model, by the family's class (a subclass gets its parent's); a plugin
-# family adds its own here, or the lab's playback, edit and heads refuse it by its name
-LOOKS_INSIDE: dict[type[TranslationModel], LooksInside] = {Seq2Seq: RnnInside(), Transformer: TransformerInside()}
+
+@functools.cache
+def _view(path: str) -> LooksInside:
+    """The ``LooksInside`` named ``module:Class``, imported by name as a registry's entries are."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)()
 
 
-def _looks_inside(family: type) -> LooksInside | None:
-    """``LOOKS_INSIDE``'s entry of ``family`` or of the nearest class it derives from."""
-    return next((LOOKS_INSIDE[cls] for cls in family.__mro__ if cls in LOOKS_INSIDE), None)
+def _looks_inside(family: type[TranslationModel]) -> LooksInside | None:
+    """The view ``family`` names (``lab_view``, inherited by a subclass); None: it names none."""
+    return _view(family.lab_view) if family.lab_view else None
 
 
 class Lab:

@@ -46,10 +46,12 @@ def lab_size(
     """The answer of ``view`` for ``source`` subwords (<eos> included) and ``target`` of the
     translation looked at (for the tree: the steps searched)."""
     model, s, t = config.model, source, target
+    family = ARCHITECTURES[model.arch]
+    layer_heads = (family.head_grid(model) or (model.decoder_layers, 1))[1]  # one attention: one "head"
     fewer_tokens = ("tokens", "send the subwords of a shorter translation, or a shorter text")
     if view == "heads":
         layers = (model.encoder_layers, model.decoder_layers) if layer is None else (1, 1)
-        heads = model.heads if head is None else 1
+        heads = layer_heads if head is None else 1
         numbers = heads * (layers[0] * s * s + layers[1] * (t * t + t * s))
         narrow = (("layer", "ask for one layer"), ("head", "and one head"), fewer_tokens)
         return LabSize(numbers, 0, narrow)
@@ -57,10 +59,10 @@ def lab_size(
         nodes = 1 + t * 2 * beam  # each step keeps and prunes up to twice the beam
         return LabSize(nodes * (s + 4), nodes, (("beam_size", "a smaller beam_size"), ("text", "a shorter text")))
     if view == "playback":
-        numbers = ARCHITECTURES[model.arch].playback_numbers(model, s, t, top_k)  # the family's own layout
+        numbers = family.playback_numbers(model, s, t, top_k)  # the family's own layout
         return LabSize(numbers, t, (fewer_tokens, ("top_k", "a smaller top_k")))
     if view == "align":  # a word matrix (at most the subwords'), the links, and a figure per head
-        return LabSize(t * s + 4 * (t + s) + model.decoder_layers * model.heads, t, (fewer_tokens,))
+        return LabSize(t * s + 4 * (t + s) + model.decoder_layers * layer_heads, t, (fewer_tokens,))
     if view == "edit":
         return LabSize(2 * s + 2 * t, 2, (fewer_tokens,))
     return LabSize(2 * s, 1, (("text", "a shorter text"),))  # saliency

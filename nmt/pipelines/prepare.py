@@ -166,7 +166,7 @@ def changed_model_settings(config: Config) -> list[str]:
     with open(saved, encoding="utf-8") as handle:
         raw = yaml.safe_load(handle)
     saved_model = raw.get("model", {}) if isinstance(raw, dict) and isinstance(raw.get("model"), dict) else {}
-    return model_differences(saved_model, asdict(config.model), "model.")
+    return model_differences(saved_model, config.model, "model.")
 
 
 def load_report(paths: PreparedPaths) -> dict:

@@ -19,8 +19,9 @@ from nmt.core.registry import ATTENTIONS
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.decoding.forced import PrefixedModel
 from nmt.decoding.search import NEVER_CHOSEN, Hypothesis, search_batch
-from nmt.model.attention import WINDOW_FORMULAS
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.rnn.attention import WINDOW_FORMULAS
+from nmt.model.rnn.model import Seq2Seq
+from nmt.model.rnn.settings import rnn_settings
 from nmt.pipelines.lab_views import Edit, LabInputError, LabParts, LooksInside, Playback, Step, choosable
 
 QUERY_NAMES = {
@@ -66,7 +67,7 @@ class RnnInside(LooksInside):
         model = cast(Seq2Seq, lab.model()).eval()
         src, lengths, source_tokens = lab.source(text)
         target = lab.target_ids(text, tokens)
-        model_config = lab.config.model
+        model_config = model.config
         kind = ATTENTIONS[model_config.attention]
         steps = []
         memory, state = model.encode(src, lengths)
@@ -111,10 +112,10 @@ class RnnInside(LooksInside):
             ],
         )
         if "centres" in parts:
-            centre, half = parts["centres"][0, 0].item(), lab.config.model.window_width
+            centre, half = parts["centres"][0, 0].item(), rnn_settings(lab.config.model).window_width
             step.centre = centre
             step.window = (max(0, round(centre - half)), min(length - 1, round(centre + half)))
-        if ATTENTIONS[lab.config.model.attention].one_position:  # hard attention: the position chosen
+        if ATTENTIONS[rnn_settings(lab.config.model).attention].one_position:  # hard attention: the position chosen
             step.chosen = int(row("weights").argmax())
         return step
 

@@ -34,7 +34,7 @@ import yaml
 
 from nmt import install_hint
 from nmt.config.parsing import check_value, config_from_dict
-from nmt.config.schema import MODEL_WIDTHS, Config
+from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.core.registry import ARCHITECTURES
@@ -45,8 +45,10 @@ from nmt.train.metrics import MetricsFile, ValidationRecord, epochs_trained
 from nmt.train.state import TrainingInterrupted
 from nmt.train.trainer import build_trainer
 
-WIDTHS = tuple(f"model.{key}" for key in MODEL_WIDTHS)
-ALIASES = {"model.width": WIDTHS}  # one value for several keys
+
+def aliases(config: Config) -> dict[str, tuple[str, ...]]:
+    """Keys that set several at once: ``model.width``, every width of the config's family."""
+    return {"model.width": tuple(f"model.{key}" for key in config.model.widths)}
 
 
 def default_space(arch: str = "rnn") -> dict[str, dict]:
@@ -109,11 +111,11 @@ def parse_space(raw: dict, config: Config) -> list[Param]:
     Bahdanau's order) is a trial's outcome: pruned, with the reason in the report."""
     if not raw:
         raise NmtError("The search space is empty: give tune.space (or --space FILE) at least one key.")
-    keys = _config_keys(config)
+    keys, named = _config_keys(config), aliases(config)
     params = []
     for key, spec in raw.items():
-        if key not in keys and key not in ALIASES:
-            close = difflib.get_close_matches(key, [*keys, *ALIASES], n=3, cutoff=0.5)
+        if key not in keys and key not in named:
+            close = difflib.get_close_matches(key, [*keys, *named], n=3, cutoff=0.5)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             raise NmtError(f"Search space key {key!r} is not a config key.{hint}")
         if key.startswith(("tune.", "train.max_minutes", "run_dir", "data.")):
@@ -135,8 +137,8 @@ def parse_space(raw: dict, config: Config) -> list[Param]:
                 raise NmtError(f"Search space key {key!r}: a log range needs low > 0, got {low}.")
             param = Param(key, low, high, log)
         for value in param.values_to_check():  # each on its own (combinations are the trials' business)
-            for target in ALIASES.get(key, (key,)):
-                check_value(target, value)
+            for target in named.get(key, (key,)):
+                check_value(target, value, config.model.arch)
         params.append(param)
     return params
 
@@ -148,7 +150,8 @@ def starting_values(config: Config, params: list[Param]) -> dict[str, Any]:
     values = {}
     for param in params:
         targets = [
-            raw[section][name] for section, name in (t.split(".", 1) for t in ALIASES.get(param.key, (param.key,)))
+            raw[section][name]
+            for section, name in (t.split(".", 1) for t in aliases(config).get(param.key, (param.key,)))
         ]
         if len(set(map(str, targets))) == 1 and param.holds(targets[0]):  # model.width: only when every width agrees
             values[param.key] = targets[0]
@@ -161,7 +164,7 @@ def apply_values(config: Config, values: dict[str, Any], **top: Any) -> Config:
     raw = copy.deepcopy(config.to_dict())
     raw.update(top)
     for key, value in values.items():
-        for target in ALIASES.get(key, (key,)):
+        for target in aliases(config).get(key, (key,)):
             section, name = target.split(".", 1)
             raw[section][name] = value
     try:

@@ -14,12 +14,12 @@ import os
 import pickle
 import re
 import shutil
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from nmt.config.parsing import model_from_dict
 from nmt.config.paths import RunPaths
 from nmt.config.schema import Config, ModelConfig
 from nmt.core.errors import NmtError, relative_to_here
@@ -162,27 +162,25 @@ def upgrade_weight_names(weights: dict[str, Any]) -> dict[str, Any]:
     return {_CELL_NAME.sub(r"\1_l0", name): tensor for name, tensor in weights.items()}
 
 
-# Model settings that do not change the architecture or the weights' meaning (rnn_input: how
-# the encoder is run, with the same outputs either way).
-_FREE_MODEL_KEYS = {"dropout", "gumbel_temperature", "rnn_input"}
-
-
-def model_differences(saved: dict, current: dict, prefix: str, holder: str = "checkpoint has") -> list[str]:
-    """Each model setting (beyond the free ones) where ``saved`` (the weights' own, as ``holder``
-    says) and ``current`` (a config's) differ, as a line naming the key."""
-    keys = sorted((set(saved) | set(current)) - _FREE_MODEL_KEYS)
+def model_differences(saved: dict, current: ModelConfig, prefix: str, holder: str = "checkpoint has") -> list[str]:
+    """Each key ``current``'s family reads (beyond its ``free_keys``: the weights mean the same
+    under any value) where ``saved`` (the weights' own record, as ``holder`` says) and ``current``
+    (a config's) differ, as a line naming the key. A record of any version reads: a key it lacks
+    (added since) takes its default, what it was trained with; another family's keys are not read."""
+    ours = current.keys()
+    if saved.get("arch", ModelConfig.arch) != current.arch:  # another family: the other keys mean nothing here
+        return [f"{prefix}arch: {holder} {saved.get('arch', ModelConfig.arch)!r}, config has {current.arch!r}"]
+    defaults = type(current)().keys()
     return [
-        f"{prefix}{k}: {holder} {saved.get(k)!r}, config has {current.get(k)!r}"
-        for k in keys
-        if saved.get(k) != current.get(k)
+        f"{prefix}{k}: {holder} {saved.get(k, defaults[k])!r}, config has {ours[k]!r}"
+        for k in sorted(ours)
+        if k not in current.free_keys and saved.get(k, defaults[k]) != ours[k]
     ]
 
 
 def check_compatible(payload: dict, config: Config, spm_sha256: dict[str, str], path: str | Path) -> None:
     """Refuse a checkpoint whose model settings or SentencePiece models differ from ours."""
-    # Keys added after a checkpoint was written take their defaults, which is what it was trained with.
-    saved_model = {**asdict(ModelConfig()), **payload["config"]["model"]}
-    problems = model_differences(saved_model, config.to_dict()["model"], "model.")
+    problems = model_differences(payload["config"]["model"], config.model, "model.")
     for side in ("src", "tgt"):
         if payload["spm_sha256"][side] != spm_sha256[side]:
             problems.append(
@@ -202,9 +200,10 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     from the newest). Config and SentencePiece hashes must agree; optimizer state is dropped."""
     payloads = [load_checkpoint(path) for path in paths]
     newest = payloads[-1]
+    newest_model = model_from_dict(newest["config"]["model"])
     for path, payload in zip(paths, payloads):
         if payload["spm_sha256"] != newest["spm_sha256"] or model_differences(
-            payload["config"]["model"], newest["config"]["model"], ""
+            payload["config"]["model"], newest_model, ""
         ):
             raise NmtError(
                 f"{path} was trained with another model config or vocabulary than {paths[-1]}: cannot average."

@@ -43,7 +43,7 @@ from nmt.decoding.search import (
     repeats_a_span,
     search_sentences,
 )
-from nmt.model.ctranslate2_spec import ctranslate2_module
+from nmt.model.transformer.ctranslate2_spec import ctranslate2_module
 from nmt.runtime.ctranslate2_files import check_model_file
 from nmt.runtime.loading import Engine, LoadedModel, load_package, package_parts
 from nmt.runtime.package_files import check_folder

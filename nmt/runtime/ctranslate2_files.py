@@ -16,8 +16,8 @@ from pathlib import Path
 
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
+from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import BOS, EOS, UNK, Tokenizer
-from nmt.model.ctranslate2_spec import POSITION_ROWS
 
 BINARY_VERSIONS = (6,)  # the model.bin versions CTranslate2 4.x writes
 TYPE_SIZES = {0: 4, 1: 1, 2: 2, 3: 4, 4: 2, 5: 2}  # float32 int8 int16 int32 float16 bfloat16 (types.h)
@@ -92,75 +92,18 @@ class _Reader:
             raise NmtError(f"{self.path} holds a name that is not UTF-8: the file is damaged.") from None
 
 
-def expected_shapes(config: Config, src_size: int, tgt_size: int) -> dict[str, tuple[int, ...]]:
-    """The float variables a Transformer of ``config`` exports (nmt/model/ctranslate2_spec.py),
-    each weight matrix by name; a quantized weight adds its ``weight_scale`` (one per row)."""
-    m = config.model
-    width, inner = m.embed_dim, m.ff_dim
-    shapes: dict[str, tuple[int, ...]] = {}
-
-    def norm(scope: str) -> None:
-        shapes[f"{scope}/gamma"] = shapes[f"{scope}/beta"] = (width,)
-
-    def linear(scope: str, rows: int, columns: int) -> None:
-        shapes[f"{scope}/weight"], shapes[f"{scope}/bias"] = (rows, columns), (rows,)
-
-    def feed_forward(scope: str) -> None:
-        norm(f"{scope}/layer_norm")
-        linear(f"{scope}/linear_0", inner, width)
-        linear(f"{scope}/linear_1", width, inner)
-
-    def self_attention(scope: str) -> None:  # the queries, keys and values fused in one projection
-        norm(f"{scope}/self_attention/layer_norm")
-        linear(f"{scope}/self_attention/linear_0", 3 * width, width)
-        linear(f"{scope}/self_attention/linear_1", width, width)
-
-    shapes["encoder/embeddings_0/weight"] = (src_size, width)
-    shapes["decoder/embeddings/weight"] = (tgt_size, width)
-    shapes["encoder/position_encodings/encodings"] = (POSITION_ROWS, width)
-    shapes["decoder/position_encodings/encodings"] = (POSITION_ROWS, width)
-    for layer in range(m.encoder_layers):
-        self_attention(f"encoder/layer_{layer}")
-        feed_forward(f"encoder/layer_{layer}/ffn")
-    for layer in range(m.decoder_layers):
-        scope = f"decoder/layer_{layer}"
-        self_attention(scope)
-        norm(f"{scope}/attention/layer_norm")
-        linear(f"{scope}/attention/linear_0", width, width)
-        linear(f"{scope}/attention/linear_1", 2 * width, width)
-        linear(f"{scope}/attention/linear_2", width, width)
-        feed_forward(f"{scope}/ffn")
-    norm("encoder/layer_norm")
-    norm("decoder/layer_norm")
-    linear("decoder/projection", tgt_size, width)
-    return shapes
-
-
-def expected_settings(config: Config) -> dict[str, int]:
-    """The integer settings ``model.bin`` holds for ``config``, as the export writes them (a
-    pre-norm ReLU Transformer with scaled embeddings): what CTranslate2's loader indexes and
-    divides by, and what changes the network it builds."""
-    heads = config.model.heads
-    both = {"num_heads": heads, "pre_norm": 1, "activation": 0, "scale_embeddings": 1}
-    settings = {f"{stack}/{key}": value for stack in ("encoder", "decoder") for key, value in both.items()}
-    settings.update({"encoder/embeddings_merge": 0, "encoder/multi_query_attention": 0})
-    settings.update({f"decoder/{key}": 0 for key in ("alibi", "alibi_use_positive_positions", "scale_alibi")})
-    settings.update(
-        {"decoder/alignment_layer": -1, "decoder/alignment_heads": heads, "decoder/start_from_zero_embedding": 0}
-    )
-    return settings
-
-
 def check_model_file(folder: Path, config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> None:
     """Refuse, naming the file and what differs, a CTranslate2 folder that is not the package's
     model: ``model.bin``'s layout, its variables (none the export does not write), settings and
     shapes, ``config.json``'s tokens, the vocabularies."""
     model_file = folder / "model.bin"
     variables = read_model_file(model_file)
-    shapes = expected_shapes(config, src_tok.vocab_size, tgt_tok.vocab_size)
+    layout = ARCHITECTURES[config.model.arch].ctranslate2_layout(config.model, src_tok.vocab_size, tgt_tok.vocab_size)
+    if layout is None:
+        raise NmtError(f"{folder}: model.arch {config.model.arch!r} has no CTranslate2 model (the export refuses it).")
+    shapes, settings = layout
     # a quantized weight's scale: one per row of the weight it scales
     scales = {f"{name}_scale": shape[0] for name, shape in shapes.items() if name.endswith("/weight")}
-    settings = expected_settings(config)
     for name, found in variables.items():
         if name in settings:
             if found.scalar != settings[name]:

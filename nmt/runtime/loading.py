@@ -198,7 +198,7 @@ def check_package_settings(config: Config, metadata: dict[str, str] | None, sour
         saved = json.loads(recorded)
     except ValueError:
         raise NmtError(f"{source}: its record of the model settings is not JSON. Export the model again.") from None
-    problems = model_differences(saved, config.to_dict()["model"], "model.", holder="the weights were exported with")
+    problems = model_differences(saved, config.model, "model.", holder="the weights were exported with")
     if problems:
         raise NmtError(
             f"{source.parent / 'config.yaml'} does not describe the model its weights hold:\n  "

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,7 +36,9 @@ from nmt.config.paths import PackagePaths, PreparedPaths, RunPaths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import sha256_file
+from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import Tokenizer, extend_sentencepiece, train_sentencepiece
+from nmt.model.base import TranslationModel
 from nmt.runtime.checkpoint import model_differences, translation_weights, upgrade_weight_names
 from nmt.runtime.loading import load_checked_checkpoint, load_package, load_run, load_tokenizers, read_manifest
 
@@ -46,18 +48,6 @@ VOCABULARY_TENSORS = {
     "decoder.embedding.weight": "tgt",
     "decoder.output.weight": "tgt",
     "decoder.output.bias": "tgt",
-}
-
-# train.freeze: the parts of a model that can be kept as the parent left them (config.FREEZE_PARTS),
-# by the names of their tensors.
-FREEZABLE = {
-    "src_embeddings": ("encoder.embedding.",),
-    "tgt_embeddings": ("decoder.embedding.",),
-    "embeddings": ("encoder.embedding.", "decoder.embedding."),
-    "encoder": ("encoder.",),
-    "bridge": ("bridge.",),
-    "attention": ("decoder.attention.",),
-    "decoder": ("decoder.",),
 }
 
 NEW_PIECES_FACTOR = 1.1  # auto: the parent's tokenizer is kept unless it cuts >10 % more pieces than a new one
@@ -124,20 +114,14 @@ def load_parent(path: str | Path) -> Parent:
     )
 
 
-FED_WEIGHT = "decoder.rnn.weight_ih_l0"  # (gates·H, E [+ O with input feeding]): [E y_{t-1}; h̃_{t-1}] in
-LEXICAL_PREFIX = "decoder.lexical."  # model.lexical's tensors (a child may add them to its parent)
-# model switches a child may turn on over a parent without them: inherit_weights pads FED_WEIGHT
-# (input feeding) or leaves the new tensors under LEXICAL_PREFIX as initialised (the lexical model)
-ADDABLE = ("input_feeding", "lexical")
-
-
 def architecture_differences(parent: Config, config: Config) -> list[str]:
-    """Each model setting of ``config`` that would not hold ``parent``'s weights (a switch of
-    ``ADDABLE`` turned on over a parent without it is not one)."""
-    parent_model = asdict(parent.model)
-    for key in ADDABLE:
-        parent_model[key] = parent_model[key] or getattr(config.model, key)
-    problems = model_differences(parent_model, asdict(config.model), "model.")
+    """Each model setting of ``config`` that would not hold ``parent``'s weights (a switch of its
+    family's ``addable`` turned on over a parent without it is not one)."""
+    parent_model, child_model = parent.model.keys(), config.model.keys()
+    for key in ARCHITECTURES[config.model.arch].addable:
+        if key in parent_model:
+            parent_model[key] = parent_model[key] or child_model[key]
+    problems = model_differences(parent_model, config.model, "model.")
     if config.tokenizer.joint != parent.tokenizer.joint:
         problems.append(f"tokenizer.joint: parent has {parent.tokenizer.joint}, config has {config.tokenizer.joint}")
     return [problem.replace("checkpoint has", "parent has") for problem in problems]
@@ -281,21 +265,16 @@ def shared_pieces(child: Tokenizer, parent: Tokenizer) -> tuple[list[int], list[
 
 
 @torch.no_grad()
-def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[Tokenizer, Tokenizer]) -> str:
-    """Copy the parent's weights into ``model`` (the vocabulary's row by shared piece); what was
-    copied, in words."""
+def inherit_weights(model: TranslationModel, parent: Parent, tokenizers: tuple[Tokenizer, Tokenizer]) -> str:
+    """Copy the parent's weights into ``model`` (the vocabulary's row by shared piece; a weight the
+    child grew over its parent, the family's ``grow_from``); what was copied, in words."""
     sides = dict(zip(("src", "tgt"), tokenizers))
-    copied = {}
+    copied, grown = {}, {}
     for name, tensor in model.state_dict().items():
         source = parent.weights.get(name)
-        if name == FED_WEIGHT and source is not None and _feeds_more(source, tensor):
-            tensor.zero_()  # h̃_{t-1}'s columns: zero, so the recurrence is the parent's at the start
-            tensor[:, : source.shape[1]] = source
-            added = tensor.shape[1] - source.shape[1]
-            copied["feed"] = f"input feeding added: the decoder's {added} fed inputs start at zero"
-            continue
-        if source is None and name.startswith(LEXICAL_PREFIX):  # added to the parent: its output starts at zero
-            copied["lexical"] = "lexical model added: its term starts at zero"
+        added = model.grow_from(name, source, tensor)
+        if added is not None:
+            grown[added[0]] = added[1]
             continue
         if source is None or (name not in VOCABULARY_TENSORS and source.shape != tensor.shape):
             raise NmtError(f"The parent {parent.path} has no tensor {name} of shape {tuple(tensor.shape)}.")
@@ -317,18 +296,14 @@ def inherit_weights(model: torch.nn.Module, parent: Parent, tokenizers: tuple[To
             f"{side} vocabulary new: {len(child_ids):,} of its {child_tok.vocab_size:,} pieces the parent's, "
             f"{len(composed):,} more the mean of the parent's pieces they are made of"
         )
-    return "; ".join(copied[part] for part in ("src", "tgt", "feed", "lexical") if part in copied)
+    said = [copied[side] for side in ("src", "tgt") if side in copied]
+    return "; ".join(said + [grown[key] for key in sorted(grown)])
 
 
-def _feeds_more(parent_weight: torch.Tensor, weight: torch.Tensor) -> bool:
-    """The child's decoder input weight is the parent's with columns added for h̃_{t-1}."""
-    return parent_weight.shape[0] == weight.shape[0] and parent_weight.shape[1] < weight.shape[1]
-
-
-def freeze(model: torch.nn.Module, parts: list[str]) -> int:
-    """Keep ``parts`` (train.freeze) as they are: no gradient, so no update. The number of
-    parameters frozen."""
-    prefixes = tuple(prefix for part in parts for prefix in FREEZABLE[part])
+def freeze(model: TranslationModel, parts: list[str]) -> int:
+    """Keep ``parts`` (train.freeze: names of the family's ``freezable``) as they are: no gradient,
+    so no update. The number of parameters frozen."""
+    prefixes = tuple(prefix for part in parts for prefix in model.freezable[part])
     frozen = 0
     for name, parameter in model.named_parameters():
         if name.startswith(prefixes):

@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from nmt.config.checks import keys_not_read
 from nmt.config.files import save_config
 from nmt.config.paths import run_paths
 from nmt.config.schema import Config, TrainConfig
@@ -717,9 +716,8 @@ class Trainer:
     def log_model_notes(self) -> None:
         """Keys of another model family this model does not read, and the model family's own notes."""
         model = self.config.model
-        unread = keys_not_read(model)
-        if unread:
-            settings = ", ".join(f"model.{key}: {getattr(model, key)}" for key in unread)
+        if model.unread:
+            settings = ", ".join(f"model.{key}: {value}" for key, value in model.unread.items())
             self.log(f"Not read by model.arch {model.arch}: {settings} (another model family's settings).")
         for note in self.model.training_notes(self.config, self.device):
             self.log(note)

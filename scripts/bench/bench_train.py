@@ -147,7 +147,7 @@ def _plain_transformer(config, src_vocab: int, tgt_vocab: int, device):
     """torch.nn.Transformer (pre-norm, batch_first) of the config's sizes, with scaled embeddings,
     sinusoidal positions and an output layer as ours: what PyTorch's own layers run at."""
     from nmt.data.tokenizer import PAD_ID
-    from nmt.model.transformer import Positions
+    from nmt.model.transformer.layers import Positions
     from nmt.train.step import token_loss
 
     m, cfg = config.model, config.train

@@ -32,12 +32,12 @@ VARIANTS = ("float32", "mixed, float32 recurrences", "mixed, 16-bit recurrences"
 @contextlib.contextmanager
 def sixteen_bit_recurrences():
     """The ablation: the recurrences follow autocast like every other layer."""
-    import nmt.model.decoder
-    import nmt.model.encoder
     import nmt.model.fast
-    import nmt.model.seq2seq
+    import nmt.model.rnn.decoder
+    import nmt.model.rnn.encoder
+    import nmt.model.rnn.model
 
-    modules = (nmt.model.fast, nmt.model.decoder, nmt.model.encoder, nmt.model.seq2seq)
+    modules = (nmt.model.fast, nmt.model.rnn.decoder, nmt.model.rnn.encoder, nmt.model.rnn.model)
     saved = nmt.model.fast.run_in_float32
     for module in modules:
         module.run_in_float32 = lambda function, *args: function(*args)

@@ -7,13 +7,12 @@ import pytest
 import torch
 
 from nmt.config.files import load_config
-from nmt.config.schema import ModelConfig
 from nmt.decoding.search import Ranking, beam_search, greedy_search
 from nmt.model.base import build_model
 from nmt.pipelines.prepare import prepare
 from nmt.train.trainer import build_trainer
 
-from ..helpers import random_sources, small_model
+from ..helpers import model_settings, random_sources, small_model
 from .conftest import write_config
 from .simulator import SimulatedCuda
 
@@ -64,7 +63,7 @@ def test_search_on_cuda_finds_the_cpus_hypotheses_reading_once_a_step(name, cell
     def model():  # the same weights each time (moved to cuda before any use, as a run does)
         if cell == "transformer":
             torch.manual_seed(3)
-            config = ModelConfig(
+            config = model_settings(
                 arch="transformer", embed_dim=16, heads=4, ff_dim=32, encoder_layers=2, decoder_layers=2, dropout=0.0
             )
             return build_model(config, 20, 20).eval()

@@ -142,8 +142,8 @@ def test_reduce_overhead_on_cuda_pads_every_batch_to_a_graph_bucket(tmp_path, mo
     capture itself needs a GPU: the compiler is left out here, and tests/test_batching.py checks
     the padding changes nothing)."""
     from nmt.model.fast import GRAPH_BUCKET
-    from nmt.model.seq2seq import Seq2Seq
-    from nmt.model.transformer import Transformer
+    from nmt.model.rnn.model import Seq2Seq
+    from nmt.model.transformer.model import Transformer
 
     model = TRANSFORMER if arch == "transformer" else {}
     config = load_config(write_config(tmp_path, model=model, compile="reduce-overhead"))

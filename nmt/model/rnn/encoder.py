@@ -1,5 +1,5 @@
 """Bidirectional recurrent encoder (Bahdanau et al., 2015, section 3.2), of any cell
-(``model.rnn``: GRU or LSTM, ``nmt/model/cells.py``).
+(``model.rnn``: GRU or LSTM, ``nmt/model/rnn/cells.py``).
 
 Two ways to run the same weights, with the same outputs (``model.rnn_input``):
 
@@ -16,18 +16,18 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.config.schema import ModelConfig
 from nmt.data.tokenizer import PAD_ID
-from nmt.model.cells import build_cell
 from nmt.model.dropout import Dropout
 from nmt.model.fast import padded_birnn, run_in_float32
+from nmt.model.rnn.cells import build_cell
+from nmt.model.rnn.settings import RnnConfig
 
 
 class Encoder(nn.Module):
     """Embeddings -> dropout -> bidirectional RNN -> dropout (``model.encoder_output_dropout``). Outputs
     h_j = [→h_j; ←h_j] for every source position."""
 
-    def __init__(self, config: ModelConfig, vocab_size: int):
+    def __init__(self, config: RnnConfig, vocab_size: int):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, config.embed_dim, padding_idx=PAD_ID)
         self.dropout = Dropout(config.dropout)

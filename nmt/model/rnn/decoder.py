@@ -13,7 +13,7 @@ next step's input)::
     h_t = RNN([E y_{t-1}; h̃_{t-1}], h_{t-1});  c_t = attend(h_t);  h̃_t = tanh(W_c[c_t; h_t])
 
 Both end in p(y_t) = softmax(W_o dropout(o_t)). RNN is the cell ``model.rnn`` names (a GRU,
-or an LSTM whose state is (h, c): ``nmt/model/cells.py``), ``model.decoder_layers`` of it
+or an LSTM whose state is (h, c): ``nmt/model/rnn/cells.py``), ``model.decoder_layers`` of it
 stacked; s_t and h_t are its top layer's h, the state the attention reads. ``reference_step`` is exactly
 these equations, one target position at a time: the plain model.
 
@@ -33,13 +33,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nmt.config.schema import ModelConfig
 from nmt.core.registry import ATTENTIONS
 from nmt.data.tokenizer import PAD_ID
-from nmt.model.attention import build_attention
-from nmt.model.cells import StackState, build_cell, layer_parts, select_rows
 from nmt.model.dropout import Dropout
 from nmt.model.fast import InputGateTable
+from nmt.model.rnn.attention import build_attention
+from nmt.model.rnn.cells import StackState, build_cell, layer_parts, select_rows
+from nmt.model.rnn.settings import RnnConfig
 
 
 @dataclass
@@ -91,7 +91,7 @@ class AttentionDecoder(nn.Module):
 
     input_feeding = False  # Luong's h̃_{t-1} fed into the next step (LuongDecoder sets it)
 
-    def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int, rnn_input: int):
+    def __init__(self, config: RnnConfig, vocab_size: int, enc_dim: int, rnn_input: int):
         super().__init__()
         attention = build_attention(config, config.decoder_hidden, enc_dim)  # first: initialisation order
         self.vocab_size = vocab_size
@@ -227,7 +227,7 @@ class AttentionDecoder(nn.Module):
 class BahdanauDecoder(AttentionDecoder):
     """c_t = attend(s_{t-1});  s_t = RNN([E y_{t-1}; c_t], s_{t-1});  o_t = tanh(L_o[s_t; c_t; E y_{t-1}])"""
 
-    def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int):
+    def __init__(self, config: RnnConfig, vocab_size: int, enc_dim: int):
         super().__init__(config, vocab_size, enc_dim, rnn_input=config.embed_dim + enc_dim)
         self.pre_output = nn.Linear(config.decoder_hidden + enc_dim + config.embed_dim, config.output_dim)  # L_o
 
@@ -254,7 +254,7 @@ class LuongDecoder(AttentionDecoder):
     """h_t = RNN([E y_{t-1}; h̃_{t-1}], h_{t-1});  c_t = attend(h_t);  h̃_t = tanh(W_c[c_t; h_t])
     (h̃_{t-1} only with input feeding)."""
 
-    def __init__(self, config: ModelConfig, vocab_size: int, enc_dim: int):
+    def __init__(self, config: RnnConfig, vocab_size: int, enc_dim: int):
         rnn_input = config.embed_dim + (config.output_dim if config.input_feeding else 0)
         super().__init__(config, vocab_size, enc_dim, rnn_input)
         self.input_feeding = config.input_feeding
@@ -329,6 +329,6 @@ class LexicalModel(nn.Module):
 DECODERS = {"attend-then-recur": BahdanauDecoder, "recur-then-attend": LuongDecoder}
 
 
-def build_decoder(config: ModelConfig, vocab_size: int, enc_dim: int) -> AttentionDecoder:
+def build_decoder(config: RnnConfig, vocab_size: int, enc_dim: int) -> AttentionDecoder:
     """The decoder of the order the attention registry gives ``config.attention``."""
     return DECODERS[ATTENTIONS[config.attention].order](config, vocab_size, enc_dim)

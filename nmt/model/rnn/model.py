@@ -1,6 +1,9 @@
-"""Assembling encoder, bridge and decoder into the translation model."""
+"""The RNN family's registry entry (``model.arch: rnn``, ``Seq2Seq``): encoder, bridge and decoder
+assembled into the translation model, and the facts the rest of the toolkit reads of it."""
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -9,11 +12,15 @@ from nmt.config.schema import Config, ModelConfig
 from nmt.core.errors import NmtError
 from nmt.core.registry import ARCHITECTURES, ATTENTIONS, CELLS
 from nmt.data.tokenizer import PAD_ID
-from nmt.model.base import SHARED_KEYS, OnnxGraphs, TranslationModel
-from nmt.model.decoder import DecoderState, Memory, build_decoder
-from nmt.model.encoder import Encoder, encoder_input
+from nmt.model.base import OnnxGraphs, TranslationModel
 from nmt.model.fast import compile_step_body, run_in_float32
-from nmt.model.graphs import RNN_GRAPHS
+from nmt.model.rnn.decoder import DecoderState, Memory, build_decoder
+from nmt.model.rnn.encoder import Encoder, encoder_input
+from nmt.model.rnn.graphs import RNN_GRAPHS
+from nmt.model.rnn.settings import RnnConfig, rnn_settings
+
+FED_WEIGHT = "decoder.rnn.weight_ih_l0"  # (gates·H, E [+ O with input feeding]): [E y_{t-1}; h̃_{t-1}] in
+LEXICAL_PREFIX = "decoder.lexical."  # model.lexical's tensors
 
 # nmt tune's default space for the RNN: what docs/quality.md found to matter on eng-mar, as ranges around its recipes.
 RNN_SPACE: dict[str, dict] = {
@@ -40,28 +47,21 @@ class Seq2Seq(TranslationModel):
     ``SearchModel`` protocol of ``nmt.decoding.search``).
     """
 
-    config_keys = SHARED_KEYS + (
-        "encoder_hidden",
-        "decoder_hidden",
-        "rnn",
-        "attention",
-        "attention_window",
-        "window_width",
-        "input_feeding",
-        "bridge",
-        "gumbel_temperature",
-        "attention_dim",
-        "output_dim",
-        "lexical",
-        "encoder_output_dropout",
-        "rnn_input",
-    )
+    settings = RnnConfig
+    config: RnnConfig
     title = "attention-based RNN translation model"
     recurrent = True
-    freezable = TranslationModel.freezable + ("bridge", "attention")
+    freezable: ClassVar[dict[str, tuple[str, ...]]] = {
+        **TranslationModel.freezable,
+        "bridge": ("bridge.",),
+        "attention": ("decoder.attention.",),
+    }
+    addable = ("input_feeding", "lexical")
+    lab_view = "nmt.pipelines.rnn_lab:RnnInside"
 
     @classmethod
-    def describe(cls, m: ModelConfig) -> str:
+    def describe(cls, given: ModelConfig) -> str:
+        m = rnn_settings(given)
         return (
             f"embeddings {m.embed_dim}, bidirectional {m.rnn.upper()} {m.encoder_hidden} per direction × "
             f"{m.encoder_layers} layer(s), {m.rnn.upper()} decoder {m.decoder_hidden} × {m.decoder_layers} layer(s), "
@@ -69,13 +69,15 @@ class Seq2Seq(TranslationModel):
         )
 
     @classmethod
-    def summary(cls, config: ModelConfig) -> str:
+    def summary(cls, given: ModelConfig) -> str:
+        config = rnn_settings(given)
         return f"{config.attention}{' + input feeding' if config.input_feeding else ''}"
 
     @classmethod
-    def served_settings(cls, config: ModelConfig) -> dict:
+    def served_settings(cls, given: ModelConfig) -> dict:
+        config = rnn_settings(given)
         return {
-            **super().served_settings(config),
+            **super().served_settings(given),
             "attention": config.attention,
             "input_feeding": config.input_feeding,
             "rnn": config.rnn,
@@ -83,12 +85,14 @@ class Seq2Seq(TranslationModel):
         }
 
     @classmethod
-    def shows_attention(cls, config: ModelConfig) -> bool:
+    def shows_attention(cls, given: ModelConfig) -> bool:
+        config = rnn_settings(given)
         return ATTENTIONS[config.attention].has_weights  # `none` (Cho et al.) has nothing to draw
 
     @classmethod
-    def check_model(cls, model: ModelConfig) -> None:
+    def check_model(cls, given: ModelConfig) -> None:
         """What the attention can do is on its registry entry (``AttentionKind``)."""
+        model = rnn_settings(given)
         kind = ATTENTIONS[model.attention]
         if not kind.takes_window and model.attention_window != "global":
             raise NmtError(
@@ -122,12 +126,13 @@ class Seq2Seq(TranslationModel):
     def check_training(cls, config: Config) -> None:
         """train.guided_alignment pulls soft weights toward the links: an attention of none, or
         of one position per step, has nothing to pull."""
-        kind = ATTENTIONS[config.model.attention]
+        attention = rnn_settings(config.model).attention
+        kind = ATTENTIONS[attention]
         if config.train.guided_alignment and (not kind.has_weights or kind.one_position):
             guidable = [n for n, k in ATTENTIONS.items() if k.has_weights and not k.one_position]
             raise NmtError(
                 f"Config key 'train.guided_alignment' guides soft attention weights, and model.attention "
-                f"{config.model.attention!r} has {'none' if not kind.has_weights else 'one position a step'}: "
+                f"{attention!r} has {'none' if not kind.has_weights else 'one position a step'}: "
                 f"use one of {', '.join(guidable)}, or train.guided_alignment: 0."
             )
 
@@ -163,7 +168,8 @@ class Seq2Seq(TranslationModel):
         return {**RNN_SPACE, "model.attention": {"choices": soft}}
 
     @classmethod
-    def playback_numbers(cls, model: ModelConfig, source: int, target: int, top_k: int) -> int:
+    def playback_numbers(cls, given: ModelConfig, source: int, target: int, top_k: int) -> int:
+        model = rnn_settings(given)
         width = max(model.decoder_hidden, model.attention_dim, 2 * model.encoder_hidden)
         return target * (width + 3 * source + 2 * model.encoder_hidden + 2 * top_k)
 
@@ -171,7 +177,7 @@ class Seq2Seq(TranslationModel):
     def onnx_graphs(cls) -> OnnxGraphs:
         return RNN_GRAPHS
 
-    def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
+    def __init__(self, config: RnnConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
         super().__init__()
         self.config = config
         self.tgt_vocab_size = tgt_vocab_size
@@ -218,9 +224,28 @@ class Seq2Seq(TranslationModel):
         memory, state = self.encode(src, src_lengths)
         return self.decoder(tgt_in, state, memory, teacher_forcing)
 
+    @torch.no_grad()
+    def grow_from(self, name: str, parent_weight: torch.Tensor | None, weight: torch.Tensor) -> tuple[str, str] | None:
+        """Input feeding added: the decoder's first input weights gain columns for h̃_{t-1}, which
+        start at zero (the recurrence is the parent's at the start). The lexical model added: its
+        tensors keep their initialisation, its output starting at zero."""
+        if name == FED_WEIGHT and parent_weight is not None and _feeds_more(parent_weight, weight):
+            weight.zero_()
+            weight[:, : parent_weight.shape[1]] = parent_weight
+            added = weight.shape[1] - parent_weight.shape[1]
+            return "feed", f"input feeding added: the decoder's {added} fed inputs start at zero"
+        if parent_weight is None and name.startswith(LEXICAL_PREFIX):
+            return "lexical", "lexical model added: its term starts at zero"
+        return None
+
     def compile_steps(self, mode: str, backend: str = "inductor") -> None:
         """``train.compile``: compile the decoder's per-step body (fast path)."""
         compile_step_body(self.decoder, mode, backend)
+
+
+def _feeds_more(parent_weight: torch.Tensor, weight: torch.Tensor) -> bool:
+    """The child's decoder input weight is the parent's with columns added for h̃_{t-1}."""
+    return parent_weight.shape[0] == weight.shape[0] and parent_weight.shape[1] < weight.shape[1]
 
 
 def last_forward_state(enc_outputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The Transformer (Vaswani et al., 2017): attention only, the chapter after Bahdanau and Luong.
+"""The Transformer's network (Vaswani et al., 2017): attention only, the chapter after Bahdanau and Luong.
 
 Where the RNN's decoder waits for step t-1 before step t, every layer here reads all positions
 at once in training, through scaled dot-product attention with ``model.heads`` heads::
@@ -29,20 +29,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.config.schema import Config, ModelConfig
-from nmt.core.errors import NmtError
-from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import PAD_ID
-from nmt.model.base import SHARED_KEYS, OnnxGraphs, TranslationModel
 from nmt.model.dropout import Dropout
-from nmt.model.fast import compiled_for_training
-from nmt.model.graphs import per_layer
+from nmt.model.transformer.settings import TransformerConfig
 
 # model.positions: learned: one row per position up to this many; later positions share the last row
 MAX_LEARNED_POSITIONS = 1024
@@ -160,7 +155,7 @@ class FeedForward(nn.Module):
 class EncoderLayer(nn.Module):
     """x + SelfAttention(LN(x)), then x + FFN(LN(x))."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
         width = config.embed_dim
         self.self_norm = nn.LayerNorm(width)
@@ -180,7 +175,7 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """x + CausalSelfAttention(LN(x)), x + CrossAttention(LN(x), encoder), then x + FFN(LN(x))."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
         width = config.embed_dim
         self.self_norm = nn.LayerNorm(width)
@@ -223,7 +218,7 @@ class Positions(nn.Module):
 
     frequencies: torch.Tensor
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
         width = config.embed_dim
         self.learned = nn.Embedding(MAX_LEARNED_POSITIONS, width) if config.positions == "learned" else None
@@ -246,7 +241,7 @@ class Embedder(nn.Module):
     """√width · E x + the position's encoding, then dropout. ``embedding`` holds E: the name the
     RNN's encoder and decoder give their tables, which transfer and joint vocabularies read."""
 
-    def __init__(self, config: ModelConfig, vocab_size: int):
+    def __init__(self, config: TransformerConfig, vocab_size: int):
         super().__init__()
         width = config.embed_dim
         self.embedding = nn.Embedding(vocab_size, width, padding_idx=PAD_ID)
@@ -265,7 +260,7 @@ class Embedder(nn.Module):
 
 
 class TransformerEncoder(Embedder):
-    def __init__(self, config: ModelConfig, vocab_size: int):
+    def __init__(self, config: TransformerConfig, vocab_size: int):
         super().__init__(config, vocab_size)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.encoder_layers))
         self.norm = nn.LayerNorm(config.embed_dim)
@@ -313,7 +308,7 @@ class TransformerState:
 
 
 class TransformerDecoder(Embedder):
-    def __init__(self, config: ModelConfig, vocab_size: int):
+    def __init__(self, config: TransformerConfig, vocab_size: int):
         super().__init__(config, vocab_size)
         self.vocab_size = vocab_size
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.decoder_layers))
@@ -380,269 +375,3 @@ class TransformerDecoder(Embedder):
                 weights.append(layer_weights[:, :, 0])  # (B, heads, S)
         logits = self.output(self.norm(x))[:, 0]
         return logits, TransformerState(keys, values, state.position + 1), weights
-
-
-# nmt tune's default space for the Transformer: the small-data levers of Araabi & Monz (2020) and
-# van Biljon et al. (2020) — depth, width, heads, dropout, vocabulary — and the warm-up it needs.
-TRANSFORMER_SPACE: dict[str, dict] = {
-    "model.width": {"choices": [128, 256, 384]},
-    "model.encoder_layers": {"choices": [2, 3, 4, 6]},
-    "model.decoder_layers": {"choices": [2, 3, 4, 6]},
-    "model.heads": {"choices": [2, 4, 8]},
-    "model.ff_dim": {"choices": [512, 1024, 2048]},
-    "model.dropout": {"low": 0.1, "high": 0.5},
-    "model.attention_dropout": {"low": 0.0, "high": 0.3},
-    "tokenizer.src_vocab_size": {"choices": [1000, 2000, 4000]},
-    "tokenizer.tgt_vocab_size": {"choices": [1000, 2000, 4000]},
-    "train.learning_rate": {"low": 0.0003, "high": 0.003, "log": True},
-    "train.lr_warmup": {"choices": [200, 500, 1000, 2000]},
-    "train.label_smoothing": {"low": 0.0, "high": 0.3},
-    "train.batch_size": {"choices": [32, 64, 128]},
-}
-
-
-@ARCHITECTURES.register("transformer")
-class Transformer(TranslationModel):
-    """Encoder and decoder of ``model.encoder_layers`` and ``model.decoder_layers`` pre-norm
-    layers, ``model.embed_dim`` wide, through the same protocols as the RNN (``Seq2Seq``):
-    ``forward`` for training, ``encode`` / ``decode_step`` for search."""
-
-    config_keys = SHARED_KEYS + ("heads", "ff_dim", "attention_dropout", "activation_dropout", "positions")
-    title = "Transformer translation model"
-    has_heads = True
-    whole_target = True
-    aligning_layer = -2  # the penultimate (Garg et al. 2019; a 1-layer decoder: its only layer)
-    guided_head = 0  # Garg et al. supervise one head of that layer: the first
-
-    @classmethod
-    def served_settings(cls, config: ModelConfig) -> dict:
-        return {**super().served_settings(config), "heads": config.heads}
-
-    @classmethod
-    def head_grid(cls, config: ModelConfig) -> tuple[int, int] | None:
-        return config.decoder_layers, config.heads
-
-    @classmethod
-    def describe(cls, m: ModelConfig) -> str:
-        return (
-            f"pre-norm Transformer, {m.encoder_layers} encoder and {m.decoder_layers} decoder layer(s), width "
-            f"{m.embed_dim}, {m.heads} heads, feed-forward {m.ff_dim}, {m.positions} positions"
-        )
-
-    @classmethod
-    def check_training(cls, config: Config) -> None:
-        train = config.train
-        if train.teacher_forcing < 1.0:
-            raise NmtError(
-                "Config key 'train.teacher_forcing': a Transformer trains all target positions at once, from the "
-                "gold tokens; scheduled sampling (teacher_forcing < 1) is the RNN's. Leave it at 1."
-            )
-        others = sorted(set(train.freeze) - set(cls.freezable))
-        if others:
-            raise NmtError(
-                f"Config key 'train.freeze': {', '.join(others)} are parts of the RNN; a Transformer's are "
-                f"{', '.join(cls.freezable[:-1])} and {cls.freezable[-1]}."
-            )
-
-    @classmethod
-    def summary(cls, config: ModelConfig) -> str:
-        return f"Transformer {config.encoder_layers}+{config.decoder_layers} layers, {config.heads} heads"
-
-    @classmethod
-    def check_model(cls, model: ModelConfig) -> None:
-        if model.embed_dim % model.heads:
-            raise NmtError(
-                f"model.heads={model.heads} splits model.embed_dim ({model.embed_dim}) among the heads: "
-                f"embed_dim must divide by it (e.g. heads: {max(h for h in (1, 2, 4, 8) if model.embed_dim % h == 0)})."
-            )
-
-    def training_notes(self, config: Config, device: torch.device) -> list[str]:
-        if config.train.lr_warmup:
-            return []
-        return [
-            "A Transformer with no train.lr_warmup: its first full-size steps can derail attention; "
-            "configs/eng-mar-transformer.yaml warms up over its first steps."
-        ]
-
-    @classmethod
-    def tune_space(cls) -> dict[str, dict]:
-        return dict(TRANSFORMER_SPACE)
-
-    @classmethod
-    def playback_numbers(cls, model: ModelConfig, source: int, target: int, top_k: int) -> int:
-        width = model.embed_dim // max(1, model.heads)
-        return target * (2 * width + 2 * source + 2 * top_k) + source * width
-
-    @classmethod
-    def onnx_graphs(cls) -> OnnxGraphs:
-        return TRANSFORMER_GRAPHS
-
-    def __init__(self, config: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocabulary: bool = False):
-        super().__init__()
-        self.config = config
-        self.tgt_vocab_size = tgt_vocab_size
-        self.encoder = TransformerEncoder(config, src_vocab_size)
-        self.decoder = TransformerDecoder(config, tgt_vocab_size)
-        if joint_vocabulary and src_vocab_size == tgt_vocab_size:  # tokenizer.joint: one table for both sides
-            self.decoder.share_embedding(self.encoder.embedding)
-
-    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[TransformerMemory, TransformerState]:
-        """src (B, S) -> the decoder's memory and an empty cache (the lengths are in the padding)."""
-        mask = src.ne(PAD_ID)  # (B, S): the real tokens, <eos> included
-        memory = self.decoder.memory(self.encoder(src, mask), mask)
-        return memory, self.decoder.initial_state(memory)
-
-    def decode_step(
-        self, prev_tokens: torch.Tensor, state: TransformerState, memory: TransformerMemory
-    ) -> tuple[torch.Tensor, TransformerState, torch.Tensor]:
-        """prev_tokens (B,) -> logits (B, V) float32, the longer cache, the shown attention (B, S):
-        the last layer's heads averaged."""
-        logits, state, weights = self.decoder.step(prev_tokens, state, memory)
-        return logits.float(), state, weights[-1].mean(1).float()
-
-    def cross_attention(
-        self,
-        src: torch.Tensor,
-        src_lengths: torch.Tensor,
-        tgt_in: torch.Tensor,
-        layer: int | None = None,
-        heads: list[int] | None = None,
-    ) -> torch.Tensor:
-        """Decoder ``layer``'s cross-attention (default ``aligning_layer``; negative counts from the
-        last), ``heads`` averaged (default: every head): (B, T, S)."""
-        layers, count = self.config.decoder_layers, self.config.heads
-        if layer is None:
-            layer = self.default_layer()
-        if not -layers <= layer < layers:
-            raise NmtError(f"layer must be from {-layers} to {layers - 1} (this decoder has {layers}), got {layer}.")
-        picked = list(range(count)) if heads is None else heads
-        if not picked or any(not 0 <= h < count for h in picked):
-            raise NmtError(f"heads must be from 0 to {count - 1} (this model has {count}), got {heads}.")
-        memory, _ = self.encode(src, src_lengths)
-        weights = self.decoder.cross_weights(tgt_in, memory)[layer]  # (B, heads, T, S)
-        return weights[:, picked].mean(1).float()
-
-    @torch.no_grad()
-    def every_head(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """The cross-attention of every head of every decoder layer along one translation: src
-        (1, S), tgt_in (1, T) <bos> and the tokens -> (layers, heads, T, S), step by step with the
-        cache as search decodes (the training timeline records it per epoch)."""
-        memory, state = self.encode(src, torch.tensor([src.size(1)]))
-        steps = []
-        for t in range(tgt_in.size(1)):
-            _, state, weights = self.decoder.step(tgt_in[:, t], state, memory, every_layer=True)
-            steps.append(torch.stack(weights)[:, 0])  # (layers, heads, S)
-        return torch.stack(steps, dim=2).float()  # (layers, heads, T, S)
-
-    def forward(
-        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor, teacher_forcing: float = 1.0
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Teacher-forced pass: logits (B, T, V), and the shown attention (B, T, S) in eval mode
-        (in training nobody reads it, and the fused kernels do not make it). All target positions
-        at once: ``teacher_forcing`` < 1 (scheduled sampling) is refused by the config."""
-        mask = src.ne(PAD_ID)  # (B, S)
-        memory = self.decoder.memory(self.encoder(src, mask), mask)
-        logits, weights = self.decoder(tgt_in, memory, weights_of=None if self.training else -1)
-        return logits, None if weights is None else weights.mean(1)
-
-    def guided_forward(
-        self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor, teacher_forcing: float = 1.0
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Garg et al. (2019): one head of the aligning layer (``guided_head``) is the one guided; the
-        others attend as they will. -> logits (B, T, V), that head's weights (B, T, S)."""
-        mask = src.ne(PAD_ID)  # (B, S)
-        memory = self.decoder.memory(self.encoder(src, mask), mask)
-        logits, weights = self.decoder(tgt_in, memory, weights_of=self.default_layer())
-        assert weights is not None
-        return logits, weights[:, self.guided_head]
-
-    def default_layer(self) -> int:
-        """``aligning_layer``, or a one-layer decoder's only layer."""
-        layers = self.config.decoder_layers
-        return self.aligning_layer if -layers <= self.aligning_layer < layers else 0
-
-    def ctranslate2_spec(self, src_pieces: list[str], tgt_pieces: list[str]) -> Any:
-        from nmt.model.ctranslate2_spec import transformer_spec
-
-        return transformer_spec(self, src_pieces, tgt_pieces)
-
-    def compile_steps(self, mode: str, backend: str = "inductor") -> None:
-        """``train.compile``: compile each layer (shapes dynamic: no recompilation per length);
-        under ``reduce-overhead``, search runs the layers eagerly (``compiled_for_training``)."""
-        for layer in [*self.encoder.layers, *self.decoder.layers]:
-            layer.forward = compiled_for_training(layer.forward, mode, backend)
-
-
-# ---- the Transformer as two ONNX graphs of flat, named tensors (nmt/model/graphs.py's layout) ----
-
-
-def _interleaved(keys: list[torch.Tensor], values: list[torch.Tensor]) -> list[torch.Tensor]:
-    """k_0, v_0, k_1, v_1, … (``per_layer``'s order)."""
-    return [tensor for pair in zip(keys, values) for tensor in pair]
-
-
-class TransformerEncoderGraph(nn.Module):
-    """``Transformer.encode`` with flat outputs: the memory, then the empty caches."""
-
-    def __init__(self, model: Transformer):
-        super().__init__()
-        self.model = model
-
-    def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        memory, state = self.model.encode(src, src.ne(PAD_ID).sum(1))
-        return (memory.mask, *_interleaved(memory.keys, memory.values), *_interleaved(state.keys, state.values))
-
-
-class TransformerStepGraph(nn.Module):
-    """``Transformer.decode_step`` with flat inputs and outputs, every layer's heads last."""
-
-    def __init__(self, model: Transformer):
-        super().__init__()
-        self.model = model
-
-    def forward(self, prev_tokens, step, mask, *tensors) -> tuple[torch.Tensor, ...]:
-        """tensors: each layer's cross-attention keys and values, then each layer's cache."""
-        layers = self.model.config.decoder_layers
-        cross, cache = tensors[: 2 * layers], tensors[2 * layers :]
-        memory = TransformerMemory(list(cross[0::2]), list(cross[1::2]), mask)
-        state = TransformerState(list(cache[0::2]), list(cache[1::2]), step)
-        logits, state, weights = self.model.decoder.step(prev_tokens, state, memory, every_layer=True)
-        heads = torch.stack(weights, 1)  # (B, layers, heads, S)
-        return (logits.float(), heads[:, -1].mean(1), *_interleaved(state.keys, state.values), heads)
-
-
-def transformer_axes(names: list[str]) -> dict[str, dict[int, str]]:
-    """A Transformer's dynamic axes, by name: the batch first; the source's length in the mask,
-    the cross-attention's keys and values, the attention and the heads; the cache's length, and
-    the next cache's (one longer), in the self-attention's."""
-    axes: dict[str, dict[int, str]] = {}
-    for name in names:
-        if name == "step":
-            continue
-        axes[name] = {0: "batch"}
-        if name in ("src", "mask", "attention"):
-            axes[name][1] = "source"
-        elif name.startswith("cross_"):
-            axes[name][2] = "source"
-        elif name == "heads":
-            axes[name][3] = "source"
-        elif name.startswith("self_"):
-            axes[name][2] = "steps"
-        elif name.startswith("next_self_"):
-            axes[name][2] = "steps_after"
-    return axes
-
-
-def _transformer_modules(model: TranslationModel) -> tuple[nn.Module, nn.Module]:
-    transformer = cast(Transformer, model)
-    return TransformerEncoderGraph(transformer), TransformerStepGraph(transformer)
-
-
-TRANSFORMER_GRAPHS = OnnxGraphs(
-    lambda config: ["mask", *per_layer("cross", config.decoder_layers)],  # the mask, each layer's keys and values
-    lambda config: per_layer("self", config.decoder_layers),  # each layer's cache
-    _transformer_modules,
-    steps_before_tracing=2,
-    extra_outputs=("heads",),
-    axes=transformer_axes,
-)

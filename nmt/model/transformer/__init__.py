@@ -1,0 +1,1 @@
+"""The Transformer family: its settings, network, registry entry, ONNX graphs and CTranslate2 spec."""
