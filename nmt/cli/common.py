@@ -9,7 +9,6 @@ import functools
 import math
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -259,55 +258,12 @@ def note(text: str) -> None:
     typer.echo(text, err=True)
 
 
-def said(setting) -> Callable[[str], None] | None:
-    """What a command says of its threads: a count it had to cap (a mistake worth a line); auto's
-    choices are a training log's business, not noise before a translation's output."""
-    return note if setting != "auto" else None
+def open_translator(*args, **kwargs):
+    """``nmt.pipelines.translators.open_translator``, imported when a command needs it (``--help``
+    stays quick), a capped thread count said on stderr."""
+    from nmt.pipelines.translators import open_translator as opened
 
-
-def open_translator(
-    config: Path | None,
-    set_: list[str] | None,
-    checkpoints: list[str] | None,
-    models: list[Path] | None,
-    device: str | None,
-    engine: str = "torch",
-    tgt_lang: str | None = None,
-    beam_size: int | None = None,
-    threads: str = "auto",
-):
-    """A Translator from --config (+ --checkpoint ...) or from --model package(s), into ``tgt_lang``,
-    with the command's decoding settings made in one place: the config's (a package's own, or
-    --config's with every --set), then --set decode.* for a package, then --beam-size; and its CPU
-    threads (--threads: a count is set before the model loads, which onnxruntime reads; auto paces
-    PyTorch's decoding steps)."""
-    from nmt.config.parsing import decoding_settings
-    from nmt.core.threads import DECODING, make_tuner, parse_setting
-    from nmt.pipelines.translate import Translator
-    from nmt.runtime.loading import check_engine, load_checkpoints, load_packages
-
-    check_engine(engine)
-    setting = parse_setting(threads, "--threads")
-    if models:
-        if config is not None or checkpoints:
-            raise NmtError(
-                "--model carries its own config and weights: give --model alone (with --set decode.KEY=VALUE to "
-                "change how it decodes), not with --config or --checkpoint."
-            )
-        chosen = named_device(device or "auto")
-        paced = engine == "torch" or setting != "auto"  # another engine's auto threads are its own
-        tuner = make_tuner(setting, chosen, settings=DECODING, say=said(setting)) if paced else None
-        loaded = load_packages(models, chosen, engine)
-        return Translator(loaded, tgt_lang, decoding_settings(loaded.config.decode, set_, beam_size), tuner)
-    if engine != "torch":
-        raise NmtError(f"--engine {engine} runs model packages: give --model PKG (nmt export RUN PKG).")
-    if config is None:
-        raise NmtError("Give --config FILE (the training config), or --model DIR (a package from `nmt export`).")
-    cfg = command_config(config, set_)
-    chosen = device_of(cfg, device)
-    tuner = make_tuner(setting, chosen, settings=DECODING, say=said(setting))
-    loaded = load_checkpoints(cfg, checkpoints or ["best"], chosen)
-    return Translator(loaded, tgt_lang, decoding_settings(cfg.decode, beam_size=beam_size), tuner)
+    return opened(*args, **{**kwargs, "say": note})
 
 
 def draw_learning_curves(run_dir: Path, output: Path | None = None) -> tuple[Path, int] | None:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 
 from nmt.cli.common import (
     ConfigOption,
@@ -47,7 +46,7 @@ def train(
     """
     from nmt.config.paths import RunPaths
     from nmt.train import distributed
-    from nmt.train.launch import refuse_new_run_over_old
+    from nmt.train.launch import keep_the_runs_budget, refuse_new_run_over_old
     from nmt.train.launch import train as train_models
     from nmt.train.metrics import MetricsFile, RunSummary
     from nmt.train.state import TrainingInterrupted
@@ -57,7 +56,7 @@ def train(
     if minutes is not None:
         cfg.train.max_minutes = finite_minutes(minutes)
     elif resume:
-        _keep_the_runs_budget(cfg, set_, log=lambda msg: typer.echo(msg, err=True))
+        keep_the_runs_budget(cfg, set_, log=lambda msg: typer.echo(msg, err=True))
     requested = device_of(cfg, device)
     ddp = distributed.setup(requested, cfg.train.ddp_timeout_minutes)  # under torchrun: join the process group
     try:
@@ -86,35 +85,6 @@ def train(
         typer.echo(f"{told}; learning curves in {RunPaths(model.run_dir).learning_curves}")
     if len(trained) > 1:
         typer.echo(f"Translation and evaluation of {cfg.run_dir} ensemble the members' best checkpoints.")
-
-
-BUDGET_KEYS = ("max_minutes",)  # the time budget; an epoch cap is the file's, as any other setting
-
-
-def _keep_the_runs_budget(cfg: Config, set_: list[str] | None, log) -> None:
-    """``--resume`` without ``--minutes``: the budget the run was started with (its own
-    config.yaml, ``--set`` included), not what the config file says now, unless ``--set``
-    gives one again. (Before, a run started with --set train.max_minutes=1 resumed to the
-    file's 5 minutes.)"""
-    from nmt.config.parsing import parse_override
-    from nmt.config.paths import run_paths
-
-    run = run_paths(cfg)
-    if not run.config.is_file() or not run.trained_checkpoints():
-        return
-    given = {parse_override(text)[0] for text in set_ or []}
-    saved = yaml.safe_load(run.config.read_text(encoding="utf-8"))
-    train: dict = saved["train"] if isinstance(saved, dict) and isinstance(saved.get("train"), dict) else {}
-    for key in BUDGET_KEYS:
-        value = train.get(key)
-        if f"train.{key}" in given or value is None or value == getattr(cfg.train, key):
-            continue
-        log(
-            f"Resuming with the run's own train.{key}: {value} (from {run.config}; the config file says "
-            f"{getattr(cfg.train, key)}). --minutes M or --set train.{key}=... changes it (the budget counts the "
-            "whole run, resumes included)."
-        )
-        setattr(cfg.train, key, type(getattr(cfg.train, key))(value))
 
 
 def _say_how_to_resume(stopped: Exception, cfg: Config, config: Path, set_: list[str] | None) -> None:

@@ -187,27 +187,25 @@ def align(
     sentence pair: from the model's attention under forced decoding, or (--aligner eflomal) from the
     reference aligner run both ways over the pairs and the run's training pairs. Without --tgt, the
     model translates first and each line is "translation ||| links". Words are whitespace-separated."""
-    from nmt.data.alignments import eflomal_alignments, read_links
-    from nmt.pipelines.align import gold_agreement, model_lines, parse_heads, refuse_attention_choices
+    from nmt.data.alignments import read_links
+    from nmt.pipelines.align import align_pairs, gold_agreement
     from nmt.pipelines.translate import read_input_lines
 
     sources = read_input_lines(str(source))
     targets = read_input_lines(str(target)) if target is not None else None
     if targets is not None and len(targets) != len(sources):
         raise NmtError(f"{source} has {len(sources)} lines and {target} {len(targets)}: give one translation a line.")
-    if aligner not in ("model", "eflomal"):
-        raise NmtError(f"--aligner {aligner!r}: model or eflomal.")
     gold = read_links(reference, len(sources)) if reference is not None else None  # before any work
-    if aligner == "eflomal":
-        refuse_attention_choices(layer, heads, step)
-        if targets is None:
-            raise NmtError("--aligner eflomal aligns given pairs: give --tgt.")
-        found = eflomal_alignments(sources, targets, _training_pairs(config, set_))
-        written = [links.pharaoh() for links in found]
-    else:
-        chosen = parse_heads(heads)
-        translator = open_translator(config, set_, checkpoint, model, device)
-        written, found = model_lines(translator, sources, targets, layer, chosen, step)
+    written, found = align_pairs(
+        aligner,
+        sources,
+        targets,
+        translator=lambda: open_translator(config, set_, checkpoint, model, device),
+        training=lambda: _training_pairs(config, set_),
+        layer=layer,
+        heads=heads,
+        step=step,
+    )
     if gold is not None:
         typer.echo(gold_agreement(gold, sources, targets, written, found, str(reference)), err=True)
     write_output(written, None)

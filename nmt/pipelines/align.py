@@ -19,7 +19,7 @@ symmetrised by grow-diag-final-and: a silver reference, not a gold one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -111,6 +111,35 @@ def parse_heads(text: str) -> list[int] | None:
     if any(head < 0 for head in chosen):
         raise NmtError(f"--heads {text!r}: head numbers count from 0.")
     return chosen or None
+
+
+ALIGNERS = ("model", "eflomal")  # nmt align --aligner: the model's attention, or the reference aligner
+
+
+def align_pairs(
+    aligner: str,
+    sources: list[str],
+    targets: list[str] | None,
+    translator: Callable[[], Translator],
+    training: Callable[[], tuple[list[str], list[str]]],
+    layer: int | None = None,
+    heads: str = "",
+    step: str = "produced",
+) -> tuple[list[str], list[Links]]:
+    """``nmt align``: each pair's Pharaoh line and links, by ``aligner``: the model's attention
+    (``translator()`` opens the model; without ``targets``, "translation ||| links" of its own
+    translations) or eflomal over the given pairs and ``training()``'s. Every choice is checked
+    before a model loads or eflomal runs."""
+    if aligner not in ALIGNERS:
+        raise NmtError(f"--aligner {aligner!r}: model or eflomal.")
+    if aligner == "eflomal":
+        refuse_attention_choices(layer, heads, step)
+        if targets is None:
+            raise NmtError("--aligner eflomal aligns given pairs: give --tgt.")
+        found = eflomal_alignments(sources, targets, training())
+        return [links.pharaoh() for links in found], found
+    chosen = parse_heads(heads)
+    return model_lines(translator(), sources, targets, layer, chosen, step)
 
 
 def model_lines(

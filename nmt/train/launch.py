@@ -6,12 +6,14 @@ Trainer itself (its callbacks, its metrics)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 
+from nmt.config.parsing import parse_override
 from nmt.config.paths import run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
@@ -69,3 +71,29 @@ def train(
         progress = build_trainer(config, ddp.device(device), ddp, show_bar, callbacks).run(resume)
     ddp.barrier()  # leave together: a rank tearing down while another still runs can abort it (gloo)
     return [TrainedModel(run.root, progress.best_bleu, progress.best_epoch)]
+
+
+BUDGET_KEYS = ("max_minutes",)  # the time budget; an epoch cap is the file's, as any other setting
+
+
+def keep_the_runs_budget(cfg: Config, overrides: list[str] | None, log: Callable[[str], object]) -> None:
+    """A resumed run without a new budget (``--resume`` without ``--minutes``): the budget the
+    run was started with (its own config.yaml, ``--set`` included), not what the config file says
+    now, unless an override (``--set``) gives one again. (Before, a run started with --set
+    train.max_minutes=1 resumed to the file's 5 minutes.)"""
+    run = run_paths(cfg)
+    if not run.config.is_file() or not run.trained_checkpoints():
+        return
+    given = {parse_override(text)[0] for text in overrides or []}
+    saved = yaml.safe_load(run.config.read_text(encoding="utf-8"))
+    train: dict = saved["train"] if isinstance(saved, dict) and isinstance(saved.get("train"), dict) else {}
+    for key in BUDGET_KEYS:
+        value = train.get(key)
+        if f"train.{key}" in given or value is None or value == getattr(cfg.train, key):
+            continue
+        log(
+            f"Resuming with the run's own train.{key}: {value} (from {run.config}; the config file says "
+            f"{getattr(cfg.train, key)}). --minutes M or --set train.{key}=... changes it (the budget counts the "
+            "whole run, resumes included)."
+        )
+        setattr(cfg.train, key, type(getattr(cfg.train, key))(value))
