@@ -43,7 +43,7 @@ MUTANTS = [
     ),
     Mutant(
         "the epoch meter's sums on the CPU",
-        "nmt/train/trainer.py",
+        "nmt/train/meter.py",
         "self.pending = torch.zeros(4, device=device)",
         "self.pending = torch.zeros(4)",
         "test_float32_steps and packed-gru",
