@@ -68,7 +68,7 @@ def train_variant(run_dir: Path, overrides: list[str], tweak: Tweak | None = Non
     process); ``tweak`` changes the model just before training. Returns the trainer."""
     from nmt.config.files import load_config
     from nmt.pipelines.prepare import prepare
-    from nmt.train.trainer import build_trainer
+    from nmt.training.trainer import build_trainer
 
     config = load_config(ROOT / CONFIG, [f"run_dir={run_dir}", *overrides])
     config.data.path = str(ROOT / config.data.path)

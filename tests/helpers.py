@@ -230,7 +230,7 @@ def copy_translator(root: Path, steps: int = 500, seed: int = 0, **overrides) ->
     SentencePiece word model for both sides): it can only get a word right by attending to
     it, so it follows whatever attention it is given — the crafted model of the lab's tests."""
     from nmt.data.batching import Example, collate
-    from nmt.train.step import train_step
+    from nmt.training.step import train_step
 
     rng = random.Random(seed)
     sentences = [" ".join(rng.choice(COPY_WORDS) for _ in range(rng.randint(3, 6))) for _ in range(3000)]

@@ -62,7 +62,7 @@ def test_a_batch_padded_to_its_bucket_trains_as_the_batch_itself():
     GPU) change neither the loss nor any gradient, in both decoder orders and the Transformer."""
     from nmt.data.batching import padded_to_bucket
     from nmt.model.base import build_model
-    from nmt.train.step import token_loss
+    from nmt.training.step import token_loss
 
     from .helpers import model_config
 

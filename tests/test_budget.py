@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.config.parsing import config_from_dict
 from nmt.pipelines.prepare import prepare
-from nmt.train import trainer as trainer_module
-from nmt.train.control import TimeBudget
-from nmt.train.metrics import MetricsFile
-from nmt.train.trainer import Trainer, build_trainer
+from nmt.training import trainer as trainer_module
+from nmt.training.control import TimeBudget
+from nmt.training.metrics import MetricsFile
+from nmt.training.trainer import Trainer, build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -151,7 +151,7 @@ def test_budget_schedule_decays_the_learning_rate_linearly_over_the_budget(tmp_p
 
 def test_budget_schedule_holds_then_decays():
     from nmt.config.schema import TrainConfig
-    from nmt.train.schedule import RunPosition, learning_rate
+    from nmt.training.schedule import RunPosition, learning_rate
 
     cfg = TrainConfig(lr_schedule="budget", learning_rate=1.0, min_lr=0.01, lr_hold=0.5, max_minutes=1)
     spent = (0.0, 0.25, 0.5, 0.75, 0.99, 1.0, 2.0)  # of the budget
@@ -171,8 +171,8 @@ def test_budget_schedule_without_a_time_budget_decays_over_the_epochs(tmp_path, 
 @pytest.mark.parametrize(("patience", "stop_epoch"), [(2, 4), (1, 3), (0, None)])
 def test_early_stopping_counts_epochs_without_a_better_dev_bleu_and_zero_turns_it_off(patience, stop_epoch):
     from nmt.config.schema import TrainConfig
-    from nmt.train.callbacks import EarlyStopping
-    from nmt.train.state import Progress
+    from nmt.training.callbacks import EarlyStopping
+    from nmt.training.state import Progress
 
     progress, stopped, stopping = Progress(), None, EarlyStopping(patience)
     trainer = SimpleNamespace(progress=progress)
@@ -194,8 +194,8 @@ def test_at_an_equal_dev_bleu_a_lower_dev_loss_is_progress():
     plateau schedule lowered the rate (seen on an H100 and a CPU alike: every translation of
     the best checkpoint was empty)."""
     from nmt.config.schema import TrainConfig
-    from nmt.train.callbacks import EarlyStopping
-    from nmt.train.state import Progress
+    from nmt.training.callbacks import EarlyStopping
+    from nmt.training.state import Progress
 
     cfg = TrainConfig(patience=2, lr_schedule="plateau", lr_patience=0)
     progress, stopping = Progress(), EarlyStopping(cfg.patience)
@@ -231,7 +231,7 @@ def test_the_validation_estimate_counts_outputs_at_the_references_length(monkeyp
     runs to the limit is estimated as one that stops at the references' length."""
     from nmt.data.batching import Example
     from nmt.decoding.search import Hypothesis
-    from nmt.train import validate
+    from nmt.training import validate
 
     clock = StepClock()
     monkeypatch.setattr(validate.time, "perf_counter", lambda: clock.now)

@@ -1,5 +1,5 @@
-"""The Trainer's callbacks, run control and validation every N steps (nmt/train/callbacks.py,
-nmt/train/control.py)."""
+"""The Trainer's callbacks, run control and validation every N steps (nmt/training/callbacks.py,
+nmt/training/control.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from nmt.config.parsing import config_from_dict
 from nmt.config.schema import TrainConfig
 from nmt.core.errors import NmtError
 from nmt.pipelines.prepare import prepare
-from nmt.train import trainer as trainer_module
-from nmt.train.callbacks import Callback, EarlyStopping, MetricsLog
-from nmt.train.metrics import MetricsFile, ValidationRecord, epochs_trained
-from nmt.train.state import Progress, TrainingInterrupted
-from nmt.train.trainer import build_trainer, plateau_position
+from nmt.training import trainer as trainer_module
+from nmt.training.callbacks import Callback, EarlyStopping, MetricsLog
+from nmt.training.metrics import MetricsFile, ValidationRecord, epochs_trained
+from nmt.training.state import Progress, TrainingInterrupted
+from nmt.training.trainer import build_trainer, plateau_position
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -213,7 +213,7 @@ class MemberMarker(Callback):
 
 
 def test_callbacks_handed_to_train_reach_each_member(tmp_path):
-    from nmt.train.launch import train
+    from nmt.training.launch import train
 
     raw = tiny_config(tmp_path, write_anki(tmp_path / "p.txt", synthetic_pairs()), train={"epochs": 1, "members": 2})
     config = config_from_dict(raw)

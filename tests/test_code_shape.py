@@ -8,7 +8,7 @@ The folders, lowest first (docs/explanation/architecture.md draws them):
     model      cells, encoder, attention, decoders, ensembles
     decoding   search, top-k, forced decoding, MBR, scores
     runtime    checkpoints, loading, parents, engines
-    train      the Trainer and what it holds
+    training   the Trainer and what it holds
     pipelines  prepare, distill, translate, evaluate, lab, tune
     export     packages, ONNX, the offline page   |  serve   the page and the JSON API (siblings)
     cli        nmt.cli, nmt.__main__
@@ -34,7 +34,7 @@ FOLDER_RANK = {
     "model": 3,
     "decoding": 4,
     "runtime": 5,
-    "train": 6,
+    "training": 6,
     "pipelines": 7,
     "export": 8,
     "serve": 8,
@@ -67,7 +67,7 @@ def imported(tree: ast.Module) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # `from nmt.train import trainer`
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # `from nmt.training import trainer`
     return {name for name in names if name == "nmt" or name.startswith("nmt.")}
 
 

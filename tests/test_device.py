@@ -25,8 +25,8 @@ from nmt.core.device import (
 )
 from nmt.core.errors import NmtError
 from nmt.data.batching import Example, collate
-from nmt.train.state import rank_seed, rng_state, set_rng_state
-from nmt.train.step import train_step
+from nmt.training.state import rank_seed, rng_state, set_rng_state
+from nmt.training.step import train_step
 
 from .helpers import model_config, small_model
 

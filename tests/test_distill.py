@@ -22,7 +22,7 @@ from nmt.pipelines.distill import human_targets
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_trained
-from nmt.train.trainer import build_trainer
+from nmt.training.trainer import build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 

@@ -93,7 +93,7 @@ VALIDATION_MARKER = """
 import os
 from pathlib import Path
 
-from nmt.train.trainer import Trainer
+from nmt.training.trainer import Trainer
 
 _validate = Trainer.validate
 
@@ -165,7 +165,7 @@ TEARDOWN = """
 import gc
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from nmt.train.distributed import setup, teardown
+from nmt.training.distributed import setup, teardown
 
 context = setup(torch.device("cpu"))
 class Trainer: pass

@@ -18,8 +18,8 @@ from nmt.core.registry import ATTENTIONS, CELLS
 from nmt.data.batching import Example
 from nmt.model.rnn.attention import SOFT, AttentionKind, DotAttention
 from nmt.model.rnn.cells import RecurrentStack
-from nmt.train.data import TrainData
-from nmt.train.trainer import RunOutput, Trainer
+from nmt.training.data import TrainData
+from nmt.training.trainer import RunOutput, Trainer
 
 from .helpers import small_model
 

@@ -267,7 +267,7 @@ def test_compiled_decoder_steps_equal_eager(overrides):
 def test_token_gate_table_is_rebuilt_after_training_steps_with_a_fused_optimizer():
     """Fused Adam updates weights in place without bumping their version counters; the
     train()/eval() switch around the steps must still give search the new weights' gates."""
-    from nmt.train.optim import make_adam
+    from nmt.training.optim import make_adam
 
     model = small_model(seed=2).eval()
     src, lengths = random_sources(3)

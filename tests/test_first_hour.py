@@ -149,8 +149,8 @@ def test_the_offline_page_names_every_missing_piece_at_once(tmp_path, monkeypatc
 
 
 def test_the_perplexity_says_when_it_passes_the_vocabulary(tmp_path):
-    from nmt.train.callbacks import MetricsLog
-    from nmt.train.metrics import ValidationRecord
+    from nmt.training.callbacks import MetricsLog
+    from nmt.training.metrics import ValidationRecord
 
     lines: list[str] = []
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.core.device import BF16, FLOAT32, mps_available, select_precision
-from nmt.train import trainer as trainer_module
+from nmt.training import trainer as trainer_module
 
 from .helpers import TINY_TRANSFORMER, TRANSFORMER_SCHEDULE, model_config, small_model, write_run_config
 from .test_device import batch_of
@@ -211,7 +211,7 @@ def test_steady_state_training_steps_do_not_sync_the_host(tmp_path, precision, a
     """torch.cuda.set_sync_debug_mode("error") raises on any host-device sync in the steps."""
     from nmt.config.files import load_config
     from nmt.pipelines.prepare import prepare
-    from nmt.train.trainer import build_trainer
+    from nmt.training.trainer import build_trainer
 
     config = load_config(write_config(tmp_path, "run", arch, precision=precision, loader_workers=0))
     prepare(config, log=lambda _: None)

@@ -20,7 +20,7 @@ from nmt.data.batching import Example, collate, padded_to_bucket
 from nmt.pipelines.align import model_alignments, target_ids
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints
-from nmt.train.step import alignment_loss, train_step
+from nmt.training.step import alignment_loss, train_step
 
 from .helpers import TINY_TRANSFORMER, model_config, small_model, synthetic_pairs, tiny_config, write_anki
 

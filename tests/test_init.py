@@ -20,7 +20,7 @@ from nmt.core.errors import NmtError
 from nmt.data.profile import guess_languages
 from nmt.pipelines.init import init_config, split_sizes
 from nmt.pipelines.prepare import prepare
-from nmt.train.trainer import build_trainer
+from nmt.training.trainer import build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 

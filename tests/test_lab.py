@@ -23,7 +23,7 @@ from nmt.pipelines.lab import Lab, LabInputError, spearman
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import LoadedModel, load_checkpoints
 from nmt.serve.app import build_app
-from nmt.train.timeline import read_timeline
+from nmt.training.timeline import read_timeline
 
 from .helpers import (
     VARIANT_CONFIGS,
@@ -254,7 +254,7 @@ def test_decode_config_is_respected_by_the_tree(untrained):
 
 
 def test_probes_are_sentences_long_enough_to_show_an_alignment():
-    from nmt.train.timeline import probe_sources
+    from nmt.training.timeline import probe_sources
 
     dev = [[5], [5, 6], list(range(8)), [], list(range(30)), list(range(10)), list(range(7))]
     assert probe_sources(dev, 2) == [list(range(8)), list(range(10))]
@@ -270,7 +270,7 @@ def _fat_record(epoch: int, probes: int = 4, side: int = 12) -> dict:
 
 def test_what_training_writes_to_the_timeline_is_bounded_and_stays_evenly_spread(tmp_path, monkeypatch):
     """A 55-second tiny run wrote 32 MB (every head of every probe at hundreds of short epochs)."""
-    from nmt.train import timeline as module
+    from nmt.training import timeline as module
 
     monkeypatch.setattr(module, "FILE_BYTES", 600_000)
     monkeypatch.setattr(module, "RECORD_BYTES", 60_000)
@@ -290,7 +290,7 @@ def test_what_training_writes_to_the_timeline_is_bounded_and_stays_evenly_spread
 def test_the_timeline_endpoint_answers_within_the_lab_bound_however_big_the_file(tmp_path):
     """A timeline written before the bounds (161 MB) was sent whole: four requests took the server
     to 5.2 GB and held a translation 36 s. api.md promises at most 2 MB a lab answer."""
-    from nmt.train.timeline import read_timeline_within
+    from nmt.training.timeline import read_timeline_within
 
     path = tmp_path / "timeline.jsonl"
     with open(path, "w", encoding="utf-8") as handle:  # ~20 MB, as an old run's file may be

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from nmt.config.paths import prepared_paths
-from nmt.train.timeline import Timeline, probe_translations
+from nmt.training.timeline import Timeline, probe_translations
 
 from .helpers import COPY_WORDS, copy_translator, random_translator
 from .test_page import CHROMEDRIVER, CHROMIUM, MISSING, REQUIRED, running_server, wait_for

@@ -12,7 +12,7 @@ from nmt.config.schema import ModelConfig, TrainConfig
 from nmt.data.batching import Example, collate
 from nmt.decoding.search import greedy_search
 from nmt.model.rnn.model import Seq2Seq
-from nmt.train.step import train_step
+from nmt.training.step import train_step
 
 from .helpers import model_settings
 

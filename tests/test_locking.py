@@ -73,7 +73,7 @@ HOLD_PLUGIN = """
 import time
 
 from nmt.core.registry import CALLBACKS
-from nmt.train.callbacks import Callback
+from nmt.training.callbacks import Callback
 
 
 @CALLBACKS.register("hold-while-file")

@@ -20,10 +20,10 @@ from nmt.core.errors import NmtError
 from nmt.model.ensemble import Ensemble
 from nmt.pipelines.prepare import prepare
 from nmt.runtime.loading import load_checkpoints
-from nmt.train.callbacks import Callback
-from nmt.train.distributed import Distributed
-from nmt.train.launch import train
-from nmt.train.members import member_cap, member_config, member_threads
+from nmt.training.callbacks import Callback
+from nmt.training.distributed import Distributed
+from nmt.training.launch import train
+from nmt.training.members import member_cap, member_config, member_threads
 
 from .helpers import synthetic_pairs, tiny_config, wait_until, write_anki
 

@@ -18,11 +18,11 @@ from nmt.data.batching import Batch
 from nmt.decoding.search import search_sentences
 from nmt.model.rnn.encoder import encoder_input
 from nmt.pipelines.prepare import prepare
-from nmt.train.distributed import Distributed
-from nmt.train.metrics import MetricsFile
-from nmt.train.state import rank_seed
-from nmt.train.step import train_step
-from nmt.train.trainer import build_trainer
+from nmt.training.distributed import Distributed
+from nmt.training.metrics import MetricsFile
+from nmt.training.state import rank_seed
+from nmt.training.step import train_step
+from nmt.training.trainer import build_trainer
 
 from .helpers import random_sources, small_model, synthetic_pairs, tiny_config, write_anki
 from .test_transformer import small_transformer

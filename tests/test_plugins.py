@@ -25,7 +25,7 @@ import math
 
 from nmt.core.registry import ATTENTIONS, CALLBACKS
 from nmt.model.rnn.attention import SOFT, AttentionKind, DotAttention
-from nmt.train.callbacks import Callback
+from nmt.training.callbacks import Callback
 
 
 class ScaledDotAttention(DotAttention):  # e_j = q . h_j / sqrt(d)

@@ -195,7 +195,7 @@ def test_data_an_earlier_format_prepared_is_kept_where_a_trained_model_depends_o
     checkpoints'), an untrained one's prepared again."""
     import json
 
-    from nmt.train.launch import train
+    from nmt.training.launch import train
 
     config = config_from_dict(tiny_config(tmp_path, write_anki(tmp_path / "pairs.txt", synthetic_pairs())))
     manifest = tmp_path / "run" / "data" / "manifest.json"

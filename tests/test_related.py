@@ -22,7 +22,7 @@ from nmt.data.tokenizer import Tokenizer
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints
-from nmt.train.trainer import build_trainer
+from nmt.training.trainer import build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -101,7 +101,7 @@ def test_the_related_keys_are_checked_and_leave_a_single_target_config_as_it_was
 def test_an_epoch_draws_related_pairs_afresh_and_a_last_phase_trains_the_pair_alone(tmp_path):
     from nmt.config.schema import TrainConfig
     from nmt.data.tokenizer import target_tag
-    from nmt.train.data import epoch_examples
+    from nmt.training.data import epoch_examples
 
     config = config_from_dict(related_config(tmp_path, epochs=4, related_until=0.5, related_per_epoch=5))
     prepare(config, log=lambda _: None, show_bar=False)

@@ -1,11 +1,11 @@
-"""The schedules are pure functions of the run's position (nmt/train/schedule.py)."""
+"""The schedules are pure functions of the run's position (nmt/training/schedule.py)."""
 
 import pytest
 import torch
 
 from nmt.config.schema import TrainConfig
-from nmt.train.schedule import RunPosition, epoch_seeds, learning_rate, step_settings
-from nmt.train.state import Progress
+from nmt.training.schedule import RunPosition, epoch_seeds, learning_rate, step_settings
+from nmt.training.state import Progress
 
 
 def test_the_same_position_gives_the_same_settings():

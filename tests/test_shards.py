@@ -17,8 +17,8 @@ from nmt.core.fileio import read_lines
 from nmt.data.shards import HEADER_BYTES, Shard, ShardPairs, write_shard
 from nmt.pipelines.prepare import prepare
 from nmt.runtime.loading import load_tokenizers
-from nmt.train.data import batch_lengths, encode_pairs, load_train_data
-from nmt.train.trainer import build_trainer
+from nmt.training.data import batch_lengths, encode_pairs, load_train_data
+from nmt.training.trainer import build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -134,7 +134,7 @@ def test_validation_can_use_a_fixed_sample_of_dev_sources_with_their_pairs(prepa
 
 
 def test_training_says_how_long_a_validation_and_an_epoch_take(prepared, tmp_path, monkeypatch):
-    monkeypatch.setattr("nmt.train.trainer.PACE_BATCHES", 2)
+    monkeypatch.setattr("nmt.training.trainer.PACE_BATCHES", 2)
     raw = {**asdict(prepared), "run_dir": str(tmp_path / "run")}
     raw["data"] = {**asdict(prepared.data), "prepared_dir": str(prepared_paths(prepared).root)}
     raw["train"] = {**asdict(prepared.train), "epochs": 1, "batch_size": 4, "max_minutes": 10}

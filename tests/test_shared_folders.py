@@ -23,10 +23,10 @@ from nmt.core.locking import LOCK_NAME, holding
 from nmt.pipelines.prepare import prepare
 from nmt.runtime import loading
 from nmt.runtime.loading import load_trained
-from nmt.train.callbacks import Callback
-from nmt.train.metrics import MetricsFile
-from nmt.train.state import TrainingInterrupted
-from nmt.train.trainer import build_trainer
+from nmt.training.callbacks import Callback
+from nmt.training.metrics import MetricsFile
+from nmt.training.state import TrainingInterrupted
+from nmt.training.trainer import build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 

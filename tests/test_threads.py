@@ -28,10 +28,10 @@ from nmt.core.threads import (
 )
 from nmt.decoding.paced import PacedModel
 from nmt.pipelines.prepare import prepare
-from nmt.train import trainer as trainer_module
-from nmt.train.callbacks import Callback
-from nmt.train.state import TrainingInterrupted
-from nmt.train.trainer import build_trainer
+from nmt.training import trainer as trainer_module
+from nmt.training.callbacks import Callback
+from nmt.training.state import TrainingInterrupted
+from nmt.training.trainer import build_trainer
 
 from .helpers import random_sources, random_translator, small_model, synthetic_pairs, tiny_config, write_anki
 

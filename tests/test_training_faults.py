@@ -10,8 +10,8 @@ from nmt.cli import app
 from nmt.config.parsing import config_from_dict
 from nmt.core.errors import NmtError
 from nmt.pipelines.prepare import prepare
-from nmt.train import trainer as trainer_module
-from nmt.train.trainer import Trainer, build_trainer
+from nmt.training import trainer as trainer_module
+from nmt.training.trainer import Trainer, build_trainer
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 

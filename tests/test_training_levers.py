@@ -6,8 +6,8 @@ import torch
 
 from nmt.data.batching import Example, collate
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from nmt.train.optim import EmaWeights
-from nmt.train.step import token_loss, word_dropout
+from nmt.training.optim import EmaWeights
+from nmt.training.step import token_loss, word_dropout
 
 
 def random_batch(n: int = 400, seed: int = 0):
@@ -80,7 +80,7 @@ def test_subword_sampling_gives_several_segmentations_that_all_decode_to_the_tex
 
 def test_each_epoch_samples_afresh_and_a_resumed_epoch_gets_the_same_pairs(tmp_path):
     from nmt.config.schema import TrainConfig
-    from nmt.train.data import TrainData, epoch_examples
+    from nmt.training.data import TrainData, epoch_examples
 
     tokenizer = spm_model(tmp_path)
     lines = ["they want apples.", "I see water.", "we like tea."] * 20
@@ -117,8 +117,8 @@ def test_training_with_a_weight_average_validates_both_and_translates_with_the_b
     from nmt.pipelines.prepare import prepare
     from nmt.runtime.checkpoint import load_checkpoint, translation_weights
     from nmt.runtime.loading import load_checkpoints
-    from nmt.train.metrics import MetricsFile
-    from nmt.train.trainer import build_trainer
+    from nmt.training.metrics import MetricsFile
+    from nmt.training.trainer import build_trainer
 
     from .helpers import synthetic_pairs, tiny_config, write_anki
 

@@ -18,7 +18,7 @@ from nmt.model.rnn.model import FED_WEIGHT
 from nmt.pipelines.prepare import prepare
 from nmt.runtime.loading import load_tokenizers, new_model, trained_weights_files
 from nmt.runtime.parent import composed_pieces, load_parent, shared_pieces
-from nmt.train.trainer import build_trainer
+from nmt.training.trainer import build_trainer
 
 from .helpers import local_client, random_sources, synthetic_pairs, tiny_config, write_anki
 

@@ -24,7 +24,7 @@ from nmt.model.dropout import lane_mask
 from nmt.model.ensemble import Ensemble
 from nmt.model.transformer.layers import DecoderLayer, EncoderLayer, MultiHeadAttention, TransformerMemory
 from nmt.model.transformer.model import Transformer
-from nmt.train.step import train_step
+from nmt.training.step import train_step
 
 from .helpers import (
     TINY_TRANSFORMER,
@@ -434,7 +434,7 @@ def test_init_from_a_transformer_writes_one_child_with_the_parents_schedule(trai
 
 
 def test_the_warm_up_ramps_then_inverse_sqrt_falls():
-    from nmt.train.schedule import RunPosition, learning_rate
+    from nmt.training.schedule import RunPosition, learning_rate
 
     cfg = TrainConfig(learning_rate=1e-3, lr_schedule="inverse_sqrt", lr_warmup=100)
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.config.files import load_config
 from nmt.core.errors import NmtError
-from nmt.train.state import TrainingInterrupted
+from nmt.training.state import TrainingInterrupted
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 

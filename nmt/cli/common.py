@@ -270,7 +270,7 @@ def draw_learning_curves(run_dir: Path, output: Path | None = None) -> tuple[Pat
     """Plot RUN_DIR/metrics.jsonl to ``output`` (default RUN_DIR/learning_curves.png); None if it is empty."""
     from nmt.config.paths import RunPaths
     from nmt.core.plotting import plot_learning_curves
-    from nmt.train.metrics import MetricsFile
+    from nmt.training.metrics import MetricsFile
 
     run = RunPaths(run_dir)
     records = MetricsFile(run.metrics).read()

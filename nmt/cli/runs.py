@@ -43,8 +43,8 @@ def plot(
     """
     from nmt.config.paths import RunPaths
     from nmt.core.plotting import plot_timeline
-    from nmt.train.metrics import MetricsFile, RunSummary
-    from nmt.train.timeline import read_timeline
+    from nmt.training.metrics import MetricsFile, RunSummary
+    from nmt.training.timeline import read_timeline
 
     if image_format not in PLOT_SUFFIXES_BY_NAME:
         raise NmtError(f"--format: got {image_format!r}, expected one of {', '.join(PLOT_SUFFIXES_BY_NAME)}.")
@@ -91,7 +91,7 @@ def tune(
     docs/tuning.md has a worked example.
     """
     from nmt.pipelines.tune import tune as run_study
-    from nmt.train.state import TrainingInterrupted
+    from nmt.training.state import TrainingInterrupted
 
     cfg = command_config(config, set_)
     if minutes is not None:

@@ -45,11 +45,11 @@ def train(
     (--minutes), and keeps checkpoints 'last' and 'best'. Logs to <run_dir>/train.log and metrics.jsonl.
     """
     from nmt.config.paths import RunPaths
-    from nmt.train import distributed
-    from nmt.train.launch import keep_the_runs_budget, refuse_new_run_over_old
-    from nmt.train.launch import train as train_models
-    from nmt.train.metrics import MetricsFile, RunSummary
-    from nmt.train.state import TrainingInterrupted
+    from nmt.training import distributed
+    from nmt.training.launch import keep_the_runs_budget, refuse_new_run_over_old
+    from nmt.training.launch import train as train_models
+    from nmt.training.metrics import MetricsFile, RunSummary
+    from nmt.training.state import TrainingInterrupted
 
     cfg = command_config(config, set_)
     cfg.init_from = init_from or cfg.init_from
@@ -101,7 +101,7 @@ def _prepare_for_training(cfg: Config, ddp) -> None:
     setting runs it (a probe trained a whole epoch before finding it missing)."""
     from nmt.pipelines.prepare import is_prepared
     from nmt.pipelines.prepare import prepare as run_prepare
-    from nmt.train.align_probe import check_aligner
+    from nmt.training.align_probe import check_aligner
 
     check_aligner(cfg)
     if ddp.is_main:

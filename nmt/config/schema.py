@@ -167,7 +167,7 @@ class TrainConfig:
     seed: int = 42  # seed of initialisation, dropout and batch order
     # > 1: train this many models side by side (seeds seed, seed+1, ...), the threads shared among
     # them, in <run_dir>/member-K; translation and evaluation ensemble their best checkpoints
-    # (nmt/train/members.py)
+    # (nmt/training/members.py)
     members: int = 1
     device: DeviceName = "auto"  # auto: a CUDA GPU, then Apple's MPS, then the CPU (--device overrides)
     # auto: bf16 autocast on CUDA GPUs with native bf16, fp16 + loss scaling on older ones, else float32
@@ -196,7 +196,7 @@ class TrainConfig:
     # > 0: at each validation, the attention's agreement with eflomal (AER) on the first N dev pairs,
     # in timeline.jsonl and the log: alignment forming (the `align` extra; 0 = off)
     probe_alignment: int = 0
-    # registered callbacks told of the run (nmt/train/callbacks.py): csv writes <run_dir>/metrics.csv;
+    # registered callbacks told of the run (nmt/training/callbacks.py): csv writes <run_dir>/metrics.csv;
     # a plugin registers its own
     callbacks: list[str] = field(default_factory=list)
     # validate on a fixed seeded sample of this many distinct dev sources and their pairs (0 = all of them)

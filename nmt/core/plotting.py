@@ -110,7 +110,7 @@ def plot_timeline(records: list[dict], path: str | Path, probe: int = 0) -> int:
 
 def plot_learning_curves(records: list[dict], path: str | Path) -> None:
     """Train/dev loss and dev BLEU/chrF by epoch, from metrics.jsonl records."""
-    # fractional inside an epoch, as nmt.train.metrics.epochs_trained reads it (a core module cannot import it)
+    # fractional inside an epoch, as nmt.training.metrics.epochs_trained reads it (a core module cannot import it)
     epochs = [r.get("epochs", r["epoch"]) for r in records]
     fig = Figure(figsize=(10, 4))
     left, right = fig.subplots(1, 2)

@@ -9,7 +9,7 @@ checkpoint stay the pair's own. The tokenizers learn from a balanced sample: as 
 of each related corpus as of the pair, so the pair's target has its own pieces in a shared
 vocabulary (from a parent of a related target, its tokenizers extended instead:
 ``nmt.runtime.parent.related_child_tokenizers``). Which related pairs an epoch trains on
-(``train.related_per_epoch``, ``train.related_until``) is the trainer's: ``nmt.train.data``.
+(``train.related_per_epoch``, ``train.related_until``) is the trainer's: ``nmt.training.data``.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from nmt.runtime.loading import (
 )
 from nmt.runtime.onnx_engine import GRAPHS, graph_file
 from nmt.runtime.package_files import MANIFEST_KEY, file_hashes, files_under
-from nmt.train.metrics import MetricsFile, RunSummary
-from nmt.train.timeline import FILE_BYTES, read_timeline_within
+from nmt.training.metrics import MetricsFile, RunSummary
+from nmt.training.timeline import FILE_BYTES, read_timeline_within
 
 
 def checkpoint_label(checkpoint: str) -> str:

@@ -40,10 +40,10 @@ from nmt.core.fileio import write_text_atomic
 from nmt.core.registry import ARCHITECTURES
 from nmt.core.threads import AUTO
 from nmt.pipelines.prepare import prepare
-from nmt.train.callbacks import Callback
-from nmt.train.metrics import MetricsFile, ValidationRecord, epochs_trained
-from nmt.train.state import TrainingInterrupted
-from nmt.train.trainer import build_trainer
+from nmt.training.callbacks import Callback
+from nmt.training.metrics import MetricsFile, ValidationRecord, epochs_trained
+from nmt.training.state import TrainingInterrupted
+from nmt.training.trainer import build_trainer
 
 
 def aliases(config: Config) -> dict[str, tuple[str, ...]]:

@@ -52,7 +52,7 @@ from nmt.serve.requests import (
     work_of,
 )
 from nmt.serve.scheduler import QueueFull, Scheduler, SoloWork, Ticket
-from nmt.train.timeline import read_timeline_within
+from nmt.training.timeline import read_timeline_within
 
 STATIC = Path(__file__).resolve().parent / "static"
 LAB_VIEWS = ("tree", "playback", "edit", "saliency", "heads", "align")

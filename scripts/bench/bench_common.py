@@ -39,7 +39,7 @@ def setup_device(name: str, threads: int) -> torch.device:
 def model_and_optimizer(config: Config, device: torch.device):
     """The tokenizers, model and optimizer as the Trainer builds them."""
     from nmt.runtime.loading import load_tokenizers, new_model
-    from nmt.train.optim import build_optimizer
+    from nmt.training.optim import build_optimizer
 
     src_tok, tgt_tok = load_tokenizers(config)
     model = new_model(config, src_tok, tgt_tok).to(device)

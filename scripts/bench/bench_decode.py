@@ -51,9 +51,9 @@ def train_weights(
 
     from nmt.data.batching import collate
     from nmt.runtime.loading import load_tokenizers
-    from nmt.train.data import epoch_batches, load_train_data
-    from nmt.train.optim import make_adam
-    from nmt.train.step import train_step
+    from nmt.training.data import epoch_batches, load_train_data
+    from nmt.training.optim import make_adam
+    from nmt.training.step import train_step
 
     device = bc.setup_device(device_name, threads)
     config = bc.load(config_path, overrides)

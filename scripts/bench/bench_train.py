@@ -51,7 +51,7 @@ def _timed_steps(make, run_step, batches, steps: int, warmup: int, device) -> tu
 
 
 def _batches(data, cfg, kind: str, needed: int) -> list[list[int]]:
-    from nmt.train.data import epoch_batches
+    from nmt.training.data import epoch_batches
 
     if kind == "ours":
         batches = epoch_batches(data.train, cfg, 1)
@@ -81,8 +81,8 @@ def measure(
     from nmt.data.batching import collate, padded_to_bucket, padding_fraction
     from nmt.model.fast import graph_bucket
     from nmt.runtime.loading import load_tokenizers
-    from nmt.train.data import batch_lengths, load_train_data
-    from nmt.train.step import train_step
+    from nmt.training.data import batch_lengths, load_train_data
+    from nmt.training.step import train_step
 
     device = bc.setup_device(device_name, threads)
     config = bc.load(config_path, overrides)
@@ -148,7 +148,7 @@ def _plain_transformer(config, src_vocab: int, tgt_vocab: int, device):
     sinusoidal positions and an output layer as ours: what PyTorch's own layers run at."""
     from nmt.data.tokenizer import PAD_ID
     from nmt.model.transformer.layers import Positions
-    from nmt.train.step import token_loss
+    from nmt.training.step import token_loss
 
     m, cfg = config.model, config.train
     core = torch.nn.Transformer(

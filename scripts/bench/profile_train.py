@@ -16,8 +16,8 @@ from torch.profiler import ProfilerActivity, profile
 def main() -> None:
     from nmt.data.batching import collate
     from nmt.runtime.loading import load_tokenizers
-    from nmt.train.data import epoch_batches, load_train_data
-    from nmt.train.step import train_step
+    from nmt.training.data import epoch_batches, load_train_data
+    from nmt.training.step import train_step
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/eng-mar.yaml")

@@ -34,7 +34,7 @@ from nmt.pipelines.align import model_alignments, target_ids, training_pairs
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints
-from nmt.train.launch import train
+from nmt.training.launch import train
 
 # the Transformer nmt init writes (nmt/recipes.yaml's families), over --config's tokenizer and batches
 TRANSFORMER = [

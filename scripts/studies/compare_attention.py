@@ -35,8 +35,8 @@ from nmt.model.base import count_parameters
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints
-from nmt.train.metrics import MetricsFile
-from nmt.train.trainer import build_trainer
+from nmt.training.metrics import MetricsFile
+from nmt.training.trainer import build_trainer
 
 # name -> config overrides: every registered attention (a plugin's too, with --plugin in --set's
 # config), then the papers' combinations. Windows use D = 3: Anki sentences are short (about 8 subwords).

@@ -35,7 +35,7 @@ from nmt.config.schema import Config
 from nmt.pipelines.evaluate import evaluate, evaluation_set
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_checkpoints
-from nmt.train.launch import train
+from nmt.training.launch import train
 
 FAMILIES = {"rnn": [], "transformer": TRANSFORMER}
 

@@ -24,7 +24,7 @@ import torch
 from nmt.config.files import load_config
 from nmt.core.device import prepare_device
 from nmt.pipelines.prepare import prepare
-from nmt.train.trainer import build_trainer
+from nmt.training.trainer import build_trainer
 
 VARIANTS = ("float32", "mixed, float32 recurrences", "mixed, 16-bit recurrences")
 

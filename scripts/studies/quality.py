@@ -35,8 +35,8 @@ from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
 from nmt.runtime.checkpoint import average_newest
 from nmt.runtime.loading import load_checkpoints
-from nmt.train.launch import train
-from nmt.train.metrics import MetricsFile
+from nmt.training.launch import train
+from nmt.training.metrics import MetricsFile
 
 # name -> (training overrides, decoding overrides)
 VARIANTS: dict[str, tuple[list[str], list[str]]] = {

@@ -40,7 +40,7 @@ def test_train_resume_and_translate_on_cuda(tmp_path):
     saved = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
     assert saved["progress"]["epoch"] == 2
     assert saved["rng"]["cuda"].dtype == torch.uint8  # the CUDA generator's state: a token (not simulated)
-    assert not [s for s in mode.syncs if s.function.startswith("nmt/train/step.py")]
+    assert not [s for s in mode.syncs if s.function.startswith("nmt/training/step.py")]
     nmt("translate", "--config", config, "--device", "cpu", "--input", str(source), "--output", str(source) + ".cpu")
     on_cuda = (tmp_path / "in.txt.cuda").read_text(encoding="utf-8").splitlines()
     assert on_cuda == (tmp_path / "in.txt.cpu").read_text(encoding="utf-8").splitlines() and len(on_cuda) == 2

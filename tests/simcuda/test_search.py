@@ -10,7 +10,7 @@ from nmt.config.files import load_config
 from nmt.decoding.search import Ranking, beam_search, greedy_search
 from nmt.model.base import build_model
 from nmt.pipelines.prepare import prepare
-from nmt.train.trainer import build_trainer
+from nmt.training.trainer import build_trainer
 
 from ..helpers import model_settings, random_sources, small_model
 from .conftest import write_config
@@ -22,7 +22,7 @@ from .simulator import SimulatedCuda
 SEARCH_READS = {"nmt/decoding/search.py::greedy_search", "nmt/decoding/search.py::set_aside"}
 AT_THE_END = {"nmt/decoding/search.py::ended", "nmt/decoding/search.py::_attention_on_host"}
 # Validation: each chunk's dev loss (one read per 1,024 dev pairs), then the searches.
-VALIDATION_READS = {"nmt/train/validate.py::validate", *SEARCH_READS}
+VALIDATION_READS = {"nmt/training/validate.py::validate", *SEARCH_READS}
 
 
 class CountingSteps:
@@ -98,5 +98,5 @@ def test_validation_on_cuda_reads_the_dev_loss_once_and_scores_as_the_cpu(tmp_pa
         on_cuda = trainer.validate()
         mode.strict = False
     assert on_cuda == pytest.approx(on_cpu, rel=1e-5)
-    in_training = [s.function for s in mode.syncs if s.function.startswith("nmt/train/")]
-    assert in_training == ["nmt/train/validate.py::validate"]
+    in_training = [s.function for s in mode.syncs if s.function.startswith("nmt/training/")]
+    assert in_training == ["nmt/training/validate.py::validate"]

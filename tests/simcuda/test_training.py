@@ -7,8 +7,8 @@ import torch
 
 from nmt.config.files import load_config
 from nmt.pipelines.prepare import prepare
-from nmt.train import trainer as trainer_module
-from nmt.train.trainer import build_trainer
+from nmt.training import trainer as trainer_module
+from nmt.training.trainer import build_trainer
 
 from .conftest import autocast_enables, write_config
 from .simulator import CudaTensor, HostSyncError, SimulatedCuda

@@ -11,7 +11,7 @@ from nmt.core.errors import NmtError
 from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import Tokenizer
 from nmt.decoding.search import search_sentences
-from nmt.train.data import TrainData
+from nmt.training.data import TrainData
 
 SCALARS = {
     "loss/train": "train_loss",

@@ -18,8 +18,8 @@ from nmt.config.paths import run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.locking import holding
-from nmt.train.callbacks import Callback
-from nmt.train.distributed import Distributed
+from nmt.training.callbacks import Callback
+from nmt.training.distributed import Distributed
 
 
 @dataclass
@@ -53,11 +53,11 @@ def train(
     callbacks: Sequence[Callback] = (),
 ) -> list[TrainedModel]:
     """Train ``config``'s model (or, with ``train.members: N``, its N members side by side) and
-    return the trained models. ``callbacks`` are told of the run (nmt/train/callbacks.py); each
+    return the trained models. ``callbacks`` are told of the run (nmt/training/callbacks.py); each
     member gets its own copy. Raises ``TrainingInterrupted`` when a stop signal cut the run
     short (checkpointed: call again with ``resume=True``)."""
-    from nmt.train.members import train_members
-    from nmt.train.trainer import build_trainer
+    from nmt.training.members import train_members
+    from nmt.training.trainer import build_trainer
 
     run = run_paths(config)
     ddp = ddp or Distributed()

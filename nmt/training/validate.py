@@ -21,9 +21,9 @@ from nmt.data.batching import Example, collate, sorted_batches
 from nmt.data.tokenizer import Tokenizer
 from nmt.decoding.scoring import score
 from nmt.decoding.search import search_sentences
-from nmt.train.data import TrainData
-from nmt.train.distributed import Distributed
-from nmt.train.step import token_loss
+from nmt.training.data import TrainData
+from nmt.training.distributed import Distributed
+from nmt.training.step import token_loss
 
 CHUNK = 1024  # sentences (per rank) between two collective looks at the stop flags
 

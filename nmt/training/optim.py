@@ -1,7 +1,7 @@
 """The optimizer and the weights' moving average.
 
 The optimizer, built from ``train.*`` (its learning rate is set at every step by
-``nmt.train.schedule.learning_rate``).
+``nmt.training.schedule.learning_rate``).
 
 An exponential moving average of the weights (``train.ema_decay``; not ``nmt average``,
 which averages saved checkpoints): after every update its shadow copy of the weights moves

@@ -19,9 +19,9 @@ from nmt.data.references import ReferenceSet, read_references
 from nmt.data.related import source_tag
 from nmt.data.shards import Shard, ShardPairs
 from nmt.data.tokenizer import PAD_ID, Tokenizer, tagged
-from nmt.train.distributed import Distributed
-from nmt.train.schedule import epoch_seeds, related_seed
-from nmt.train.state import STOP_SIGNALS
+from nmt.training.distributed import Distributed
+from nmt.training.schedule import epoch_seeds, related_seed
+from nmt.training.state import STOP_SIGNALS
 
 
 @dataclass

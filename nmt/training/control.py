@@ -1,10 +1,10 @@
 """Run control in one place: whether a training run goes on, and why it ended.
 
 A run ends at the first of: ``train.epochs`` epochs done; a callback's reason to stop (early
-stopping is one, ``nmt tune``'s pruner another: ``nmt/train/callbacks.py``); the time budget
+stopping is one, ``nmt tune``'s pruner another: ``nmt/training/callbacks.py``); the time budget
 (``train.max_minutes``) spent; a stop signal (SIGINT, SIGTERM, SIGHUP), which checkpoints and
 raises ``TrainingInterrupted`` so that ``--resume`` goes on. The learning rate is not decided
-here but by one function of the run's position (``nmt.train.schedule.learning_rate``).
+here but by one function of the run's position (``nmt.training.schedule.learning_rate``).
 
 Under torchrun every process asks the same questions at the same steps and one collective
 agrees on the answers, so that all ranks stop together.
@@ -25,9 +25,9 @@ from typing import NamedTuple
 import torch
 
 from nmt.config.schema import TrainConfig
-from nmt.train.distributed import Distributed
-from nmt.train.schedule import RunPosition
-from nmt.train.state import Progress, StopFlag
+from nmt.training.distributed import Distributed
+from nmt.training.schedule import RunPosition
+from nmt.training.state import Progress, StopFlag
 
 
 class StepVerdict(NamedTuple):

@@ -42,10 +42,10 @@ from nmt.model.fast import graph_bucket
 from nmt.runtime.checkpoint import save_training_checkpoint, training_checkpoint
 from nmt.runtime.loading import check_trainable, load_checked_checkpoint, load_tokenizers, new_model, spm_hashes
 from nmt.runtime.parent import check_architecture, freeze, inherit_weights, load_parent
-from nmt.train.align_probe import AlignmentProbe, check_aligner
-from nmt.train.callbacks import Callback, standard_callbacks
-from nmt.train.control import RunControl
-from nmt.train.data import (
+from nmt.training.align_probe import AlignmentProbe, check_aligner
+from nmt.training.callbacks import Callback, standard_callbacks
+from nmt.training.control import RunControl
+from nmt.training.data import (
     EpochLoader,
     TrainData,
     batch_lengths,
@@ -53,12 +53,12 @@ from nmt.train.data import (
     epoch_examples,
     load_train_data,
 )
-from nmt.train.distributed import Distributed
-from nmt.train.meter import EpochMeter, EpochStats, duration
-from nmt.train.metrics import MetricsFile, RunLog, RunSummary, ValidationRecord
-from nmt.train.optim import EmaWeights, build_optimizer
-from nmt.train.schedule import learning_rate, step_settings
-from nmt.train.state import (
+from nmt.training.distributed import Distributed
+from nmt.training.meter import EpochMeter, EpochStats, duration
+from nmt.training.metrics import MetricsFile, RunLog, RunSummary, ValidationRecord
+from nmt.training.optim import EmaWeights, build_optimizer
+from nmt.training.schedule import learning_rate, step_settings
+from nmt.training.state import (
     Progress,
     TrainingInterrupted,
     rank_seed,
@@ -66,9 +66,9 @@ from nmt.train.state import (
     seed_everything,
     set_rng_state,
 )
-from nmt.train.step import StepResult, train_step, word_dropout
-from nmt.train.timeline import Timeline, probe_sources, probe_translations
-from nmt.train.validate import ValidationStopped, validate, validation_seconds
+from nmt.training.step import StepResult, train_step, word_dropout
+from nmt.training.timeline import Timeline, probe_sources, probe_translations
+from nmt.training.validate import ValidationStopped, validate, validation_seconds
 
 PACE_BATCHES = 20  # an epoch's length is estimated after this many batches
 
@@ -87,7 +87,7 @@ def build_trainer(
     in the order that makes a run reproducible (threads and determinism first, then the seed the
     model's initial weights come from). Under torchrun each rank then draws its own random
     numbers. What it sets process-wide is put back when the run ends. ``callbacks`` are told of
-    the run after its own (nmt/train/callbacks.py); ``echo`` False keeps the log off the console,
+    the run after its own (nmt/training/callbacks.py); ``echo`` False keeps the log off the console,
     ``log_prefix`` marks its console lines (a member's). ``thread_cap``: at most this many CPU
     threads for ``train.threads: auto`` (a member's or a trial's share of the machine)."""
     ddp = ddp or Distributed()
@@ -204,7 +204,7 @@ class Trainer:
         self.settings_before = settings_before
         self.parent = parent
         self.notes = list(notes)
-        # told of the run (rank 0), in order; any may end it at a validation (nmt/train/callbacks.py)
+        # told of the run (rank 0), in order; any may end it at a validation (nmt/training/callbacks.py)
         self.callbacks: list[Callback] = standard_callbacks(self) + list(callbacks)
         self.seen_steps: set[int] = set()  # validations the callbacks saw before this resume (restore)
         self.threads = threads or FixedThreads()  # a count not measured: the same calls, doing nothing

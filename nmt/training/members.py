@@ -28,8 +28,8 @@ from nmt.config.paths import run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.threads import AUTO, ThreadSetting, usable_cores
-from nmt.train.callbacks import Callback
-from nmt.train.state import TrainingInterrupted
+from nmt.training.callbacks import Callback
+from nmt.training.state import TrainingInterrupted
 
 
 @dataclass
@@ -78,7 +78,7 @@ def _train_member(
 ) -> None:
     """One member, in its own process (its own copy of ``callbacks``): its outcome goes to ``results``."""
     from nmt.core.locking import holding
-    from nmt.train.trainer import build_trainer
+    from nmt.training.trainer import build_trainer
 
     try:
         with holding(config.run_dir, f"nmt train, member-{member} (process of its own)"):

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.train.distributed import Distributed
-from nmt.train.state import Progress
-from nmt.train.step import StepResult
+from nmt.training.distributed import Distributed
+from nmt.training.state import Progress
+from nmt.training.step import StepResult
 
 
 def duration(seconds: float) -> str:

@@ -21,8 +21,8 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import write_lines_atomic
 from nmt.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from nmt.decoding.search import evaluating, search_sentences
-from nmt.train.metrics import MetricsFile
-from nmt.train.state import Progress
+from nmt.training.metrics import MetricsFile
+from nmt.training.state import Progress
 
 PROBE_LENGTHS = (6, 20)  # subwords: a probe long enough to show an alignment, short enough to read
 

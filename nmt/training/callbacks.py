@@ -5,7 +5,7 @@ A callback is told, on rank 0 (the only process outside torchrun):
     on_start(trainer, resumed)          the run starts, or resumes from its last checkpoint
     after_step(trainer, step)           every ``every_steps`` updates (0: never); cheap, it reads
                                         no figure from the device
-    after_validation(trainer, record)   a ``ValidationRecord`` (nmt/train/metrics.py); answer a
+    after_validation(trainer, record)   a ``ValidationRecord`` (nmt/training/metrics.py); answer a
                                         reason to stop, or None to go on
     on_end(trainer, reason)             why the run ended: the control's reason, "interrupted: ..."
                                         (a stop signal) or "failed: ..." (an error); always called
@@ -20,7 +20,7 @@ The run's own bookkeeping flows through the same list, in this order: metrics.js
 log line, TensorBoard (``train.tensorboard``), the probes' timeline (``train.probes``), early
 stopping (``train.patience``), then the callbacks ``train.callbacks`` names from the
 ``CALLBACKS`` registry (``csv`` is built in; a plugin adds its own: nmt/core/plugins.py), then
-those handed to ``train(config, device, callbacks=[...])`` (nmt/train/launch.py), which also
+those handed to ``train(config, device, callbacks=[...])`` (nmt/training/launch.py), which also
 reach every member of ``train.members`` (they must pickle: define them at module level)::
 
     class StopAt30(Callback):
@@ -48,14 +48,14 @@ from nmt.core.fileio import appending, write_text_atomic
 from nmt.core.registry import CALLBACKS
 from nmt.data.tokenizer import Tokenizer
 from nmt.model.base import TranslationModel
-from nmt.train.data import TrainData
-from nmt.train.metrics import MetricsFile, RunLog, ValidationRecord
-from nmt.train.monitor import TensorBoardMonitor
-from nmt.train.state import Progress
+from nmt.training.data import TrainData
+from nmt.training.metrics import MetricsFile, RunLog, ValidationRecord
+from nmt.training.monitor import TensorBoardMonitor
+from nmt.training.state import Progress
 
 
 class Trainer(Protocol):
-    """What a callback may read of the running ``Trainer`` (nmt/train/trainer.py)."""
+    """What a callback may read of the running ``Trainer`` (nmt/training/trainer.py)."""
 
     config: Config
     model: TranslationModel

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from nmt.core.errors import NmtError
 from nmt.core.fileio import appending, write_lines_atomic
-from nmt.train.state import Progress
+from nmt.training.state import Progress
 
 
 @dataclass
