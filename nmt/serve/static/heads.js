@@ -84,14 +84,14 @@ async function drawChosen(host, data, kind, layer, head) {
   const spec = HEAD_KINDS[kind];
   const heads = data[kind][layer];
   const weights = head === "mean" ? meanOfHeads(heads) : heads[head];
-  const label = (token) => clean(token) || token;  // lab.js's: no broken conjunct, no missing-glyph box
+  const label = (token) => clean(token) || token;  // views.js's: no broken conjunct, no missing-glyph box
   const rows = data[spec.rows].map(label), cols = data[spec.cols].map(label);
   const box = host.querySelector(".heads-chosen");
   const name = head === "mean" ? `layer ${layer}, the mean of its ${data.heads} heads` : `layer ${layer}, head ${head}`;
   const title = element("p", { class: "heads-title" }, `${name} — ${spec.label}`);
   const figure = element("div", { class: "heads-large" });
   box.replaceChildren(title, figure);
-  if (kind === "cross" && head !== "mean") {
+  if (kind === "cross" && head !== "mean" && window.nmtLab) {  // the served lab plays it back; offline, no model to ask
     const play = element("button", { type: "button", class: "heads-play" }, "Step by step ▶");
     play.addEventListener("click", () => window.nmtLab.playHead(layer, head));
     title.append(" ", play);
