@@ -11,7 +11,7 @@ The folders, lowest first (docs/explanation/architecture.md draws them):
     training   the Trainer and what it holds
     pipelines  prepare, distill, translate, evaluate, lab, tune
     export     packages, ONNX, the offline page   |  serve   the page and the JSON API (siblings)
-    cli        nmt.cli, nmt.__main__
+    cli        nmt.cli, nmt.__main__              |  api     nmt.load and the notebook's views (siblings)
 
 A module imports modules of its own folder and of folders below its own, never above nor
 beside (export and serve know nothing of each other). Every import counts, including those
@@ -39,6 +39,7 @@ FOLDER_RANK = {
     "export": 8,
     "serve": 8,
     "cli": 9,
+    "api": 9,
 }
 
 

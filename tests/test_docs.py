@@ -290,7 +290,9 @@ def test_the_python_api_pages_code_runs_in_a_fresh_folder(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert CliRunner().invoke(app, ["init", "--example", "eng-mar"]).exit_code == 0
     original = files.load_config
-    monkeypatch.setattr(files, "load_config", lambda path, overrides=(): original(path, [*TINY_BUDGET, *overrides]))
+    tiny = lambda path, overrides=(): original(path, [*TINY_BUDGET, *overrides])  # noqa: E731
+    monkeypatch.setattr(files, "load_config", tiny)
+    monkeypatch.setattr("nmt.api.runs.load_config", tiny)  # nmt.train's
     page = (DOCS / "reference" / "python.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
     assert len(blocks) >= 3
@@ -299,6 +301,7 @@ def test_the_python_api_pages_code_runs_in_a_fresh_folder(tmp_path, monkeypatch)
         exec(compile(block, "python.md", "exec"), namespace)
     assert (tmp_path / "runs" / "eng-mar-cpu" / "checkpoints" / "best.pt").is_file()
     assert isinstance(namespace["translator"].translate(["Hello."])[0], str)
+    assert namespace["view"].data["source"] == "Where is the station?" and (tmp_path / "attention.html").is_file()
 
 
 def test_a_missing_tokenizer_of_a_run_never_prepared_says_to_prepare(tmp_path):

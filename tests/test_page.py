@@ -83,7 +83,8 @@ def browser():
         "--disable-extensions",
     ):
         options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # every request the page makes
+    # every request the page makes, and what it logs on its console
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     yield driver
     driver.quit()

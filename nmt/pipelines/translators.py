@@ -9,6 +9,7 @@ from pathlib import Path
 
 from nmt.config.files import load_config
 from nmt.config.parsing import decoding_settings
+from nmt.config.paths import CHECKPOINT_NAMES, run_paths
 from nmt.core.device import prepare_device
 from nmt.core.errors import NmtError
 from nmt.core.threads import DECODING, make_tuner, parse_setting
@@ -57,3 +58,48 @@ def open_translator(
     tuner = make_tuner(setting, chosen, settings=DECODING, say=said)
     loaded = load_checkpoints(cfg, checkpoints or ["best"], chosen)
     return Translator(loaded, tgt_lang, decoding_settings(cfg.decode, beam_size=beam_size), tuner)
+
+
+def open_trained(
+    paths: Path | str | list[Path | str],
+    engine: str = "torch",
+    device: str | None = None,
+    checkpoint: str = "best",
+    tgt_lang: str | None = None,
+    threads: str = "auto",
+) -> Translator:
+    """A Translator of what ``paths`` name, each a run folder, a model package or a config file
+    (its run); several: one ensemble, of packages or of runs of one config (and one vocabulary)."""
+    given = [Path(path) for path in (paths if isinstance(paths, list) else [paths])]
+    if not given:
+        raise NmtError("Give a run folder, a model package or a config file to load.")
+    kinds = {_kind(path) for path in given}
+    if kinds == {"package"}:
+        return open_translator(None, None, None, given, device, engine, tgt_lang, threads=threads)
+    if "package" in kinds:
+        raise NmtError("An ensemble is of packages or of runs, not both: export the runs (nmt export RUN PKG).")
+    configs = [path if _kind(path) == "config" else path / "config.yaml" for path in given]
+    names = [checkpoint] if len(configs) == 1 else [str(_run_checkpoint(c, checkpoint)) for c in configs]
+    return open_translator(configs[0], None, names, None, device, engine, tgt_lang, threads=threads)
+
+
+def _kind(path: Path) -> str:
+    """package, run or config: what ``path`` is, or an error naming what it is not."""
+    if (path / "manifest.json").is_file():
+        return "package"
+    if (path / "config.yaml").is_file():
+        return "run"
+    if path.is_file() and path.suffix in (".yaml", ".yml"):
+        return "config"
+    raise NmtError(
+        f"{path} is neither a run folder (config.yaml and checkpoints/), a model package (manifest.json, from "
+        "`nmt export`) nor a config file (.yaml)."
+    )
+
+
+def _run_checkpoint(config: Path, name: str) -> Path:
+    """The checkpoint file ``name`` (best, last or a path) of ``config``'s run."""
+    if name not in CHECKPOINT_NAMES:
+        return Path(name)
+    cfg = load_config(config)  # a run's own config.yaml reads its run where it is now
+    return run_paths(cfg).checkpoint(name)

@@ -1,0 +1,103 @@
+"""The lab's views as a notebook shows them (nmt.api.views): several fragments in one page, drawn
+offline in Chromium from file:// — each view drawn (its elements present), a hover, key or click
+changing the numbers shown, no request leaving the page, no console error. The same fragments are
+what a notebook holds after ``display(view)``, saved, reopened or exported to HTML."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import nmt
+
+from .test_page import MISSING, REQUIRED, browser, wait_for  # noqa: F401 - the shared chromium fixture
+
+LEGACY = Path(__file__).parent / "data" / "legacy"
+TEXT = "I see tea."
+
+if MISSING and not REQUIRED:
+    pytest.skip(MISSING, allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> Path:
+    """One page of fragments, as an exported notebook is: the RNN's attention, tree, playback and
+    alignment, the Transformer's heads and playback."""
+    root = tmp_path_factory.mktemp("views")
+    rnn = nmt.load(shutil.copytree(LEGACY / "rnn-run", root / "rnn-run"))
+    transformer = nmt.load(shutil.copytree(LEGACY / "transformer-package", root / "transformer-package"))
+    views = [
+        rnn.attention(TEXT),
+        rnn.tree(TEXT),
+        rnn.playback(TEXT),
+        rnn.alignment(TEXT),
+        transformer.heads(TEXT),
+        transformer.playback(TEXT),
+    ]
+    body = "\n".join(f'<section class="cell">{view._repr_html_()}</section>' for view in views)
+    path = root / "views.html"
+    path.write_text(f'<!doctype html><html><head><meta charset="utf-8"></head><body>{body}</body></html>', "utf-8")
+    return path
+
+
+def requests(driver) -> set[str]:
+    return {
+        json.loads(entry["message"])["message"]["params"]["request"]["url"]
+        for entry in driver.get_log("performance")
+        if '"Network.requestWillBeSent"' in entry["message"]
+    }
+
+
+def view_count(driver, kind: str, selector: str) -> int:
+    return driver.execute_script(
+        "return document.querySelectorAll(`.nmt-view[data-kind='${arguments[0]}'] ${arguments[1]}`).length",
+        kind,
+        selector,
+    )
+
+
+def test_every_view_draws_offline_and_answers_the_reader(page, browser):  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get_log("performance")
+    browser.get_log("browser")
+    browser.get(page.as_uri())
+    wait_for(browser, lambda d: view_count(d, "heads", "svg.heads-chosen-figure") == 1)
+    assert view_count(browser, "attention", "rect.cell") >= 4
+    assert view_count(browser, "tree", "g.node") >= 3
+    assert view_count(browser, "playback", ".pb-slider") == 2 and view_count(browser, "align", "circle.link") >= 1
+    # the attention: the arrow keys move through the cells, the readout names each weight
+    figure = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='attention'] svg.heatmap-figure")
+    readout = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='attention'] .readout")
+    figure.click()
+    figure.send_keys(Keys.ARROW_RIGHT)
+    first = readout.text
+    figure.send_keys(Keys.ARROW_RIGHT)
+    assert "→" in first and readout.text != first
+    # the tree: a node clicked shows its attention row
+    node = browser.find_elements(By.CSS_SELECTOR, ".nmt-view[data-kind='tree'] g.node")[1]
+    browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", node)
+    detail = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='tree'] .node-detail")
+    assert "step 1" in detail.text and detail.find_elements(By.CSS_SELECTOR, "rect.bar")
+    # the playback: next shows step 2's numbers
+    playback = browser.find_elements(By.CSS_SELECTOR, ".nmt-view[data-kind='playback']")[0]
+    before = playback.find_element(By.CSS_SELECTOR, ".pb-step").text
+    playback.find_element(By.CSS_SELECTOR, ".pb-next").click()
+    assert before.startswith("step 1 /") and playback.find_element(By.CSS_SELECTOR, ".pb-step").text.startswith(
+        "step 2 /"
+    )
+    # the heads: a thumbnail chosen is drawn large
+    heads = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='heads']")
+    thumbnail = heads.find_element(By.CSS_SELECTOR, "g.head[data-layer='0'][data-head='1']")
+    browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", thumbnail)
+    chosen = heads.find_element(By.CSS_SELECTOR, "svg.heads-chosen-figure")
+    assert (chosen.get_attribute("data-layer"), chosen.get_attribute("data-head")) == ("0", "1")
+    assert not heads.find_elements(By.CSS_SELECTOR, ".heads-play")  # playing a head back needs the served lab
+    assert requests(browser) == {page.as_uri()}
+    browser.execute_script("console.error('the probe of this check')")  # the log does catch an error
+    logged = [entry["message"] for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
+    assert len(logged) == 1 and "the probe of this check" in logged[0], logged
