@@ -120,3 +120,19 @@ def test_train_from_a_mapping_returns_the_trained_model(tmp_path):
         nmt.train(raw)
     with pytest.raises(NmtError, match=r"Did you mean 'train\.epochs'"):
         nmt.train(raw, train={"epoch": 3})
+
+
+def test_progress_shows_in_a_notebooks_kernel_and_not_in_a_log(monkeypatch):
+    """In a notebook stderr is no terminal, and the bars of training and translation stayed hidden."""
+    import types
+
+    from nmt.core.progress import progress_bar
+
+    assert progress_bar(3, "epoch", "batch").disable  # here (pytest's captured stderr) as in a log
+    notebook = types.ModuleType("IPython")
+    notebook.get_ipython = lambda: type("ZMQInteractiveShell", (), {})()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "IPython", notebook)
+    bar = progress_bar(3, "epoch", "batch")
+    assert not bar.disable
+    bar.close()
+    assert progress_bar(3, "epoch", "batch", show=False).disable
