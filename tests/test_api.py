@@ -89,6 +89,16 @@ def test_the_attention_view_is_the_heatmap_of_the_translation(models):
     assert torch.tensor(view.data["weights"]).sum(1).allclose(torch.ones(len(view.data["tokens"])), atol=1e-4)
 
 
+def test_compare_puts_each_models_translation_and_attention_side_by_side(models):
+    rnn, transformer = nmt.load(models["rnn-run"]), nmt.load(models["transformer-package"])
+    view = nmt.compare({"rnn": rnn, "transformer": transformer}, TEXT)
+    assert [entry["name"] for entry in view.data["models"]] == ["rnn", "transformer"]
+    assert [entry["translation"] for entry in view.data["models"]] == [rnn.translate(TEXT), transformer.translate(TEXT)]
+    assert [entry["name"] for entry in nmt.compare([rnn], TEXT).data["models"]] == ["rnn-run"]  # its folder's name
+    with pytest.raises(NmtError, match="empty"):
+        nmt.compare([rnn], " ")
+
+
 def test_a_view_too_big_is_refused_before_any_work_naming_what_to_narrow(models, monkeypatch):
     monkeypatch.setattr("nmt.api.views.MOST_BYTES", 100)
     with pytest.raises(NmtError, match=r"playback view would hold .* a smaller top_k"):

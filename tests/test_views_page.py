@@ -25,7 +25,7 @@ if MISSING and not REQUIRED:
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> Path:
     """One page of fragments, as an exported notebook is: the RNN's attention, tree, playback and
-    alignment, the Transformer's heads and playback."""
+    alignment, the Transformer's heads and playback, both side by side."""
     root = tmp_path_factory.mktemp("views")
     rnn = nmt.load(shutil.copytree(LEGACY / "rnn-run", root / "rnn-run"))
     transformer = nmt.load(shutil.copytree(LEGACY / "transformer-package", root / "transformer-package"))
@@ -36,6 +36,7 @@ def page(tmp_path_factory) -> Path:
         rnn.alignment(TEXT),
         transformer.heads(TEXT),
         transformer.playback(TEXT),
+        nmt.compare({"rnn": rnn, "transformer": transformer}, TEXT),
     ]
     body = "\n".join(f'<section class="cell">{view._repr_html_()}</section>' for view in views)
     path = root / "views.html"
@@ -70,6 +71,7 @@ def test_every_view_draws_offline_and_answers_the_reader(page, browser):  # noqa
     assert view_count(browser, "attention", "rect.cell") >= 4
     assert view_count(browser, "tree", "g.node") >= 3
     assert view_count(browser, "playback", ".pb-slider") == 2 and view_count(browser, "align", "circle.link") >= 1
+    assert view_count(browser, "compare", "svg.heatmap-figure") == 2  # the two models side by side
     # the attention: the arrow keys move through the cells, the readout names each weight
     figure = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='attention'] svg.heatmap-figure")
     readout = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='attention'] .readout")

@@ -12,8 +12,8 @@ prepare`` run and return the model. The objects underneath are the command line'
 (``Translator``, ``Lab``, the pipelines); the deeper modules stay for those who want them.
 """
 
-from nmt.api.model import Model, load
+from nmt.api.model import Model, compare, load
 from nmt.api.runs import prepare, timeline, train
 from nmt.api.views import View
 
-__all__ = ["Model", "View", "load", "prepare", "timeline", "train"]
+__all__ = ["Model", "View", "compare", "load", "prepare", "timeline", "train"]

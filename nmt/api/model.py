@@ -3,7 +3,7 @@ scores, alignments and export, and every view of the attention lab as an object 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from nmt.api.views import View, sized
@@ -103,15 +103,19 @@ class Model:
 
     def attention(self, text: str, beam_size: int | None = None) -> View:
         """The attention of the best translation of ``text``: a heatmap, target subwords over source."""
+        return View("attention", self._heatmap(text, beam_size))
+
+    def _heatmap(self, text: str, beam_size: int | None = None) -> dict:
+        if not text.strip():
+            raise NmtError("The text is empty: give a sentence.")
         (heatmap,) = self.translator.heatmaps([text], beam_size)
-        data = {
+        return {
             "source": heatmap.source,
             "translation": heatmap.translation,
             "source_tokens": heatmap.src_labels,
             "tokens": heatmap.tgt_labels,
             "weights": heatmap.weights.tolist(),
         }
-        return View("attention", data)
 
     def tree(self, text: str, beam_size: int | None = None) -> View:
         """Every hypothesis beam search expanded, kept, ended or pruned."""
@@ -144,3 +148,13 @@ class Model:
     def saliency(self, text: str, position: int) -> View:
         """Gradient × input of each source subword for target subword ``position``, beside its attention row."""
         return View("saliency", self.lab.saliency(text, position).to_json())
+
+
+def compare(models: Mapping[str, Model] | Sequence[Model], text: str, beam_size: int | None = None) -> View:
+    """Several models' translations of ``text`` and their attention, side by side (named by the
+    mapping's keys, or by their run folders)."""
+    named = models.items() if isinstance(models, Mapping) else [(Path(m.config.run_dir).name, m) for m in models]
+    entries = [{"name": name, **model._heatmap(text, beam_size)} for name, model in named]
+    if not entries:
+        raise NmtError("Give at least one model to compare.")
+    return View("compare", {"source": text, "models": entries})

@@ -419,15 +419,27 @@ async function timelineControls(host, timeline, options = {}) {
 
 // ---- a view by its kind, as a notebook draws it (nmt/api/views.py) ----
 
+// One model's attention over a translation (nmt's Model.attention), captioned.
+function drawAttention(host, data, caption) {
+  const figure = element("div");
+  host.append(element("p", { class: "view-caption" }, caption), figure);
+  const label = (token) => clean(token) || token;
+  return drawHeatmap(figure, data.tokens.map(label), data.source_tokens.map(label), data.weights,
+    { title: "attention weights: arrow keys move between cells" });
+}
+
 async function drawView(kind, host, data) {
   host.replaceChildren();
-  if (kind === "attention") {
-    const caption = element("p", { class: "view-caption" }, `${data.source} → ${data.translation}`);
-    const figure = element("div");
-    host.append(caption, figure);
-    const label = (token) => clean(token) || token;
-    return drawHeatmap(figure, data.tokens.map(label), data.source_tokens.map(label), data.weights,
-      { title: "attention weights: arrow keys move between cells" });
+  if (kind === "attention") return drawAttention(host, data, `${data.source} → ${data.translation}`);
+  if (kind === "compare") {  // several models side by side, each its own heatmap
+    host.append(element("p", { class: "view-caption" }, data.source));
+    const row = element("div", { class: "compare-row" });
+    host.append(row);
+    return Promise.all(data.models.map((entry) => {
+      const column = element("div", { class: "compare-model", "data-model": entry.name });
+      row.append(column);
+      return drawAttention(column, entry, `${entry.name}: ${entry.translation}`);
+    }));
   }
   if (kind === "tree") return drawTree(host, data);
   if (kind === "playback") return playbackControls(host, data);
