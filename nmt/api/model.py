@@ -70,13 +70,25 @@ class Model:
         """The log-probability of each given translation of each source (forced decoding)."""
         return [h.score for h in self.translator.score(list(sources), list(translations))]
 
-    def evaluate(self, src: str | Path | None = None, refs: Sequence[str | Path] = ()) -> dict:
+    def evaluate(self, src: str | Path | None = None, refs: Sequence[str | Path] = (), align: bool = False) -> dict:
         """BLEU, chrF and TER (``nmt evaluate``'s report) on the prepared test set with all its
-        references, or on ``src`` against the line-aligned ``refs``; written to <run_dir>/eval/."""
-        from nmt.pipelines.evaluate import evaluate, evaluation_set
+        references, or on ``src`` against the line-aligned ``refs``; written to <run_dir>/eval/.
+        ``align``: also the attention's agreement with eflomal's word alignments of the pairs
+        (``report["alignment"]``: AER, precision, recall; the ``align`` extra)."""
+        from nmt.pipelines.evaluate import evaluate, evaluation_set, write_report
 
+        if align:
+            from nmt.data.alignments import require_eflomal
+
+            require_eflomal("evaluate(align=True)")  # before anything is translated
         test_set, name = evaluation_set(self.config, Path(src) if src else None, [Path(r) for r in refs])
-        return evaluate(self.translator, test_set, name, ["best"])
+        report = evaluate(self.translator, test_set, name, ["best"])
+        if align:
+            from nmt.pipelines.align import alignment_agreement, training_pairs
+
+            report["alignment"] = alignment_agreement(self.translator, test_set, name, training_pairs(self.config))
+            write_report(self.translator, name, report)
+        return report
 
     def align(
         self, sources: Sequence[str], targets: Sequence[str] | None = None, layer: int | None = None

@@ -211,6 +211,8 @@ EXAMPLE_CORPORA = (
             "configs/eng-mar-aligned.yaml",  # docs/alignment.md's guided recipe (needs eflomal)
             "configs/tiny.yaml",  # the notebook's and the smoke test's
             "notebooks/attention_lab.ipynb",
+            "notebooks/does_attention_align.ipynb",
+            "notebooks/bahdanau_to_transformer.ipynb",
         ),
     ),
     ExampleCorpus(  # a small corpus, to try the small-data recipes (docs/small-data.md)
