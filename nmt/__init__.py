@@ -18,7 +18,16 @@ import importlib
 from typing import Any
 
 __version__ = "0.1.0"
-API = ("Model", "View", "compare", "load", "prepare", "timeline", "train")  # nmt.api's, at the package's top
+API = (
+    "Model",
+    "View",
+    "compare",
+    "compare_attentions",
+    "load",
+    "prepare",
+    "timeline",
+    "train",
+)  # nmt.api's, at the package's top
 __all__ = [*API, "__version__"]
 
 

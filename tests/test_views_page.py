@@ -16,6 +16,23 @@ import nmt
 from .test_page import MISSING, REQUIRED, browser, wait_for  # noqa: F401 - the shared chromium fixture
 
 LEGACY = Path(__file__).parent / "data" / "legacy"
+VARIANTS = {  # nmt compare's numbers, as compare.json holds them
+    "config": "c.yaml",
+    "minutes": 10,
+    "variants": [
+        {"name": "bahdanau", "arch": "rnn", "bleu": 20.5, "chrf": 40.1, "aer": 0.41, "precision": 0.6, "recall": 0.6},
+        {
+            "name": "transformer",
+            "arch": "transformer",
+            "bleu": 22.0,
+            "chrf": 41.0,
+            "aer": 0.52,
+            "precision": 0.5,
+            "recall": 0.5,
+            "heads": [[0.6, 0.7], [0.35, 0.8]],
+        },
+    ],
+}
 TEXT = "I see tea."
 
 if MISSING and not REQUIRED:
@@ -37,6 +54,7 @@ def page(tmp_path_factory) -> Path:
         transformer.heads(TEXT),
         transformer.playback(TEXT),
         nmt.compare({"rnn": rnn, "transformer": transformer}, TEXT),
+        nmt.View("variants", VARIANTS),
     ]
     body = "\n".join(f'<section class="cell">{view._repr_html_()}</section>' for view in views)
     path = root / "views.html"
@@ -72,6 +90,9 @@ def test_every_view_draws_offline_and_answers_the_reader(page, browser):  # noqa
     assert view_count(browser, "tree", "g.node") >= 3
     assert view_count(browser, "playback", ".pb-slider") == 2 and view_count(browser, "align", "circle.link") >= 1
     assert view_count(browser, "compare", "svg.heatmap-figure") == 2  # the two models side by side
+    assert view_count(browser, "variants", "tr[data-variant]") == 2
+    assert view_count(browser, "variants", "td.best") == 3  # BLEU and chrF of one, AER of the other
+    assert view_count(browser, "variants", "rect.cell") == 4  # the Transformer's layers x heads
     # the attention: the arrow keys move through the cells, the readout names each weight
     figure = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='attention'] svg.heatmap-figure")
     readout = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='attention'] .readout")

@@ -7,6 +7,7 @@ from a config file, a mapping or a ``Config``, with sections to change given as 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +77,28 @@ def timeline(run: str | Path, max_bytes: int = 2_000_000) -> View:
         raise NmtError(f"{run} has no attention timeline: it records one with train.probes > 0, at each epoch's end.")
     entries, recorded = read_timeline_within(path, max_bytes)
     return View("timeline", {"entries": entries, "recorded": recorded})
+
+
+def compare_attentions(
+    config: str | Path,
+    attentions: Sequence[str] = ("bahdanau", "luong-general", "luong-concat"),
+    transformer: bool = False,
+    minutes: float = 10.0,
+    runs: str | Path | None = None,
+    device: str | None = None,
+) -> View:
+    """``nmt compare``: each attention (and nmt init's Transformer) trained on the config's pairs
+    for its share of ``minutes``, scored (BLEU, chrF) and held against eflomal (AER); a view of the
+    table, its numbers in ``.data`` (also <runs>/compare.json)."""
+    from nmt.pipelines.variants import compare_variants, variants
+
+    cfg = load_config(config)
+    found = compare_variants(
+        Path(config),
+        [],
+        variants(list(attentions), transformer),
+        minutes,
+        Path(runs) if runs else None,
+        prepare_device(device or cfg.train.device),
+    )
+    return View("variants", found)

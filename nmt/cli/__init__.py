@@ -1,5 +1,5 @@
 """The ``nmt`` command: prepare | train | translate | evaluate, each over one YAML config (plus
-init, plot, average, export, align, score, tune and serve).
+init, plot, average, export, align, score, tune, compare and serve).
 
 Each command parses its options, loads the config, calls one function and prints; its module
 says which (``data``, ``training``, ``translating``, ``serving``, ``exporting``, ``runs``), and
@@ -25,6 +25,7 @@ COMMANDS = (
     exporting.export,
     runs.plot,
     runs.tune,
+    runs.compare,
     runs.average,
 )
 for command in COMMANDS:

@@ -1,8 +1,9 @@
-"""``nmt plot``, ``tune`` and ``average``: what a run shows, a recipe searched for, checkpoints
-averaged."""
+"""``nmt plot``, ``tune``, ``compare`` and ``average``: what a run shows, a recipe searched for,
+attentions compared on one's own pairs, checkpoints averaged."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -111,6 +112,48 @@ def tune(
     except TrainingInterrupted as exc:
         typer.echo(f"{exc} The study is kept in {cfg.run_dir}/tune: run the same command again to go on.", err=True)
         raise typer.Exit(130) from None
+
+
+@user_errors
+def compare(
+    config: ConfigOption,
+    set_: SetOption = None,
+    attention: Annotated[
+        list[str] | None,
+        typer.Option("--attention", help="An attention to train (repeat: bahdanau, luong-general, luong-concat, ...)."),
+    ] = None,
+    transformer: Annotated[
+        bool, typer.Option("--transformer", help="Also nmt init's Transformer (its every head's AER too).")
+    ] = False,
+    minutes: Annotated[
+        float, typer.Option("--minutes", help="The budget the variants share, each trained for its share.")
+    ] = 10.0,
+    runs_dir: Annotated[
+        Path | None, typer.Option("--runs", help="Where the variants' runs go (default: <run_dir>-compare).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout.")] = False,
+    device: DeviceOption = None,
+) -> None:
+    """Which attention aligns and translates best on these pairs? Trains each variant of the config
+    on the same prepared data, the budget shared evenly (a variant already trained is reused), then
+    scores each on the test set with all its references (BLEU, chrF) and holds its attention
+    against eflomal's word alignments of the same pairs (AER, lower is better; the align extra).
+    A table on stdout, <runs>/compare.json beside the runs; docs/alignment.md reads the answer.
+    """
+    from nmt.pipelines.variants import compare_variants, table, variants
+
+    chosen = variants(attention or ["bahdanau", "luong-general", "luong-concat"], transformer)
+    cfg = command_config(config, set_)
+    found = compare_variants(
+        config,
+        set_ or [],
+        chosen,
+        finite_minutes(minutes),
+        runs_dir,
+        device_of(cfg, device),
+        log=lambda msg: typer.echo(msg, err=True),
+    )
+    typer.echo(json.dumps(found, ensure_ascii=False) if as_json else table(found))
 
 
 @user_errors

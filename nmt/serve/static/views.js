@@ -417,6 +417,43 @@ async function timelineControls(host, timeline, options = {}) {
   await draw();
 }
 
+// ---- attentions compared on one's own pairs (nmt compare) ----
+
+// A row per variant: BLEU, chrF and AER against eflomal as bars (the best marked); a Transformer's
+// AER per layer and head as a small grid, darker where it aligns better.
+function drawVariants(host, data) {
+  const rows = data.variants;
+  const best = { bleu: Math.max(...rows.map((r) => r.bleu)), chrf: Math.max(...rows.map((r) => r.chrf)),
+    aer: Math.min(...rows.map((r) => r.aer)) };
+  const table = element("table", { class: "variants" });
+  const header = element("tr");
+  ["variant", "BLEU", "chrF", "AER (lower is better)"].forEach((h) => header.appendChild(element("th", {}, h)));
+  table.appendChild(header);
+  for (const r of rows) {
+    const tr = element("tr", { "data-variant": r.name });
+    tr.appendChild(element("th", {}, r.name));
+    [["bleu", 100], ["chrf", 100], ["aer", 1]].forEach(([key, top]) => {
+      const cell = element("td", { class: best[key] === r[key] ? "best" : "", "data-value": r[key] });
+      const bar = element("span", { class: "bar", style: `width: ${Math.round((80 * r[key]) / top)}px` });
+      cell.append(bar, ` ${fmt(r[key], key === "aer" ? 3 : 2)}`);
+      cell.title = `${r.name}: ${key} ${fmt(r[key], 4)}`;
+      tr.appendChild(cell);
+    });
+    table.appendChild(tr);
+  }
+  host.append(table);
+  for (const r of rows.filter((v) => v.heads)) {
+    host.append(element("p", { class: "view-caption" }, `${r.name}: AER of each head alone (rows: layers)`));
+    const figure = element("div");
+    host.append(figure);
+    const labels = (n, name) => Array.from({ length: n }, (_, i) => `${name} ${i}`);
+    drawHeatmap(figure, labels(r.heads.length, "layer"), labels(r.heads[0].length, "head"),
+      r.heads.map((layer) => layer.map((aer) => 1 - aer)), { title: "1 - AER of each head: arrow keys move between cells" });
+  }
+  host.append(element("p", { class: "view-caption" }, `${data.minutes} minutes shared; the best of each column marked`));
+  return table;
+}
+
 // ---- a view by its kind, as a notebook draws it (nmt/api/views.py) ----
 
 // One model's attention over a translation (nmt's Model.attention), captioned.
@@ -446,6 +483,7 @@ async function drawView(kind, host, data) {
   if (kind === "heads") return window.headsView.controls(host, data);
   if (kind === "align") return drawAlignment(host, data);
   if (kind === "timeline") return timelineControls(host, data);
+  if (kind === "variants") return drawVariants(host, data);
   host.append(element("pre", {}, JSON.stringify(data, null, 1)));  // a view drawn by the served page only
   return null;
 }
