@@ -146,3 +146,27 @@ def test_progress_shows_in_a_notebooks_kernel_and_not_in_a_log(monkeypatch):
     assert not bar.disable
     bar.close()
     assert progress_bar(3, "epoch", "batch", show=False).disable
+
+
+def test_an_interrupt_leaves_a_checkpoint_that_train_resumes(tmp_path):
+    """A notebook's Kernel > Interrupt is a SIGINT to the kernel: training stops at the next step
+    with a checkpoint, as Ctrl-C does on the command line, and nmt.train(resume=True) goes on."""
+    import os
+    import signal
+
+    from nmt.training.callbacks import Callback
+    from nmt.training.state import TrainingInterrupted
+
+    class Interrupt(Callback):
+        def after_validation(self, trainer, record):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    pairs = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
+    raw = tiny_config(tmp_path, pairs, train={"epochs": 3, "probes": 0, "patience": 0})
+    with pytest.raises(TrainingInterrupted, match="SIGINT"):
+        nmt.train(raw, callbacks=[Interrupt()])
+    last = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)["progress"]
+    assert last["step"] > 0 and last["epoch"] < 3
+    model = nmt.train(raw, resume=True)
+    resumed = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)["progress"]
+    assert resumed["epoch"] == 3 and resumed["step"] > last["step"] and isinstance(model.translate(TEXT), str)

@@ -23,6 +23,7 @@ from nmt.core.device import prepare_device
 from nmt.core.errors import NmtError
 from nmt.pipelines.prepare import PrepareReport
 from nmt.pipelines.prepare import prepare as prepare_data
+from nmt.training.callbacks import Callback
 from nmt.training.launch import refuse_new_run_over_old
 from nmt.training.launch import train as train_models
 from nmt.training.timeline import read_timeline_within
@@ -58,14 +59,21 @@ def prepare(config: ConfigLike, force: bool = False, **sections: Any) -> Prepare
     return prepare_data(as_config(config, sections), force=force)
 
 
-def train(config: ConfigLike, resume: bool = False, device: str | None = None, **sections: Any) -> Model:
+def train(
+    config: ConfigLike,
+    resume: bool = False,
+    device: str | None = None,
+    callbacks: Sequence[Callback] = (),
+    **sections: Any,
+) -> Model:
     """Prepare the data if needed, train the config's model (``nmt train``: progress in the
-    notebook, ``train.max_minutes`` its budget) and load the trained run. An interrupt (Ctrl-C, a
-    notebook's Interrupt) leaves a checkpoint: ``train(..., resume=True)`` goes on from it."""
+    notebook, ``train.max_minutes`` its budget) and load the trained run; ``callbacks`` are told
+    of the run (nmt/training/callbacks.py). An interrupt (Ctrl-C, a notebook's Interrupt) leaves a
+    checkpoint and raises ``TrainingInterrupted``: ``train(..., resume=True)`` goes on from it."""
     cfg = as_config(config, sections)
     refuse_new_run_over_old(cfg, resume)
     prepare_data(cfg)
-    train_models(cfg, prepare_device(device or cfg.train.device), resume=resume)
+    train_models(cfg, prepare_device(device or cfg.train.device), resume=resume, callbacks=callbacks)
     return load(cfg.run_dir)
 
 
