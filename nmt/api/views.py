@@ -22,6 +22,7 @@ from typing import Any
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.pipelines.lab import Lab
+from nmt.pipelines.lab_views import compact
 
 # the drawing code, in the order the served page loads it (nmt/serve/static/index.html)
 SCRIPTS = ("heat.js", "views.js", "heads.js")
@@ -97,7 +98,8 @@ class View:
     def _repr_html_(self) -> str:
         """One self-contained fragment: a box, the style, the drawing code and the numbers."""
         box = f"nmt-view-{secrets.token_hex(6)}"
-        numbers = json.dumps(self.data, ensure_ascii=False).replace("</", "<\\/")  # no early </script>
+        # the numbers as the served lab sends them (6 significant digits), no early </script>
+        numbers = json.dumps(compact(self.data), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
         return (
             f'<div class="nmt-view" id="{box}" data-kind="{html.escape(self.kind)}"></div>\n'
             f"<style>{_style()}</style>\n"

@@ -6,7 +6,7 @@ it, the request error that names its field, and what a family's view into its mo
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -15,6 +15,18 @@ from nmt.core.errors import NmtError
 from nmt.data.tokenizer import Tokenizer
 from nmt.decoding.search import NEVER_CHOSEN
 from nmt.model.base import TranslationModel
+
+
+def compact(value: Any) -> Any:
+    """``value`` with every float to 6 significant digits: what a page draws or prints of a number,
+    in half the bytes of a float's full form."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {key: compact(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [compact(item) for item in value]
+    return value
 
 
 class LabInputError(NmtError):

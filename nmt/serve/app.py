@@ -40,6 +40,7 @@ from nmt.core.registry import ARCHITECTURES
 from nmt.decoding.search import SearchesItself
 from nmt.pipelines.lab import Lab, LabInputError
 from nmt.pipelines.lab_size import LabSize
+from nmt.pipelines.lab_views import compact
 from nmt.pipelines.translate import Explanation, Translator
 from nmt.serve.requests import (
     AlternativesRequest,
@@ -217,18 +218,6 @@ NARROW = {  # what makes each lab view's answer smaller
     "saliency": "send a shorter text",
     "align": "send a shorter text, or the subwords of a shorter translation",
 }
-
-
-def compact(value: Any) -> Any:
-    """``value`` with every float to 6 significant digits: what a page draws or prints of a number,
-    in half the bytes of a float's full form."""
-    if isinstance(value, float):
-        return float(f"{value:.6g}")
-    if isinstance(value, dict):
-        return {key: compact(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [compact(item) for item in value]
-    return value
 
 
 def json_bytes(value: Any) -> bytes:
