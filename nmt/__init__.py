@@ -23,6 +23,7 @@ API = (
     "View",
     "compare",
     "compare_attentions",
+    "init",
     "load",
     "prepare",
     "timeline",

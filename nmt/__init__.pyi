@@ -4,6 +4,7 @@ from nmt.api import Model as Model
 from nmt.api import View as View
 from nmt.api import compare as compare
 from nmt.api import compare_attentions as compare_attentions
+from nmt.api import init as init
 from nmt.api import load as load
 from nmt.api import prepare as prepare
 from nmt.api import timeline as timeline

@@ -119,6 +119,19 @@ def test_a_fragment_is_self_contained(models, tmp_path):
     assert page.read_text(encoding="utf-8").count("nmt-view-") >= 2  # its box, found by its script
 
 
+def test_init_writes_the_config_nmt_train_reads(tmp_path, monkeypatch):
+    from nmt.config.files import load_config
+
+    monkeypatch.chdir(tmp_path)
+    pairs = write_anki(tmp_path / "eng-mar.tsv", synthetic_pairs())
+    path = nmt.init(pairs, tmp_path / "mine.yaml", minutes=2)
+    config = load_config(path)
+    assert path == tmp_path / "mine.yaml" and (config.data.src_lang, config.data.tgt_lang) == ("en", "mr")
+    assert config.train.max_minutes == 2
+    with pytest.raises(NmtError, match=r"exists"):
+        nmt.init(pairs, path)
+
+
 def test_train_from_a_mapping_returns_the_trained_model(tmp_path):
     pairs = write_anki(tmp_path / "pairs.txt", synthetic_pairs())
     raw = tiny_config(tmp_path, pairs, train={"epochs": 1, "probes": 1})

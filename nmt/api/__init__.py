@@ -13,7 +13,7 @@ prepare`` run and return the model. The objects underneath are the command line'
 """
 
 from nmt.api.model import Model, compare, load
-from nmt.api.runs import compare_attentions, prepare, timeline, train
+from nmt.api.runs import compare_attentions, init, prepare, timeline, train
 from nmt.api.views import View
 
-__all__ = ["Model", "View", "compare", "compare_attentions", "load", "prepare", "timeline", "train"]
+__all__ = ["Model", "View", "compare", "compare_attentions", "init", "load", "prepare", "timeline", "train"]

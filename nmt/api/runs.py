@@ -54,6 +54,25 @@ def _yaml(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("\n...").strip()
 
 
+def init(
+    data: str | Path | Sequence[str | Path],
+    to: str | Path | None = None,
+    minutes: float = 5.0,
+    src_lang: str = "",
+    tgt_lang: str = "",
+    init_from: str = "",
+    arch: str = "",
+) -> Path:
+    """``nmt init``: profile ``data`` (a TSV file or an Anki zip, or two line-aligned files) and
+    write the config measured for a corpus of its size (default configs/<name>.yaml); its path,
+    for ``nmt.train``."""
+    from nmt.pipelines.init import init_config
+
+    files = [Path(data)] if isinstance(data, (str, Path)) else [Path(path) for path in data]
+    path, _ = init_config(files, Path(to) if to else None, minutes, src_lang, tgt_lang, init_from, arch)
+    return path
+
+
 def prepare(config: ConfigLike, force: bool = False, **sections: Any) -> PrepareReport:
     """Read, split and tokenize the config's corpus (``nmt prepare``); its report."""
     return prepare_data(as_config(config, sections), force=force)
