@@ -10,7 +10,7 @@ fi
 ruff check nmt tests scripts
 ruff format --check nmt tests scripts
 mypy  # the types of nmt/ ([tool.mypy] in pyproject.toml)
-python -m pytest -q "$@"
+python -m pytest -q --durations=15 "$@"  # the slowest, to keep CI within its 20 minutes
 # The simulated-CUDA tier (tests/simcuda, docs/tutorials/hardware.md): a process of its own, since its
 # shim must load before torch. With the whole suite only (no arguments), and where a C++ compiler is.
 if [ $# -eq 0 ]; then
