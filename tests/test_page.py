@@ -96,6 +96,21 @@ def wait_for(driver, condition, timeout: float = 30.0):
     return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: condition(d))
 
 
+def arrow_keys_move_the_readout(driver, view: str) -> None:
+    """A heatmap of ``view`` (a CSS selector) clicked, then the arrow keys: the line under it
+    names each cell's weight in turn."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    figure = driver.find_element(By.CSS_SELECTOR, f"{view} svg.heatmap-figure")
+    readout = driver.find_element(By.CSS_SELECTOR, f"{view} .readout")
+    figure.click()
+    figure.send_keys(Keys.ARROW_RIGHT)
+    first = readout.text
+    figure.send_keys(Keys.ARROW_DOWN)
+    assert "→" in first and readout.text != first
+
+
 def panel_text(driver, index: int = 0) -> str:
     return driver.execute_script(
         "return document.querySelectorAll('.panel .translation')[arguments[0]].textContent;", index

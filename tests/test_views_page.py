@@ -13,7 +13,13 @@ import pytest
 
 import nmt
 
-from .test_page import MISSING, REQUIRED, browser, wait_for  # noqa: F401 - the shared chromium fixture
+from .test_page import (  # noqa: F401 - the shared chromium fixture
+    MISSING,
+    REQUIRED,
+    arrow_keys_move_the_readout,
+    browser,
+    wait_for,
+)
 
 LEGACY = Path(__file__).parent / "data" / "legacy"
 VARIANTS = {  # nmt compare's numbers, as compare.json holds them
@@ -80,7 +86,6 @@ def view_count(driver, kind: str, selector: str) -> int:
 
 def test_every_view_draws_offline_and_answers_the_reader(page, browser):  # noqa: F811
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
 
     browser.get_log("performance")
     browser.get_log("browser")
@@ -93,14 +98,7 @@ def test_every_view_draws_offline_and_answers_the_reader(page, browser):  # noqa
     assert view_count(browser, "variants", "tr[data-variant]") == 2
     assert view_count(browser, "variants", "td.best") == 3  # BLEU and chrF of one, AER of the other
     assert view_count(browser, "variants", "rect.cell") == 4  # the Transformer's layers x heads
-    # the attention: the arrow keys move through the cells, the readout names each weight
-    figure = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='attention'] svg.heatmap-figure")
-    readout = browser.find_element(By.CSS_SELECTOR, ".nmt-view[data-kind='attention'] .readout")
-    figure.click()
-    figure.send_keys(Keys.ARROW_RIGHT)
-    first = readout.text
-    figure.send_keys(Keys.ARROW_RIGHT)
-    assert "→" in first and readout.text != first
+    arrow_keys_move_the_readout(browser, ".nmt-view[data-kind='attention']")
     # the tree: a node clicked shows its attention row
     node = browser.find_elements(By.CSS_SELECTOR, ".nmt-view[data-kind='tree'] g.node")[1]
     browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", node)
