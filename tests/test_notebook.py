@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from .test_page import MISSING, REQUIRED, browser, wait_for  # noqa: F401 - the shared chromium fixture
+from .test_page import (  # noqa: F401 - the shared chromium fixture
+    MISSING,
+    REQUIRED,
+    arrow_keys_move_the_readout,
+    browser,
+    wait_for,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -51,7 +57,9 @@ def executed(request, class_folder):
     assert copied.read_bytes() == (ROOT / "notebooks" / request.param).read_bytes()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NMT_NOTEBOOK_RUNS", str(class_folder / "runs"))
-        patch.setenv("NMT_NOTEBOOK_EPOCHS", "3")  # its budget here; ten by hand (docs/lab.md)
+        patch.setenv(
+            "NMT_NOTEBOOK_EPOCHS", "2"
+        )  # its budget here (the timeline needs two validations); ten by hand (docs/lab.md)
         notebook = nbformat.read(copied, as_version=4)
         for cell in notebook.cells:  # run what is written, not what was saved
             if cell.cell_type == "code":
@@ -121,15 +129,8 @@ def test_each_notebook_exported_to_html_draws_every_view_offline(executed, brows
 def answers_the_reader(driver) -> None:
     """A key, a click or a slider changes the numbers a view shows."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
 
-    figure = driver.find_element(By.CSS_SELECTOR, ".nmt-view svg.heatmap-figure")
-    readout = driver.find_element(By.CSS_SELECTOR, ".nmt-view .readout")
-    figure.click()
-    figure.send_keys(Keys.ARROW_RIGHT)
-    first = readout.text
-    figure.send_keys(Keys.ARROW_DOWN)
-    assert "→" in first and readout.text != first
+    arrow_keys_move_the_readout(driver, ".nmt-view")
     for playback in driver.find_elements(By.CSS_SELECTOR, ".nmt-view[data-kind='playback']"):
         playback.find_element(By.CSS_SELECTOR, ".pb-next").click()
         assert playback.find_element(By.CSS_SELECTOR, ".pb-step").text.startswith("step 2 /")
