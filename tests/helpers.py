@@ -286,3 +286,30 @@ def local_client(app, **options):
     from starlette.testclient import TestClient
 
     return TestClient(app, base_url="http://127.0.0.1:8000", **options)
+
+
+def small_trained_models(root: Path) -> dict[str, Path]:
+    """Two models that translate the synthetic pairs, trained in seconds: an RNN run (Luong's
+    general attention with input feeding) and a package of a Transformer (2+2 layers, 2 heads);
+    {"rnn-run": run folder, "transformer-package": package folder}."""
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    data = write_anki(root / "pairs.txt", synthetic_pairs())
+    rnn = tiny_config(root, data, run_dir=str(root / "rnn-run"), model={"attention": "luong-general"})
+    rnn["model"]["input_feeding"] = True
+    rnn["train"].update(epochs=40, probes=0, learning_rate=0.01, patience=0)
+    transformer = tiny_config(root, data, run_dir=str(root / "transformer-run"), model={**TINY_TRANSFORMER, "heads": 2})
+    transformer["train"].update(epochs=12, probes=0, **TRANSFORMER_SCHEDULE)
+    for width in RNN_WIDTHS:
+        del transformer["model"][width]
+    runner = CliRunner()
+    for name, raw in (("rnn", rnn), ("transformer", transformer)):
+        path = root / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        trained = runner.invoke(app, ["train", "--config", str(path)])
+        assert trained.exit_code == 0, trained.output
+    exported = runner.invoke(app, ["export", str(root / "transformer-run"), str(root / "transformer-package")])
+    assert exported.exit_code == 0, exported.output
+    return {"rnn-run": root / "rnn-run", "transformer-package": root / "transformer-package"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,17 +20,15 @@ from nmt.pipelines.lab_views import compact
 from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_trained
 
-from .helpers import synthetic_pairs, tiny_config, write_anki
+from .helpers import small_trained_models, synthetic_pairs, tiny_config, write_anki
 
-LEGACY = Path(__file__).parent / "data" / "legacy"
 TEXT = "I see tea."
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
-    """A trained RNN run and a Transformer package (tests/data/legacy), copied where a test may write."""
-    root = tmp_path_factory.mktemp("api")
-    return {name: shutil.copytree(LEGACY / name, root / name) for name in ("rnn-run", "transformer-package")}
+    """A trained RNN run and a Transformer package, trained in seconds on the synthetic pairs."""
+    return small_trained_models(tmp_path_factory.mktemp("api"))
 
 
 def test_import_nmt_is_light_and_its_api_is_there_on_first_use():

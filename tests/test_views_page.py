@@ -6,13 +6,13 @@ what a notebook holds after ``display(view)``, saved, reopened or exported to HT
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 import nmt
 
+from .helpers import small_trained_models
 from .test_page import (  # noqa: F401 - the shared chromium fixture
     MISSING,
     REQUIRED,
@@ -21,7 +21,6 @@ from .test_page import (  # noqa: F401 - the shared chromium fixture
     wait_for,
 )
 
-LEGACY = Path(__file__).parent / "data" / "legacy"
 VARIANTS = {  # nmt compare's numbers, as compare.json holds them
     "config": "c.yaml",
     "minutes": 10,
@@ -50,8 +49,8 @@ def page(tmp_path_factory) -> Path:
     """One page of fragments, as an exported notebook is: the RNN's attention, tree, playback and
     alignment, the Transformer's heads and playback, both side by side."""
     root = tmp_path_factory.mktemp("views")
-    rnn = nmt.load(shutil.copytree(LEGACY / "rnn-run", root / "rnn-run"))
-    transformer = nmt.load(shutil.copytree(LEGACY / "transformer-package", root / "transformer-package"))
+    trained = small_trained_models(root)
+    rnn, transformer = nmt.load(trained["rnn-run"]), nmt.load(trained["transformer-package"])
     views = [
         rnn.attention(TEXT),
         rnn.tree(TEXT),
