@@ -110,10 +110,39 @@ def test_a_fragment_is_self_contained(models, tmp_path):
     fragment = view._repr_html_()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", fragment)
     assert "fetch(" not in fragment.split("window.nmtDraw.drawView")[1]
-    numbers = fragment.rsplit("document.getElementById(", 1)[1].split(", ", 1)[1].removesuffix(");</script>")
+    numbers = fragment.rsplit("document.getElementById(", 1)[1].split(", ", 1)[1].removesuffix("));</script>")
     assert json.loads(numbers.replace("<\\/", "</")) == compact(view.data)  # as the served lab sends them
     page = view.save(tmp_path / "view.html")
     assert page.read_text(encoding="utf-8").count("nmt-view-") >= 2  # its box, found by its script
+
+
+MARATHI = {  # an attention view's numbers over a Marathi translation: a conjunct (द्य) among them
+    "source": "I will meet you tomorrow.",
+    "translation": "मी तुला उद्या भेटेन.",
+    "source_tokens": ["▁I", "▁will", "▁meet", "▁you", "▁tomorrow", "."],
+    "tokens": ["▁मी", "▁तुला", "▁उद्या", "▁भेटेन", "."],
+    "weights": [[1 / 6] * 6] * 5,
+}
+
+
+def test_a_fragment_carries_the_glyphs_its_script_needs():
+    """Devanagari drawn where the browser has no font for it: the fragment holds a subset of the
+    package's Noto font with a glyph for every Devanagari character of the view, and its shaping
+    rules; Latin text carries no font."""
+    import base64
+    import io
+
+    from fontTools.ttLib import TTFont
+
+    fragment = nmt.View("attention", MARATHI)._repr_html_()
+    (face,) = re.findall(r"@font-face \{[^}]*\}", fragment)
+    family = re.search(r'font-family: "([^"]+)"', face).group(1)
+    assert family.startswith("nmt Devanagari ") and f'"{family}", system-ui' in fragment
+    font = TTFont(io.BytesIO(base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)", face).group(1))))
+    wanted = {ord(char) for token in MARATHI["tokens"] for char in token if "\u0900" <= char <= "\u097f"}
+    assert wanted <= set(font.getBestCmap()) and "GSUB" in font  # the conjunct's rules kept
+    latin = nmt.View("attention", {**MARATHI, "translation": "", "tokens": ["a"] * 5})._repr_html_()
+    assert "@font-face" not in latin and len(fragment) - len(latin) < 40_000  # a sentence's glyphs only
 
 
 def test_init_writes_the_config_nmt_train_reads(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from nmt.config.paths import prepared_paths
 from nmt.training.timeline import Timeline, probe_translations
 
 from .helpers import COPY_WORDS, copy_translator, random_translator
-from .test_page import CHROMEDRIVER, CHROMIUM, MISSING, REQUIRED, running_server, wait_for
+from .test_page import CHROMEDRIVER, CHROMIUM, MISSING, REQUIRED, requested_urls, running_server, wait_for
 
 pytestmark = [
     pytest.mark.browser,
@@ -228,11 +228,7 @@ def test_every_lab_view_shows_the_models_numbers_and_exports(server, browser, do
     assert len(json.loads((downloads / "nmt-timeline.json").read_text(encoding="utf-8"))["entries"]) == 3
 
     # Every request went to this server (downloads are blob: URLs the page made itself).
-    urls = [
-        json.loads(entry["message"])["message"]["params"]["request"]["url"]
-        for entry in browser.get_log("performance")
-        if '"Network.requestWillBeSent"' in entry["message"]
-    ]
+    urls = requested_urls(browser)
     assert urls and all(url.startswith((server + "/", "data:", "blob:" + server)) for url in urls), urls
 
 

@@ -7,7 +7,6 @@ reader, and nothing of the notebook's own asks the network."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from .test_page import (  # noqa: F401 - the shared chromium fixture
     REQUIRED,
     arrow_keys_move_the_readout,
     browser,
+    requested_urls,
     wait_for,
 )
 
@@ -113,11 +113,7 @@ def test_each_notebook_exported_to_html_draws_every_view_offline(executed, brows
         drawn = "return [...document.querySelectorAll('.nmt-view')].map((v) => v.querySelectorAll('svg').length)"
         wait_for(browser, lambda d: len(d.execute_script(drawn)) == len(VIEWS[name]) and all(d.execute_script(drawn)))
         answers_the_reader(browser)
-        requested = {
-            json.loads(entry["message"])["message"]["params"]["request"]["url"]
-            for entry in browser.get_log("performance")
-            if '"Network.requestWillBeSent"' in entry["message"]
-        }
+        requested = {url for url in requested_urls(browser) if not url.startswith("data:")}
         template = set(re.findall(r"""<script[^>]+src="(https?://[^"]+)""", body.split("<body", 1)[0]))
         assert requested - {page.as_uri()} <= template  # nbconvert's template's own CDN scripts, blocked
         errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]

@@ -90,6 +90,15 @@ def browser():
     driver.quit()
 
 
+def requested_urls(driver) -> list[str]:
+    """Every URL the page asked for since the performance log was last read (data: URLs too)."""
+    return [
+        json.loads(entry["message"])["message"]["params"]["request"]["url"]
+        for entry in driver.get_log("performance")
+        if '"Network.requestWillBeSent"' in entry["message"]
+    ]
+
+
 def wait_for(driver, condition, timeout: float = 30.0):
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -194,11 +203,7 @@ def test_the_page_translates_as_you_type_draws_attention_and_follows_a_chosen_al
         browser.save_screenshot(screenshot)
 
     # Every request the page made went to this server.
-    urls = [
-        json.loads(entry["message"])["message"]["params"]["request"]["url"]
-        for entry in browser.get_log("performance")
-        if '"Network.requestWillBeSent"' in entry["message"]
-    ]
+    urls = requested_urls(browser)
     assert urls and all(url.startswith(server + "/") or url.startswith("data:") for url in urls), urls
 
 

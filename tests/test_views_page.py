@@ -5,7 +5,6 @@ what a notebook holds after ``display(view)``, saved, reopened or exported to HT
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,11 +12,13 @@ import pytest
 import nmt
 
 from .helpers import small_trained_models
+from .test_api import MARATHI
 from .test_page import (  # noqa: F401 - the shared chromium fixture
     MISSING,
     REQUIRED,
     arrow_keys_move_the_readout,
     browser,
+    requested_urls,
     wait_for,
 )
 
@@ -60,19 +61,12 @@ def page(tmp_path_factory) -> Path:
         transformer.playback(TEXT),
         nmt.compare({"rnn": rnn, "transformer": transformer}, TEXT),
         nmt.View("variants", VARIANTS),
+        nmt.View("attention", MARATHI),  # its glyphs inline: no Devanagari font is asked of the system
     ]
     body = "\n".join(f'<section class="cell">{view._repr_html_()}</section>' for view in views)
     path = root / "views.html"
     path.write_text(f'<!doctype html><html><head><meta charset="utf-8"></head><body>{body}</body></html>', "utf-8")
     return path
-
-
-def requests(driver) -> set[str]:
-    return {
-        json.loads(entry["message"])["message"]["params"]["request"]["url"]
-        for entry in driver.get_log("performance")
-        if '"Network.requestWillBeSent"' in entry["message"]
-    }
 
 
 def view_count(driver, kind: str, selector: str) -> int:
@@ -90,7 +84,18 @@ def test_every_view_draws_offline_and_answers_the_reader(page, browser):  # noqa
     browser.get_log("browser")
     browser.get(page.as_uri())
     wait_for(browser, lambda d: view_count(d, "heads", "svg.heads-chosen-figure") == 1)
-    assert view_count(browser, "attention", "rect.cell") >= 4
+    assert view_count(browser, "attention", "rect.cell") >= 4 + 30
+    # the Marathi labels drawn in the font the fragment carries, loaded from the page itself
+    faces = browser.execute_script(
+        "return [...document.fonts].map((face) => [face.family.replace(/\"/g, ''), face.status])"
+    )
+    devanagari = {status for family, status in faces if family.startswith("nmt Devanagari")}
+    assert devanagari == {"loaded"}, faces
+    marathi = browser.find_elements(By.CSS_SELECTOR, ".nmt-view[data-kind='attention']")[-1]
+    label = marathi.find_element(By.XPATH, ".//*[local-name()='text'][contains(., 'उद्या')]")
+    assert browser.execute_script("return getComputedStyle(arguments[0]).fontFamily", label).startswith(
+        '"nmt Devanagari'
+    )
     assert view_count(browser, "tree", "g.node") >= 3
     assert view_count(browser, "playback", ".pb-slider") == 2 and view_count(browser, "align", "circle.link") >= 1
     assert view_count(browser, "compare", "svg.heatmap-figure") == 2  # the two models side by side
@@ -117,7 +122,7 @@ def test_every_view_draws_offline_and_answers_the_reader(page, browser):  # noqa
     chosen = heads.find_element(By.CSS_SELECTOR, "svg.heads-chosen-figure")
     assert (chosen.get_attribute("data-layer"), chosen.get_attribute("data-head")) == ("0", "1")
     assert not heads.find_elements(By.CSS_SELECTOR, ".heads-play")  # playing a head back needs the served lab
-    assert requests(browser) == {page.as_uri()}
+    assert {url for url in requested_urls(browser) if not url.startswith("data:")} == {page.as_uri()}
     browser.execute_script("console.error('the probe of this check')")  # the log does catch an error
     logged = [entry["message"] for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
     assert len(logged) == 1 and "the probe of this check" in logged[0], logged

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,7 +21,7 @@ from nmt.core.errors import NmtError
 from nmt.export.web_page import RUNTIME_FILES, export_web, find_runtime
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
-from .test_page import MISSING, REQUIRED, browser, wait_for  # noqa: F401 - the shared chromium fixture
+from .test_page import MISSING, REQUIRED, browser, requested_urls, wait_for  # noqa: F401 - the shared chromium fixture
 
 runner = CliRunner()
 try:
@@ -146,11 +145,7 @@ def test_the_page_translates_like_the_cli_draws_attention_and_asks_no_other_host
     browser.get_log("performance")  # drained: the browser is shared with other tests
     with static_server(page) as url:
         assert_page_translates(browser, url, expected, draws_attention)
-        urls = {
-            json.loads(entry["message"])["message"]["params"]["request"]["url"]
-            for entry in browser.get_log("performance")
-            if '"Network.requestWillBeSent"' in entry["message"]
-        }
+        urls = set(requested_urls(browser))
     assert urls and all(u.startswith(url) or u.startswith(("data:", "blob:")) for u in urls), urls
 
 

@@ -10,10 +10,13 @@ bounded before any work, by the served lab's sizes and limit.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import re
 import secrets
+from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -21,6 +24,7 @@ from typing import Any
 
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
+from nmt.core.fonts import SCRIPT_FONTS, font_subset, script_of
 from nmt.pipelines.lab import Lab
 from nmt.pipelines.lab_views import compact
 
@@ -85,6 +89,46 @@ def _style() -> str:
     return f".nmt-view {{ {font} }}\n" + "\n".join(rules)
 
 
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def _font_faces(data: dict) -> tuple[list[str], dict[str, str]]:
+    """``@font-face`` rules carrying, inline, the glyphs the view's text needs of each script the
+    package fonts cover (a machine without a Devanagari font would draw boxes), and their family
+    names. Each family is named after its glyphs, so views of different texts in one notebook do
+    not take each other's subsets. Families map to the text each draws."""
+    served = {  # script -> the served page's rule for it (its unicode-range)
+        rule.split('"Served ')[1].split('"')[0].upper(): rule
+        for rule in _static("style.css").splitlines()
+        if rule.startswith("@font-face")
+    }
+    by_script: dict[str, set[str]] = {}
+    for text in _strings(data):
+        for char in text:
+            if (script := script_of(char)) in SCRIPT_FONTS:
+                by_script.setdefault(script, set()).add(char)
+    rules, families = [], {}
+    for script, chars in sorted(by_script.items()):
+        text = "".join(sorted(chars)) + "\u200c\u200d\u25cc"  # joiners, and the dotted circle of a lone mark
+        font = font_subset(script, text)
+        if font is None or script not in served:
+            continue
+        family = f"nmt {script.title()} {hashlib.sha1(text.encode()).hexdigest()[:10]}"
+        url = "data:font/woff;base64," + base64.b64encode(font).decode("ascii")
+        rule = re.sub(r'font-family: "[^"]+"', f'font-family: "{family}"', served[script])
+        rules.append(re.sub(r'src: url\("[^"]+"\) format\("truetype"\)', f'src: url("{url}") format("woff")', rule))
+        families[family] = text
+    return rules, families
+
+
 class View:
     """One view: ``kind`` (attention, tree, playback, heads, align, edit, saliency) and ``data``,
     the lab's numbers for it."""
@@ -100,11 +144,19 @@ class View:
         box = f"nmt-view-{secrets.token_hex(6)}"
         # the numbers as the served lab sends them (6 significant digits), no early </script>
         numbers = json.dumps(compact(self.data), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+        faces, families = _font_faces(self.data)
+        stack = ", ".join([*(f'"{family}"' for family in families), "system-ui", "'Noto Sans'", "sans-serif"])
+        # the view's text is laid out once its fonts are in (their widths place the labels)
+        loaded = json.dumps([[f'13px "{family}"', text] for family, text in families.items()], ensure_ascii=False)
         return (
             f'<div class="nmt-view" id="{box}" data-kind="{html.escape(self.kind)}"></div>\n'
-            f"<style>{_style()}</style>\n"
+            f"<style>{_style()}\n{chr(10).join(faces)}\n"
+            f"#{box}, #{box} svg text {{ font-family: {stack}; }}</style>\n"
             f"<script>{_drawing_code()}\n"
-            f'window.nmtDraw.drawView("{self.kind}", document.getElementById("{box}"), {numbers});</script>'
+            f"Promise.all({loaded}.map(([font, text]) =>\n"
+            "  document.fonts ? document.fonts.load(font, text).catch(() => null) : null))\n"
+            f'.then(() => window.nmtDraw.drawView("{self.kind}", document.getElementById("{box}"), {numbers}));'
+            "</script>"
         )
 
     def save(self, path: str | Path) -> Path:
