@@ -82,6 +82,9 @@ VARIANTS = [
     dict(tie_embeddings=True),
     dict(positions="learned"),
     dict(positions="learned", tie_embeddings=True, encoder_layers=1, decoder_layers=3),
+    # the shapes of the published models: Marian's (OPUS-MT) and fairseq's M2M100/NLLB
+    dict(norm="post", activation="swish", positions="marian", tie_embeddings=True),
+    dict(positions="fairseq", activation="gelu", scale_embeddings=False),
 ]
 
 

@@ -129,6 +129,55 @@ def test_a_decoder_layer_equals_pytorchs_pre_norm_layer_in_float64():
     assert torch.all(weights[~src_mask.unsqueeze(1).unsqueeze(2).expand_as(weights)] == 0)
 
 
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_post_norm_layers_equal_pytorchs_post_norm_layers_in_float64(activation):
+    """model.norm: post — LN(x + block(x)) after each block, the 2017 paper's (and Marian's)."""
+    torch.manual_seed(0)
+    config = transformer_config(norm="post", activation=activation)
+    encoder = EncoderLayer(config).double().train()
+    theirs = torch.nn.TransformerEncoderLayer(16, 4, 32, 0.0, activation, batch_first=True, norm_first=False)
+    theirs = theirs.double().train()
+    copy_attention(encoder.self_attention, theirs.self_attn)
+    copy_tail(encoder, theirs, [("self_norm", "norm1"), ("ff_norm", "norm2")])
+    x, mask = padded_batch()
+    got, expected = encoder(x, mask), theirs(x, src_key_padding_mask=~mask)
+    real = mask.unsqueeze(-1).expand_as(got)
+    torch.testing.assert_close(got[real], expected[real], rtol=1e-12, atol=1e-12)
+    decoder = DecoderLayer(config).double().train()
+    theirs = torch.nn.TransformerDecoderLayer(16, 4, 32, 0.0, activation, batch_first=True, norm_first=False)
+    theirs = theirs.double().train()
+    copy_attention(decoder.self_attention, theirs.self_attn)
+    copy_attention(decoder.cross_attention, theirs.multihead_attn)
+    copy_tail(decoder, theirs, [("self_norm", "norm1"), ("cross_norm", "norm2"), ("ff_norm", "norm3")])
+    target = torch.randn(3, 5, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64)
+    expected = theirs(target, x, tgt_mask=causal, memory_key_padding_mask=~mask, tgt_is_causal=True)
+    keys, values = decoder.cross_attention.keys_values(x)
+    got, _, _ = decoder(target, TransformerMemory([keys], [values], mask), 0)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    assert isinstance(small_transformer(norm="post").encoder.norm, torch.nn.Identity)  # no last LN of a stack
+
+
+def test_each_position_layout_is_the_published_formula():
+    """sinusoidal: sin, cos of each frequency side by side; marian: the sines, then the cosines;
+    fairseq: the same halves with frequencies 10000^(-i / (half - 1)), counted from position 2."""
+    width, half = 16, 8
+    position = torch.arange(5, dtype=torch.float32)[:, None]
+
+    def layout(name: str) -> torch.Tensor:
+        return small_transformer(positions=name).encoder.positions(0, 5, torch.device("cpu"))
+
+    frequencies = 10000.0 ** (-torch.arange(0, width, 2, dtype=torch.float32) / width)
+    angles = position * frequencies
+    interleaved = torch.stack([angles.sin(), angles.cos()], -1).flatten(-2)
+    torch.testing.assert_close(layout("sinusoidal"), interleaved)
+    torch.testing.assert_close(layout("marian"), torch.cat([angles.sin(), angles.cos()], -1))
+    fairseq = (position + 2) * 10000.0 ** (-torch.arange(half, dtype=torch.float32) / (half - 1))
+    torch.testing.assert_close(layout("fairseq"), torch.cat([fairseq.sin(), fairseq.cos()], -1))
+    unscaled = small_transformer(scale_embeddings=False).encoder
+    assert unscaled.scale == 1.0 and small_transformer().encoder.scale == 4.0  # √16
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_fused_kernel_and_the_explicit_weights_compute_the_same_attention(causal):
     torch.manual_seed(0)
@@ -144,9 +193,18 @@ def test_the_fused_kernel_and_the_explicit_weights_compute_the_same_attention(ca
         assert torch.all(weights.triu(1) == 0)
 
 
-@pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
-def test_decoding_step_by_step_with_the_cache_gives_the_teacher_forced_logits(positions):
-    model = small_transformer(vocab=30, seed=1, positions=positions, tie_embeddings=True).eval()
+@pytest.mark.parametrize(
+    "shape",
+    [
+        dict(positions="sinusoidal"),
+        dict(positions="learned"),
+        dict(positions="marian", norm="post"),
+        dict(positions="fairseq", activation="swish"),
+    ],
+    ids=lambda shape: "-".join(shape.values()),
+)
+def test_decoding_step_by_step_with_the_cache_gives_the_teacher_forced_logits(shape):
+    model = small_transformer(vocab=30, seed=1, tie_embeddings=True, **shape).eval()
     src, lengths = random_sources(4, vocab=30, seed=2)
     tgt_in = torch.randint(4, 30, (4, 6), generator=torch.Generator().manual_seed(3))
     tgt_in[:, 0] = BOS_ID

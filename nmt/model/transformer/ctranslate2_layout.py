@@ -4,7 +4,7 @@ read back (nmt/runtime/ctranslate2_files.py) is held to it before CTranslate2 lo
 
 from __future__ import annotations
 
-from nmt.model.transformer.ctranslate2_spec import POSITION_ROWS
+from nmt.model.transformer.ctranslate2_spec import ACTIVATIONS, POSITION_ROWS
 from nmt.model.transformer.settings import TransformerConfig
 
 
@@ -45,18 +45,23 @@ def expected_shapes(m: TransformerConfig, src_size: int, tgt_size: int) -> dict[
         linear(f"{scope}/attention/linear_1", 2 * width, width)
         linear(f"{scope}/attention/linear_2", width, width)
         feed_forward(f"{scope}/ffn")
-    norm("encoder/layer_norm")
-    norm("decoder/layer_norm")
+    if m.norm == "pre":
+        norm("encoder/layer_norm")
+        norm("decoder/layer_norm")
     linear("decoder/projection", tgt_size, width)
     return shapes
 
 
 def expected_settings(m: TransformerConfig) -> dict[str, int]:
-    """The integer settings ``model.bin`` holds for settings ``m``, as the export writes them (a
-    pre-norm ReLU Transformer with scaled embeddings): what CTranslate2's loader indexes and
-    divides by, and what changes the network it builds."""
+    """The integer settings ``model.bin`` holds for settings ``m``, as the export writes them:
+    what CTranslate2's loader indexes and divides by, and what changes the network it builds."""
     heads = m.heads
-    both = {"num_heads": heads, "pre_norm": 1, "activation": 0, "scale_embeddings": 1}
+    both = {
+        "num_heads": heads,
+        "pre_norm": int(m.norm == "pre"),
+        "activation": ACTIVATIONS[m.activation],
+        "scale_embeddings": int(m.scale_embeddings),
+    }
     settings = {f"{stack}/{key}": value for stack in ("encoder", "decoder") for key, value in both.items()}
     settings.update({"encoder/embeddings_merge": 0, "encoder/multi_query_attention": 0})
     settings.update({f"decoder/{key}": 0 for key in ("alibi", "alibi_use_positive_positions", "scale_alibi")})

@@ -2,13 +2,13 @@
 (``ctranslate2.specs.TransformerSpec``): no hand-written file format, CTranslate2 validates and
 writes it. What maps where (CTranslate2's names on the right)::
 
-    embeddings E, scaled by √width          embeddings.weight, scale_embeddings
-    positions (sinusoidal or learned)        position_encodings.encodings: our table, whole
-    pre-norm layers, LN before each block    pre_norm, <block>.layer_norm
+    embeddings E, scaled by √width or not    embeddings.weight, scale_embeddings
+    positions (any model.positions)          position_encodings.encodings: our table, whole
+    pre- or post-norm layers, their LNs      pre_norm, <block>.layer_norm
     self-attention [W^Q; W^K; W^V]           self_attention.linear[0] (keys without a bias: zeros)
     cross-attention W^Q, [W^K; W^V], W^O     attention.linear[0], [1], [2]
-    feed-forward, ReLU                       ffn.linear_0, ffn.linear_1
-    the last LN of each stack                encoder.layer_norm, decoder.layer_norm
+    feed-forward, its activation             ffn.linear_0, ffn.linear_1, activation
+    the last LN of each stack (pre-norm)     encoder.layer_norm, decoder.layer_norm
     output layer (tied or not)               decoder.projection (a tied table is written twice)
 
 The attention CTranslate2 returns is the last decoder layer's, every head averaged: the weights
@@ -29,6 +29,7 @@ from nmt.core.errors import NmtError
 from nmt.data.tokenizer import BOS, EOS, UNK
 
 POSITION_ROWS = 1024  # positions written into the model: more than decoding ever reaches (decode.max_input_len)
+ACTIVATIONS = {"relu": 0, "swish": 2, "gelu": 3}  # model.activation -> ctranslate2.specs.common_spec.Activation
 
 
 def ctranslate2_module() -> Any:
@@ -49,8 +50,8 @@ def transformer_spec(model: Any, src_pieces: list[str], tgt_pieces: list[str]) -
     spec = TransformerSpec.from_config(
         (config.encoder_layers, config.decoder_layers),
         config.heads,
-        pre_norm=True,
-        activation=common_spec.Activation.RELU,
+        pre_norm=config.norm == "pre",
+        activation=common_spec.Activation(ACTIVATIONS[config.activation]),
         alignment_layer=-1,
         alignment_heads=config.heads,
     )
@@ -58,7 +59,7 @@ def transformer_spec(model: Any, src_pieces: list[str], tgt_pieces: list[str]) -
     spec.config.decoder_start_token = BOS
     spec.config.add_source_eos = True
     spec.config.layer_norm_epsilon = 1e-5
-    spec.encoder.scale_embeddings = spec.decoder.scale_embeddings = True  # √width · E x (Embedder.scale)
+    spec.encoder.scale_embeddings = spec.decoder.scale_embeddings = config.scale_embeddings  # (Embedder.scale)
     with torch.no_grad():
         _embeddings(spec.encoder.embeddings[0], spec.encoder.position_encodings, model.encoder)
         _embeddings(spec.decoder.embeddings, spec.decoder.position_encodings, model.decoder)
@@ -69,8 +70,9 @@ def transformer_spec(model: Any, src_pieces: list[str], tgt_pieces: list[str]) -
             _self_attention(layer_spec.self_attention, layer.self_norm, layer.self_attention)
             _cross_attention(layer_spec.attention, layer.cross_norm, layer.cross_attention)
             _feed_forward(layer_spec.ffn, layer.ff_norm, layer.feed_forward)
-        _norm(spec.encoder.layer_norm, model.encoder.norm)
-        _norm(spec.decoder.layer_norm, model.decoder.norm)
+        if config.norm == "pre":
+            _norm(spec.encoder.layer_norm, model.encoder.norm)
+            _norm(spec.decoder.layer_norm, model.decoder.norm)
         _linear(spec.decoder.projection, model.decoder.output)
     spec.register_source_vocabulary(src_pieces)
     spec.register_target_vocabulary(tgt_pieces)

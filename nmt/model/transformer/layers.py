@@ -7,9 +7,10 @@ at once in training, through scaled dot-product attention with ``model.heads`` h
 
 Each encoder layer is self-attention then a feed-forward network; each decoder layer is causal
 self-attention, attention over the encoder's outputs (cross-attention, the RNN's attention's
-successor), then the feed-forward network. The layers are **pre-norm** — x + sublayer(LN(x)),
-with a last LN on top of each stack — which trains without the post-norm's fragile warm-up on
-small corpora (Nguyen & Salazar, 2019; Araabi & Monz, 2020). ``model.dropout`` falls on the
+successor), then the feed-forward network. The layers are **pre-norm** by default — x +
+sublayer(LN(x)), with a last LN on top of each stack — which trains without the post-norm's
+fragile warm-up on small corpora (Nguyen & Salazar, 2019; Araabi & Monz, 2020); ``model.norm:
+post`` gives the 2017 paper's LN(x + sublayer(x)), Marian's. ``model.dropout`` falls on the
 embeddings and every residual branch, ``model.attention_dropout`` on the attention weights,
 ``model.activation_dropout`` inside the feed-forward network.
 
@@ -28,6 +29,7 @@ values projected once per sentence (``TransformerMemory``); both ``select`` rows
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -139,51 +141,73 @@ def attend_explicitly(
     return dropped @ values, weights
 
 
-class FeedForward(nn.Module):
-    """FFN(x) = W_2 dropout(ReLU(W_1 x + b_1)) + b_2, ``model.ff_dim`` wide inside."""
+# model.activation
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "swish": F.silu, "gelu": F.gelu}
 
-    def __init__(self, width: int, inner: int, activation_dropout: float):
+
+class FeedForward(nn.Module):
+    """FFN(x) = W_2 dropout(act(W_1 x + b_1)) + b_2, ``model.ff_dim`` wide inside; act is
+    ``model.activation`` (ReLU, swish = x·σ(x), or GELU)."""
+
+    def __init__(self, width: int, inner: int, activation_dropout: float, activation: str = "relu"):
         super().__init__()
         self.inner = nn.Linear(width, inner)
         self.outer = nn.Linear(inner, width)
         self.dropout = Dropout(activation_dropout, lanes=True)
+        self.activation = ACTIVATIONS[activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.outer(self.dropout(F.relu(self.inner(x))))
+        return self.outer(self.dropout(self.activation(self.inner(x))))
+
+
+def block_input(norm: nn.LayerNorm, x: torch.Tensor, post: bool) -> torch.Tensor:
+    """What a block reads (``model.norm``): LN(x) pre-norm, x itself post-norm."""
+    return x if post else norm(x)
+
+
+def residual(norm: nn.LayerNorm, x: torch.Tensor, output: torch.Tensor, dropout: Dropout, post: bool) -> torch.Tensor:
+    """A block's output added back: x + dropout(output) pre-norm, LN(x + dropout(output)) post-norm."""
+    summed = x + dropout(output)
+    return norm(summed) if post else summed
 
 
 class EncoderLayer(nn.Module):
-    """x + SelfAttention(LN(x)), then x + FFN(LN(x))."""
+    """x + SelfAttention(LN(x)), then x + FFN(LN(x)); post-norm: LN(x + SelfAttention(x)), then
+    LN(x + FFN(x))."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
         width = config.embed_dim
+        self.post = config.norm == "post"
         self.self_norm = nn.LayerNorm(width)
         self.self_attention = MultiHeadAttention(width, config.heads, config.attention_dropout)
         self.ff_norm = nn.LayerNorm(width)
-        self.feed_forward = FeedForward(width, config.ff_dim, config.activation_dropout)
+        self.feed_forward = FeedForward(width, config.ff_dim, config.activation_dropout, config.activation)
         self.dropout = Dropout(config.dropout, lanes=True)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
         """x (B, S, width), key_mask (B, S) -> (B, S, width)."""
-        normed = self.self_norm(x)
+        normed = block_input(self.self_norm, x, self.post)
         attended, _ = self.self_attention(normed, *self.self_attention.keys_values(normed), key_mask)
-        x = x + self.dropout(attended)
-        return x + self.dropout(self.feed_forward(self.ff_norm(x)))
+        x = residual(self.self_norm, x, attended, self.dropout, self.post)
+        fed = self.feed_forward(block_input(self.ff_norm, x, self.post))
+        return residual(self.ff_norm, x, fed, self.dropout, self.post)
 
 
 class DecoderLayer(nn.Module):
-    """x + CausalSelfAttention(LN(x)), x + CrossAttention(LN(x), encoder), then x + FFN(LN(x))."""
+    """x + CausalSelfAttention(LN(x)), x + CrossAttention(LN(x), encoder), then x + FFN(LN(x));
+    post-norm, each LN(x + Block(x)) as in the encoder."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
         width = config.embed_dim
+        self.post = config.norm == "post"
         self.self_norm = nn.LayerNorm(width)
         self.self_attention = MultiHeadAttention(width, config.heads, config.attention_dropout)
         self.cross_norm = nn.LayerNorm(width)
         self.cross_attention = MultiHeadAttention(width, config.heads, config.attention_dropout)
         self.ff_norm = nn.LayerNorm(width)
-        self.feed_forward = FeedForward(width, config.ff_dim, config.activation_dropout)
+        self.feed_forward = FeedForward(width, config.ff_dim, config.activation_dropout, config.activation)
         self.dropout = Dropout(config.dropout, lanes=True)
 
     def forward(
@@ -199,47 +223,64 @@ class DecoderLayer(nn.Module):
         ``cache`` (training) they are the T positions' own, causally masked; with one (search,
         T = 1) the cached positions' and this one's, T' = t + 1. ``index``: the layer's place,
         whose cross-attention keys and values ``memory`` holds."""
-        normed = self.self_norm(x)
+        normed = block_input(self.self_norm, x, self.post)
         keys, values = self.self_attention.keys_values(normed)
         if cache is not None:
             keys, values = torch.cat([cache[0], keys], dim=2), torch.cat([cache[1], values], dim=2)
         attended, _ = self.self_attention(normed, keys, values, causal=cache is None)
-        x = x + self.dropout(attended)
+        x = residual(self.self_norm, x, attended, self.dropout, self.post)
         attended, weights = self.cross_attention(
-            self.cross_norm(x), memory.keys[index], memory.values[index], memory.mask, with_weights=with_weights
+            block_input(self.cross_norm, x, self.post),
+            memory.keys[index],
+            memory.values[index],
+            memory.mask,
+            with_weights=with_weights,
         )
-        x = x + self.dropout(attended)
-        return x + self.dropout(self.feed_forward(self.ff_norm(x))), weights, (keys, values)
+        x = residual(self.cross_norm, x, attended, self.dropout, self.post)
+        fed = self.feed_forward(block_input(self.ff_norm, x, self.post))
+        return residual(self.ff_norm, x, fed, self.dropout, self.post), weights, (keys, values)
 
 
 class Positions(nn.Module):
-    """The encoding of each position, added to the scaled embeddings: sinusoidal (Vaswani et al.,
-    3.5), a function of any length, or learned, a table of ``MAX_LEARNED_POSITIONS`` rows."""
+    """The encoding of each position, added to the embeddings (``model.positions``): a function of
+    any length — sinusoidal (Vaswani et al., 3.5: sin and cos of each frequency side by side),
+    marian (all the sines, then all the cosines) or fairseq (sines then cosines, the frequencies
+    spaced over half_width − 1 steps, positions counted from 2) — or learned, a table of
+    ``MAX_LEARNED_POSITIONS`` rows."""
 
     frequencies: torch.Tensor
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
         width = config.embed_dim
+        self.layout = config.positions
         self.learned = nn.Embedding(MAX_LEARNED_POSITIONS, width) if config.positions == "learned" else None
-        # sinusoid frequencies 1 / 10000^(2i / width), one per pair of dimensions (not saved: a function)
-        frequencies = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
-        self.register_buffer("frequencies", frequencies, persistent=False)
+        half = width // 2
+        if config.positions == "fairseq":  # 1 / 10000^(i / (half - 1)), i < half
+            frequencies = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000.0) / max(1, half - 1)))
+        else:  # 1 / 10000^(2i / width), one per pair of dimensions
+            frequencies = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+        self.register_buffer("frequencies", frequencies, persistent=False)  # not saved: a function
         self.width = width
+        # fairseq counts a sentence's positions from padding_idx + 1 = 2 (M2M100, NLLB)
+        self.first = 2 if config.positions == "fairseq" else 0
 
     def forward(self, start: int | torch.Tensor, length: int, device: torch.device) -> torch.Tensor:
         """The encodings of positions start .. start + length - 1: (length, width)."""
         index = torch.arange(length, device=device) + start  # (length,)
         if self.learned is not None:
             return self.learned(index.clamp(max=MAX_LEARNED_POSITIONS - 1))
-        angles = index.float()[:, None] * self.frequencies[None, :]  # (length, width / 2)
-        # sin at even dimensions, cos at odd ones
-        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)[:, : self.width]
+        angles = (index + self.first).float()[:, None] * self.frequencies[None, :]  # (length, width / 2)
+        if self.layout == "sinusoidal":  # sin at even dimensions, cos at odd ones
+            return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)[:, : self.width]
+        encodings = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (length, 2 · (width / 2))
+        return F.pad(encodings, (0, self.width - encodings.size(-1)))  # an odd width: a last zero column
 
 
 class Embedder(nn.Module):
-    """√width · E x + the position's encoding, then dropout. ``embedding`` holds E: the name the
-    RNN's encoder and decoder give their tables, which transfer and joint vocabularies read."""
+    """√width · E x (``model.scale_embeddings``; E x without) + the position's encoding, then
+    dropout. ``embedding`` holds E: the name the RNN's encoder and decoder give their tables,
+    which transfer and joint vocabularies read."""
 
     def __init__(self, config: TransformerConfig, vocab_size: int):
         super().__init__()
@@ -249,7 +290,7 @@ class Embedder(nn.Module):
         nn.init.normal_(self.embedding.weight, std=width**-0.5)
         with torch.no_grad():
             self.embedding.weight[PAD_ID].zero_()
-        self.scale = math.sqrt(width)
+        self.scale = math.sqrt(width) if config.scale_embeddings else 1.0
         self.positions = Positions(config)
         self.embed_dropout = Dropout(config.dropout, lanes=True)
 
@@ -259,11 +300,17 @@ class Embedder(nn.Module):
         return self.embed_dropout(embedded)
 
 
+def stack_norm(config: TransformerConfig) -> nn.Module:
+    """The last layer norm of a stack: pre-norm's (its layers leave their sums unnormalised);
+    none post-norm (each layer ends in one)."""
+    return nn.LayerNorm(config.embed_dim) if config.norm == "pre" else nn.Identity()
+
+
 class TransformerEncoder(Embedder):
     def __init__(self, config: TransformerConfig, vocab_size: int):
         super().__init__(config, vocab_size)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.encoder_layers))
-        self.norm = nn.LayerNorm(config.embed_dim)
+        self.norm = stack_norm(config)
 
     def forward(self, src: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """src (B, S), mask (B, S) True at real tokens -> the encoder's outputs (B, S, width)."""
@@ -312,7 +359,7 @@ class TransformerDecoder(Embedder):
         super().__init__(config, vocab_size)
         self.vocab_size = vocab_size
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.decoder_layers))
-        self.norm = nn.LayerNorm(config.embed_dim)
+        self.norm = stack_norm(config)
         self.output = nn.Linear(config.embed_dim, vocab_size)
         if config.tie_embeddings:  # Press & Wolf (2017): the output layer is the target embedding table
             self.output.weight = self.embedding.weight

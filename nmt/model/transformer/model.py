@@ -39,8 +39,8 @@ TRANSFORMER_SPACE: dict[str, dict] = {
 
 @ARCHITECTURES.register("transformer")
 class Transformer(TranslationModel):
-    """Encoder and decoder of ``model.encoder_layers`` and ``model.decoder_layers`` pre-norm
-    layers, ``model.embed_dim`` wide, through the same protocols as the RNN (``Seq2Seq``):
+    """Encoder and decoder of ``model.encoder_layers`` and ``model.decoder_layers`` layers
+    (pre- or post-norm), ``model.embed_dim`` wide, through the same protocols as the RNN (``Seq2Seq``):
     ``forward`` for training, ``encode`` / ``decode_step`` for search."""
 
     settings = TransformerConfig
@@ -65,9 +65,11 @@ class Transformer(TranslationModel):
     @classmethod
     def describe(cls, given: ModelConfig) -> str:
         m = transformer_settings(given)
+        activation = "" if m.activation == "relu" else f" ({m.activation})"
+        unscaled = "" if m.scale_embeddings else ", unscaled embeddings"
         return (
-            f"pre-norm Transformer, {m.encoder_layers} encoder and {m.decoder_layers} decoder layer(s), width "
-            f"{m.embed_dim}, {m.heads} heads, feed-forward {m.ff_dim}, {m.positions} positions"
+            f"{m.norm}-norm Transformer, {m.encoder_layers} encoder and {m.decoder_layers} decoder layer(s), width "
+            f"{m.embed_dim}, {m.heads} heads, feed-forward {m.ff_dim}{activation}, {m.positions} positions{unscaled}"
         )
 
     @classmethod
