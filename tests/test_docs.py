@@ -291,8 +291,12 @@ def test_the_python_api_pages_code_runs_in_a_fresh_folder(tmp_path, monkeypatch)
     assert CliRunner().invoke(app, ["init", "--example", "eng-mar"]).exit_code == 0
     original = files.load_config
     tiny = lambda path, overrides=(): original(path, [*TINY_BUDGET, *overrides])  # noqa: E731
+    # every module that holds load_config by name, imported (by monkeypatch) before files.load_config is
+    # patched, so that each is restored to the real one: a module first imported while it was patched
+    # kept the patched one for the tests after this (test_cli's runs then read width 16)
+    for holder in ("nmt.api.runs", "nmt.pipelines.translators", "nmt.pipelines.variants", "nmt.cli.common"):
+        monkeypatch.setattr(f"{holder}.load_config", tiny)
     monkeypatch.setattr(files, "load_config", tiny)
-    monkeypatch.setattr("nmt.api.runs.load_config", tiny)  # nmt.train's
     page = (DOCS / "reference" / "python.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
     assert len(blocks) >= 3
