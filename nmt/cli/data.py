@@ -73,6 +73,36 @@ def prepare(
     typer.echo(f"Wrote {cfg.prepared_dir}")
 
 
+ArchOption = Annotated[
+    str,
+    typer.Option(
+        "--arch",
+        help="rnn or transformer: that family's measured recipe for the corpus, instead of the family measured "
+        "ahead for its size and budget (write both to compare them on your data).",
+    ),
+]
+ExampleOption = Annotated[
+    str | None,
+    typer.Option(
+        "--example",
+        help="Copy an example that ships with nmt (eng-mar: 33,725 English-Marathi pairs and their configs; "
+        "eng-hin: 2,549 English-Hindi pairs and the small-corpus recipes) "
+        "into this folder instead.",
+    ),
+]
+FromHfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--from-hf",
+        help="Import a Hugging Face translation model (a folder save_pretrained wrote, or a name to download: "
+        "Marian / OPUS-MT) as a run every command uses; with a corpus, also the config that fine-tunes it on it.",
+    ),
+]
+ImportRunDirOption = Annotated[
+    Path | None, typer.Option("--run-dir", help="Where --from-hf writes the run (default: runs/NAME).")
+]
+
+
 @user_errors
 def init(
     data: Annotated[
@@ -95,29 +125,25 @@ def init(
         str, typer.Option("--tgt-lang", help="The target's language code (default: from the file names and scripts).")
     ] = "",
     init_from: InitFromOption = None,
-    arch: Annotated[
-        str,
-        typer.Option(
-            "--arch",
-            help="rnn or transformer: that family's measured recipe for the corpus, instead of the family measured "
-            "ahead for its size and budget (write both to compare them on your data).",
-        ),
-    ] = "",
-    example: Annotated[
-        str | None,
-        typer.Option(
-            "--example",
-            help="Copy an example that ships with nmt (eng-mar: 33,725 English-Marathi pairs and their configs; "
-            "eng-hin: 2,549 English-Hindi pairs and the small-corpus recipes) "
-            "into this folder instead.",
-        ),
-    ] = None,
+    arch: ArchOption = "",
+    from_hf: FromHfOption = None,
+    run_dir: ImportRunDirOption = None,
+    example: ExampleOption = None,
 ) -> None:
     """Write a first config for your corpus: it counts pairs, sources and lengths, finds the scripts and the
     languages, and picks the recipe and the model family (RNN or Transformer) measured for a corpus of that size,
     that budget and this machine (with --init-from: the recipe that continues that model, beside its own corpus
     where its target shares your target's script).
-    With --example NAME, copy an example corpus and its configs here instead."""
+    With --example NAME, copy an example corpus and its configs here instead; with --from-hf MODEL, import a
+    pretrained model first (and, given a corpus, write the config that fine-tunes it: init_from the import)."""
+    if from_hf is not None:
+        if example is not None or init_from:
+            raise NmtError("--from-hf is the model to start from: give it without --example or --init-from.")
+        imported = _import_hf(from_hf, run_dir, src_lang, tgt_lang)
+        if not data:
+            typer.echo(f"Next, to fine-tune it on your pairs: nmt init PAIRS --init-from {imported.run_dir}")
+            return
+        init_from, src_lang, tgt_lang = imported.run_dir, imported.data.src_lang, imported.data.tgt_lang
     if example is not None:
         if data:
             raise NmtError("Give a corpus of your own, or --example NAME, not both.")
@@ -131,6 +157,18 @@ def init(
     path, text = init_config(data, to, finite_minutes(minutes), src_lang, tgt_lang, init_from or "", arch, warn)
     typer.echo(text.rstrip())
     typer.echo(f"\nWrote {path}. Next: nmt prepare --config {path} && nmt train --config {path}")
+
+
+def _import_hf(name: str, run_dir: Path | None, src_lang: str, tgt_lang: str):
+    """``nmt init --from-hf NAME``: the import, into ``run_dir`` (default runs/NAME)."""
+    from nmt.pipelines.huggingface_import import import_hf
+
+    out = run_dir or Path("runs") / Path(name.rstrip("/")).name
+    imported = import_hf(name, out, src_lang, tgt_lang, functools.partial(typer.echo, err=True))
+    typer.echo(
+        f"Wrote {out} ({imported.data.src_lang}-{imported.data.tgt_lang}): nmt translate --config {out}/config.yaml"
+    )
+    return imported
 
 
 def _copy_example(name: str) -> None:

@@ -114,6 +114,48 @@ def extend_sentencepiece(
     return added
 
 
+def sentencepiece_with_pieces(
+    base: str | Path, pieces: Sequence[str], model_path: str | Path, whole: Sequence[str] = ()
+) -> list[str]:
+    """Write ``base``'s model (another toolkit's) with exactly ``pieces`` in that order, this
+    toolkit's four specials first (``pieces[:4]`` is PAD, UNK, BOS, EOS): a model that cuts text
+    as ``base`` does, into ids a model imported row by row reads. A piece ``base`` cuts text into
+    keeps its score and type; one it never produces (the other side's, in one joint vocabulary)
+    is UNUSED, never produced here either; ``whole`` are pieces never cut (OPUS-MT's ``>>hin<<``).
+    Returns the pieces of ``base`` left out (text that needs one becomes another cut)."""
+    model_pb2 = importlib.import_module("sentencepiece.sentencepiece_model_pb2")
+    piece_type = model_pb2.ModelProto.SentencePiece
+    if list(pieces[:4]) != [PAD, UNK, BOS, EOS]:
+        raise ValueError(f"the first pieces must be {PAD}, {UNK}, {BOS}, {EOS}")
+    model = model_pb2.ModelProto()
+    model.ParseFromString(Path(base).read_bytes())
+    known = {piece.piece: piece for piece in model.pieces}
+    kept = [known.get(piece) for piece in pieces]
+    rebuilt = []
+    for index, piece in enumerate(pieces):
+        own = kept[index]
+        if index < 4:
+            kind = piece_type.UNKNOWN if piece == UNK else piece_type.CONTROL
+            rebuilt.append((piece, 0.0, kind))
+        elif piece in whole:
+            rebuilt.append((piece, 0.0, piece_type.USER_DEFINED))
+        elif own is not None and own.type in (piece_type.NORMAL, piece_type.USER_DEFINED, piece_type.BYTE):
+            rebuilt.append((piece, own.score, own.type))
+        else:
+            rebuilt.append((piece, 0.0, piece_type.UNUSED))
+    listed = set(pieces)
+    left_out = [p.piece for p in model.pieces if p.type == piece_type.NORMAL and p.piece not in listed]
+    del model.pieces[:]
+    for piece, score, kind in rebuilt:
+        model.pieces.add(piece=piece, score=score, type=kind)
+    spec = model.trainer_spec
+    spec.pad_id, spec.unk_id, spec.bos_id, spec.eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+    spec.pad_piece, spec.unk_piece, spec.bos_piece, spec.eos_piece = PAD, UNK, BOS, EOS
+    spec.byte_fallback = spec.byte_fallback and all(f"<0x{b:02X}>" in listed for b in range(256))
+    save_atomic(model_path, lambda tmp: tmp.write_bytes(model.SerializeToString()))
+    return left_out
+
+
 def encoded_lines(
     tokenizer: Tokenizer, path: str | Path, bar=None, chunk: int = 10_000, tag: str | None = None
 ) -> Iterator[list[int]]:

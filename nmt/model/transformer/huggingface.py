@@ -1,0 +1,172 @@
+"""The Transformer's weights as Hugging Face ``transformers`` names them, both ways: Marian's
+(``MarianMTModel``, OPUS-MT) — post-norm, swish, sines-then-cosines from position 0, a final
+logits bias. What maps where (``transformers``' names on the right)::
+
+    encoder.embedding, decoder.embedding      model.shared (one table) or model.{encoder,decoder}.embed_tokens
+    self_attention.query                      self_attn.q_proj
+    self_attention.key_value [W^K; W^V]       self_attn.k_proj, v_proj (weights stacked)
+    self_attention.value_bias                 self_attn.v_proj.bias
+    (no key bias)                             self_attn.k_proj.bias: dropped in, zeros out
+    self_attention.out                        self_attn.out_proj
+    self_norm, cross_norm, ff_norm            self_attn_layer_norm, encoder_attn_layer_norm, final_layer_norm
+    cross_attention                           encoder_attn
+    feed_forward.inner, outer                 fc1, fc2
+    decoder.output.weight, bias               lm_head.weight, final_logits_bias
+
+A key's bias adds q·b_K to every score of a query's row alike, which the softmax cancels: this
+family's attention has none, and dropping it on the way in changes no output.
+
+Rows of the vocabulary tensors follow this toolkit's ids: ``rows[i]`` is the Hugging Face id of
+our id ``i`` (nmt/pipelines/huggingface_import.py builds that map from the tokenizer's files).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from nmt.data.tokenizer import BOS_ID
+
+# what an imported <bos> row adds to its logit when the model had no such token (Marian starts
+# decoding from <pad>): far below any real logit, so its probability is 0 in float32 and float16
+NEVER = -1e4
+
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}  # transformers' -> ours
+LAYER_NORMS = {
+    "self_norm": "self_attn_layer_norm",
+    "cross_norm": "encoder_attn_layer_norm",
+    "ff_norm": "final_layer_norm",
+}
+ATTENTIONS = {"self_attention": "self_attn", "cross_attention": "encoder_attn"}
+
+
+def marian_settings(hf: dict) -> dict[str, Any]:
+    """Our model section for a ``MarianConfig`` (its config.json as a dict)."""
+    return {
+        "arch": "transformer",
+        "embed_dim": hf["d_model"],
+        "encoder_layers": hf["encoder_layers"],
+        "decoder_layers": hf["decoder_layers"],
+        "heads": hf["encoder_attention_heads"],
+        "ff_dim": hf["encoder_ffn_dim"],
+        "activation": ACTIVATIONS[hf.get("activation_function", "gelu")],
+        "dropout": float(hf.get("dropout", 0.1)),
+        "attention_dropout": float(hf.get("attention_dropout", 0.0)),
+        "activation_dropout": float(hf.get("activation_dropout", 0.0)),
+        "norm": "post",
+        "positions": "marian",
+        "scale_embeddings": bool(hf.get("scale_embedding", False)),
+        "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
+    }
+
+
+def marian_problems(hf: dict) -> list[str]:
+    """What of a MarianConfig this family cannot hold, each with the setting that says so."""
+    problems = []
+    if hf.get("encoder_attention_heads") != hf.get("decoder_attention_heads"):
+        problems.append("encoder_attention_heads differs from decoder_attention_heads (one model.heads here)")
+    if hf.get("encoder_ffn_dim") != hf.get("decoder_ffn_dim"):
+        problems.append("encoder_ffn_dim differs from decoder_ffn_dim (one model.ff_dim here)")
+    if hf.get("activation_function", "gelu") not in ACTIVATIONS:
+        problems.append(
+            f"activation_function {hf.get('activation_function')!r} (this family: {', '.join(ACTIVATIONS)})"
+        )
+    if hf.get("normalize_before") or hf.get("add_final_layer_norm"):
+        problems.append("pre-norm layers (normalize_before / add_final_layer_norm: not Marian's)")
+    return problems
+
+
+def _rows(table: torch.Tensor, rows: list[int], bos_start: int | None) -> torch.Tensor:
+    """``table``'s rows in our id order; our <bos> takes the row decoding starts from."""
+    picked = table[torch.tensor(rows)].clone()
+    if bos_start is not None:
+        picked[BOS_ID] = table[bos_start]
+    return picked
+
+
+def weights_from_marian(
+    state: dict[str, torch.Tensor],
+    hf: dict,
+    src_rows: list[int],
+    tgt_rows: list[int],
+    start: int,
+    start_is_new: bool,
+) -> dict[str, torch.Tensor]:
+    """Our Transformer's weights from a MarianMTModel's ``state`` (its names, ``model.`` prefix
+    or not). ``start``: the target id decoding starts from, our <bos>; ``start_is_new``: the
+    model has no token of its own for it (Marian's <pad>), so our <bos> row is never predicted."""
+    state = {name.removeprefix("model."): tensor.float() for name, tensor in state.items()}
+    shared = state.get("shared.weight")
+    source_table = state.get("encoder.embed_tokens.weight", shared)
+    target_table = state.get("decoder.embed_tokens.weight", shared)
+    assert source_table is not None and target_table is not None
+    ours: dict[str, torch.Tensor] = {
+        "encoder.embedding.weight": _rows(source_table, src_rows, None),
+        "decoder.embedding.weight": _rows(target_table, tgt_rows, start),
+    }
+    output = state.get("lm_head.weight", target_table)
+    bias = state.get("final_logits_bias", torch.zeros(1, output.size(0)))[0]
+    ours["decoder.output.weight"] = _rows(output, tgt_rows, start)
+    ours["decoder.output.bias"] = _rows(bias[:, None], tgt_rows, start)[:, 0]
+    if start_is_new:
+        ours["decoder.output.bias"][BOS_ID] = NEVER
+    for stack, count in (("encoder", hf["encoder_layers"]), ("decoder", hf["decoder_layers"])):
+        for layer in range(count):
+            theirs, mine = f"{stack}.layers.{layer}", f"{stack}.layers.{layer}"
+            for norm, their_norm in LAYER_NORMS.items():
+                if f"{theirs}.{their_norm}.weight" in state:
+                    for kind in ("weight", "bias"):
+                        ours[f"{mine}.{norm}.{kind}"] = state[f"{theirs}.{their_norm}.{kind}"]
+            for attention, their_attention in ATTENTIONS.items():
+                name = f"{theirs}.{their_attention}"
+                if f"{name}.q_proj.weight" not in state:
+                    continue
+                ours[f"{mine}.{attention}.query.weight"] = state[f"{name}.q_proj.weight"]
+                ours[f"{mine}.{attention}.query.bias"] = state[f"{name}.q_proj.bias"]
+                ours[f"{mine}.{attention}.key_value.weight"] = torch.cat(
+                    [state[f"{name}.k_proj.weight"], state[f"{name}.v_proj.weight"]]
+                )
+                ours[f"{mine}.{attention}.value_bias"] = state[f"{name}.v_proj.bias"]
+                ours[f"{mine}.{attention}.out.weight"] = state[f"{name}.out_proj.weight"]
+                ours[f"{mine}.{attention}.out.bias"] = state[f"{name}.out_proj.bias"]
+            for mine_ff, theirs_ff in (("inner", "fc1"), ("outer", "fc2")):
+                for kind in ("weight", "bias"):
+                    ours[f"{mine}.feed_forward.{mine_ff}.{kind}"] = state[f"{theirs}.{theirs_ff}.{kind}"]
+    return ours
+
+
+def weights_to_marian(
+    weights: dict[str, torch.Tensor], encoder_layers: int, decoder_layers: int
+) -> dict[str, torch.Tensor]:
+    """A MarianMTModel's state (``transformers``' names, one tensor per name) from our
+    Transformer's ``weights``, ids as ours (the export writes the vocabularies in our order)."""
+    theirs: dict[str, torch.Tensor] = {
+        "model.encoder.embed_tokens.weight": weights["encoder.embedding.weight"],
+        "model.decoder.embed_tokens.weight": weights["decoder.embedding.weight"],
+        "lm_head.weight": weights["decoder.output.weight"],
+        "final_logits_bias": weights["decoder.output.bias"][None, :],
+    }
+    for stack, count in (("encoder", encoder_layers), ("decoder", decoder_layers)):
+        for layer in range(count):
+            mine, name = f"{stack}.layers.{layer}", f"model.{stack}.layers.{layer}"
+            for norm, their_norm in LAYER_NORMS.items():
+                if f"{mine}.{norm}.weight" in weights:
+                    for kind in ("weight", "bias"):
+                        theirs[f"{name}.{their_norm}.{kind}"] = weights[f"{mine}.{norm}.{kind}"]
+            for attention, their_attention in ATTENTIONS.items():
+                if f"{mine}.{attention}.query.weight" not in weights:
+                    continue
+                prefix, width = f"{name}.{their_attention}", weights[f"{mine}.{attention}.value_bias"].numel()
+                keys, values = weights[f"{mine}.{attention}.key_value.weight"].split(width)
+                theirs[f"{prefix}.q_proj.weight"] = weights[f"{mine}.{attention}.query.weight"]
+                theirs[f"{prefix}.q_proj.bias"] = weights[f"{mine}.{attention}.query.bias"]
+                theirs[f"{prefix}.k_proj.weight"], theirs[f"{prefix}.k_proj.bias"] = keys, torch.zeros(width)
+                theirs[f"{prefix}.v_proj.weight"] = values
+                theirs[f"{prefix}.v_proj.bias"] = weights[f"{mine}.{attention}.value_bias"]
+                theirs[f"{prefix}.out_proj.weight"] = weights[f"{mine}.{attention}.out.weight"]
+                theirs[f"{prefix}.out_proj.bias"] = weights[f"{mine}.{attention}.out.bias"]
+            for mine_ff, theirs_ff in (("inner", "fc1"), ("outer", "fc2")):
+                for kind in ("weight", "bias"):
+                    theirs[f"{name}.{theirs_ff}.{kind}"] = weights[f"{mine}.feed_forward.{mine_ff}.{kind}"]
+    return {name: tensor.detach().float().contiguous().clone() for name, tensor in theirs.items()}

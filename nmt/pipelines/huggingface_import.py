@@ -1,0 +1,270 @@
+"""``nmt init --from-hf FOLDER``: a Hugging Face translation model (Marian / OPUS-MT) as a run of
+this toolkit — its config, its tokenizers and its weights in this toolkit's layout — which every
+command then uses: ``nmt translate``, ``evaluate``, ``serve`` and the lab read it, ``nmt export``
+packages it (ONNX, CTranslate2, Argos), and ``init_from`` fine-tunes it on your pairs.
+
+The folder is what ``save_pretrained`` writes (config.json, model.safetensors or
+pytorch_model.bin, and the tokenizer's files: source.spm, target.spm, vocab.json and, for
+separate vocabularies, target_vocab.json). A name instead of a folder is downloaded through
+``huggingface_hub`` where it is installed and the network allows.
+
+Ids: this toolkit's vocabularies start with <pad>, <unk>, <bos>, <eos>; the import writes each
+side's SentencePiece model with the Hugging Face vocabulary's pieces in that order (the model
+cuts text as before: scores and types are kept) and moves the weights' rows to match. Marian
+starts decoding from <pad>: our <bos> takes that row, and its logit is never predicted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config.files import save_config
+from nmt.config.parsing import config_from_dict
+from nmt.config.paths import prepared_paths, run_paths
+from nmt.config.schema import Config
+from nmt.core.errors import NmtError
+from nmt.core.hardware import available_memory
+from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, sentencepiece_with_pieces
+from nmt.model.base import build_model
+from nmt.model.transformer.huggingface import marian_problems, marian_settings, weights_from_marian
+from nmt.runtime.checkpoint import save_checkpoint
+from nmt.runtime.loading import TRAINING_BYTES_PER_PARAMETER, spm_hashes
+
+SUPPORTED = {"marian": "MarianMTModel (OPUS-MT)"}
+COMING = {"m2m_100": "M2M100 / NLLB"}
+IMPORT_BYTES_PER_PARAMETER = 8  # their weights and ours, in float32, side by side
+SPECIAL_PIECES = {"pad_token": "<pad>", "unk_token": "<unk>", "eos_token": "</s>"}  # Marian's defaults
+
+
+@dataclass
+class Vocabulary:
+    """One side's vocabulary in this toolkit's order: its pieces, and for each our id the
+    Hugging Face row it reads (``rows``)."""
+
+    pieces: list[str]
+    rows: list[int]
+
+
+def hf_folder(name_or_folder: str, log: Callable[[str], object]) -> Path:
+    """The model's folder: the one given, or a download of the name (``huggingface_hub``)."""
+    folder = Path(name_or_folder).expanduser()
+    if folder.is_dir():
+        return folder
+    if folder.exists():
+        raise NmtError(f"--from-hf {name_or_folder}: a folder is needed (what save_pretrained writes), not a file.")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise NmtError(
+            f"--from-hf {name_or_folder}: no such folder here, and huggingface_hub is not installed to download "
+            "it (pip install 'nmt-kit[hf]'; or download the model's folder where there is a network and give its path)."
+        ) from None
+    log(f"Downloading {name_or_folder} from the Hugging Face Hub ...")
+    try:
+        return Path(snapshot_download(name_or_folder))
+    except Exception as error:  # offline, a wrong name, a gated model: the hub's own message
+        raise NmtError(
+            f"--from-hf {name_or_folder}: not a folder here, and the download failed ({type(error).__name__}: "
+            f"{error}). Download the model's folder where there is a network and give its path."
+        ) from None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NmtError(
+            f"{path} is missing: a Hugging Face model folder holds it (save_pretrained writes it)."
+        ) from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise NmtError(f"{path} is not JSON ({error}).") from None
+    if not isinstance(value, dict):
+        raise NmtError(f"{path} does not hold a JSON object.")
+    return value
+
+
+def _weights_file(folder: Path) -> Path:
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (folder / name).is_file():
+            return folder / name
+    raise NmtError(f"{folder} holds no model.safetensors or pytorch_model.bin (sharded checkpoints are not read yet).")
+
+
+def _parameters(path: Path) -> int | None:
+    """The weights' parameter count from the file's header, nothing loaded (safetensors only)."""
+    if path.suffix != ".safetensors":
+        return None
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as handle:
+        return sum(torch.Size(handle.get_slice(name).get_shape()).numel() for name in handle.keys())  # noqa: SIM118 - a safe_open has no __iter__
+
+
+def _load_state(path: Path) -> dict[str, torch.Tensor]:
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # a pickle that is not plain tensors is refused, as checkpoints are
+        raise NmtError(f"Cannot read {path} as plain tensors ({type(error).__name__}: {error}).") from None
+    return state
+
+
+def check_fits(parameters: int, log: Callable[[str], object]) -> None:
+    """Say what importing and fine-tuning a model of ``parameters`` will take, and refuse the
+    import before anything is read where this machine's free memory cannot hold it."""
+    importing, training = parameters * IMPORT_BYTES_PER_PARAMETER, parameters * TRAINING_BYTES_PER_PARAMETER
+    free = available_memory(torch.device("cpu"))
+    log(
+        f"{parameters / 1e6:,.1f} M parameters: importing takes about {importing / 2**30:,.2f} GiB of memory, "
+        f"fine-tuning about {training / 2**30:,.2f} GiB before activations (weights, gradients and Adam's moments)"
+        + (f"; {free / 2**30:,.1f} GiB free here." if free is not None else ".")
+    )
+    if free is not None and importing > free:
+        raise NmtError(
+            f"This model has {parameters / 1e6:,.1f} M parameters: importing it needs about {importing / 2**30:,.1f} "
+            f"GiB and this machine has {free / 2**30:,.1f} GiB free. Import it on a machine with more memory, or "
+            "choose a smaller model (OPUS-MT's are about 75 M)."
+        )
+
+
+def vocabulary(hf_vocab: dict[str, int], pieces: dict[str, str], bos: int | None, path: Path) -> Vocabulary:
+    """One side in our order: <pad>, <unk>, <bos>, <eos> (rows: the side's pad, unk, its own
+    <bos> — or pad where it has none — and eos), then every other piece in the model's id order."""
+    by_id = sorted((index, piece) for piece, index in hf_vocab.items())
+    if [index for index, _ in by_id] != list(range(len(by_id))):
+        raise NmtError(f"{path}: its ids are not 0 .. {len(by_id) - 1}, one piece each.")
+    pad, unk, eos = (hf_vocab[pieces[key]] for key in ("pad_token", "unk_token", "eos_token"))
+    special = {pad, unk, eos} | ({bos} if bos is not None else set())
+    ours, rows = [PAD, UNK, BOS, EOS], [pad, unk, pad if bos is None else bos, eos]
+    for index, piece in by_id:
+        if index not in special and piece not in (PAD, UNK, BOS, EOS):
+            ours.append(piece)
+            rows.append(index)
+    return Vocabulary(ours, rows)
+
+
+def _token(tokenizer_config: dict, key: str, default: str) -> str:
+    """A special token as tokenizer_config.json names it (a string, or an AddedToken's record)."""
+    value = tokenizer_config.get(key, default)
+    return str(value.get("content", default) if isinstance(value, dict) else value)
+
+
+def marian_vocabularies(folder: Path, hf: dict) -> tuple[Vocabulary, Vocabulary, int, bool]:
+    """Both sides' vocabularies of a Marian folder in our order, the target id decoding starts
+    from, and whether our <bos> is a new row (a copy of that one: Marian starts from <pad>)."""
+    tokenizer_config = (
+        _read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    )
+    source_vocab = _read_json(folder / "vocab.json")
+    separate = bool(tokenizer_config.get("separate_vocabs")) or (folder / "target_vocab.json").is_file()
+    target_vocab = _read_json(folder / "target_vocab.json") if separate else source_vocab
+    for name in ("source.spm", "target.spm"):
+        if not (folder / name).is_file():
+            raise NmtError(f"{folder / name} is missing: a Marian tokenizer's folder holds source.spm and target.spm.")
+    pieces = {key: _token(tokenizer_config, key, default) for key, default in SPECIAL_PIECES.items()}
+    for side, hf_vocab in (("vocab.json", source_vocab), ("target_vocab.json", target_vocab)):
+        lacking = [piece for piece in pieces.values() if piece not in hf_vocab]
+        if lacking:
+            raise NmtError(f"{folder / side} has no {', '.join(lacking)}: the tokenizer's special pieces.")
+    start = int(hf.get("decoder_start_token_id", target_vocab[pieces["pad_token"]]))
+    # our <bos> is the row decoding starts from: the model's own <bos> if it has one, else a copy of that row
+    start_is_new = target_vocab.get(BOS) != start
+    src = vocabulary(source_vocab, pieces, source_vocab.get(BOS), folder / "vocab.json")
+    tgt = vocabulary(target_vocab, pieces, None if start_is_new else start, folder / "target_vocab.json")
+    if start_is_new:
+        tgt.rows[2] = start
+    return src, tgt, start, start_is_new
+
+
+def import_marian(
+    folder: Path, hf: dict, out: Path, src_lang: str, tgt_lang: str, log: Callable[[str], object]
+) -> Config:
+    """A MarianMTModel folder (its config.json: ``hf``) as the new run ``out``."""
+    problems = marian_problems(hf)
+    if problems:
+        raise NmtError(f"{folder}: this Marian model has what the Transformer here cannot hold: {'; '.join(problems)}.")
+    weights_path = _weights_file(folder)
+    parameters = _parameters(weights_path)
+    if parameters is not None:
+        check_fits(parameters, log)
+    src, tgt, start, start_is_new = marian_vocabularies(folder, hf)
+
+    raw: dict[str, Any] = {
+        "run_dir": str(out),
+        # what it was trained on, as a package records it (a name): the pairs are the model's makers'
+        "data": {"path": f"huggingface:{folder.resolve().name}", "src_lang": src_lang, "tgt_lang": tgt_lang},
+        "tokenizer": {"src_vocab_size": len(src.pieces), "tgt_vocab_size": len(tgt.pieces)},
+        "model": marian_settings(hf),
+        # what fine-tuning starts from (nmt init DATA --init-from RUN writes the recipe for your corpus)
+        "train": {"epochs": 10, "batch_size": 32, "lr_warmup": 200, "learning_rate": 0.0001},
+        "decode": {"beam_size": hf.get("num_beams") or 5},
+    }
+    config = config_from_dict(raw)
+    paths = prepared_paths(config)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    codes = [piece for piece in src.pieces if piece.startswith(">>") and piece.endswith("<<")]
+    for side, base, vocab in (("src", "source.spm", src), ("tgt", "target.spm", tgt)):
+        left_out = sentencepiece_with_pieces(folder / base, vocab.pieces, paths.spm(side), whole=codes)
+        if left_out:
+            log(
+                f"{side}: {len(left_out)} pieces of {base} are not in the vocabulary (the model reads them as "
+                f"<unk>); text that needs one is cut into smaller pieces here, e.g. {left_out[0]!r}."
+            )
+    src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+
+    state = _load_state(weights_path)
+    weights = weights_from_marian(state, hf, src.rows, tgt.rows, start, start_is_new)
+    model = build_model(config.model, len(src.pieces), len(tgt.pieces))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    if missing or unexpected:
+        raise NmtError(f"{weights_path}: weights this model lacks ({missing[:3]}) or does not have ({unexpected[:3]}).")
+    run = run_paths(config)
+    run.root.mkdir(parents=True, exist_ok=True)
+    save_config(config, run.config)
+    payload = {
+        "model": model.state_dict(),
+        "config": config.to_dict(),
+        "spm_sha256": spm_hashes(src_tok, tgt_tok),
+        "hardware": "imported",
+        "imported_from": {"class": hf.get("architectures", ["MarianMTModel"])[0], "name": folder.resolve().name},
+    }
+    run.checkpoints.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(run.checkpoint("best"), payload)
+    return config
+
+
+def import_hf(name_or_folder: str, out: Path, src_lang: str, tgt_lang: str, log: Callable[[str], object]) -> Config:
+    """Import a Hugging Face translation model into the new run folder ``out``."""
+    if out.exists() and any(out.iterdir()):
+        raise NmtError(f"{out} exists and is not empty: choose a new folder for the imported run (--run-dir).")
+    folder = hf_folder(name_or_folder, log)
+    hf = _read_json(folder / "config.json")
+    kind = hf.get("model_type")
+    if kind == "marian":
+        languages = _languages(folder.resolve().name, src_lang, tgt_lang)
+        return import_marian(folder, hf, out, *languages, log)
+    known = {**SUPPORTED, **COMING}
+    coming = f" ({COMING[kind]} is not imported yet)" if kind in COMING else ""
+    raise NmtError(
+        f"{folder}: model_type {kind!r}{coming}; --from-hf imports {', '.join(SUPPORTED.values())}. "
+        f"Known: {', '.join(known)}."
+    )
+
+
+def _languages(name: str, src_lang: str, tgt_lang: str) -> tuple[str, str]:
+    """--src-lang and --tgt-lang, or the pair an OPUS-MT name spells (opus-mt-en-hi)."""
+    if src_lang and tgt_lang:
+        return src_lang, tgt_lang
+    parts = name.split("-")
+    if len(parts) >= 4 and parts[0] == "opus" and parts[1] == "mt":
+        return src_lang or parts[2], tgt_lang or parts[3]
+    raise NmtError(f"Which languages does {name} translate? Give --src-lang and --tgt-lang (e.g. en and hi).")

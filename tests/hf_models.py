@@ -1,0 +1,110 @@
+"""Tiny random Hugging Face translation models built offline, as ``transformers``' own tests
+build theirs: a config, random weights, and tokenizers from small SentencePiece models trained
+here on synthetic sentences. Nothing is downloaded."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from .helpers import synthetic_pairs
+
+EOS_BIAS, EMBEDDING_STD = 0.0, 1.0
+MARIAN_SPECIALS = ["</s>", "<unk>"]  # ids 0 and 1, as OPUS-MT's vocab.json has them; <pad> is the last
+
+
+def _spm(sentences: list[str], path: Path, size: int) -> list[str]:
+    """A unigram SentencePiece model as OPUS-MT's are (no byte fallback, <unk> 0, <s> 1, </s> 2),
+    and its pieces in id order."""
+    import sentencepiece as spm
+
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=buffer,
+        vocab_size=size,
+        model_type="unigram",
+        character_coverage=1.0,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        num_threads=1,
+    )
+    path.write_bytes(buffer.getvalue())
+    processor = spm.SentencePieceProcessor(model_file=str(path))
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
+def tiny_marian(folder: Path, shared: bool = True, seed: int = 0) -> Path:
+    """A MarianMTModel folder: 2+2 post-norm layers 16 wide, swish, shared (one vocab.json for
+    both sides, one embedding table) or separate vocabularies, and its tokenizer's files."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pairs = synthetic_pairs()
+    source = _spm([p[0] for p in pairs], folder / "source.spm", 60)
+    target = _spm([p[1] for p in pairs], folder / "target.spm", 60)
+
+    def vocabulary(pieces: list[str]) -> dict[str, int]:
+        """OPUS-MT's order; filled past this toolkit's least vocabulary (300) with pieces the
+        SentencePiece models never produce (a joint vocabulary holds the other side's, too)."""
+        pieces = [p for p in pieces if p not in ("<unk>", "<s>", "</s>")]
+        pieces += [f"▁unused{i}" for i in range(320 - len(pieces))]
+        ordered = MARIAN_SPECIALS + pieces + ["<pad>"]
+        return {piece: index for index, piece in enumerate(dict.fromkeys(ordered))}
+
+    if shared:
+        vocab = vocabulary(source + target)
+        (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+        sizes = {"vocab_size": len(vocab), "decoder_vocab_size": len(vocab)}
+        pad = start = vocab["<pad>"]
+    else:
+        vocab, target_vocab = vocabulary(source), vocabulary(target)
+        (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+        (folder / "target_vocab.json").write_text(json.dumps(target_vocab), encoding="utf-8")
+        sizes = {"vocab_size": len(vocab), "decoder_vocab_size": len(target_vocab)}
+        pad, start = vocab["<pad>"], target_vocab["<pad>"]  # decoding starts from the target's <pad>
+    config = transformers.MarianConfig(
+        **sizes,
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        activation_function="swish",
+        max_position_embeddings=128,
+        pad_token_id=pad,
+        eos_token_id=0,
+        decoder_start_token_id=start,
+        forced_eos_token_id=0,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=shared,
+        dropout=0.0,
+    )
+    torch.manual_seed(seed)
+    model = transformers.MarianMTModel(config).eval()
+    with torch.no_grad():  # far from the initialisation: distinct, sharp predictions
+        for name, parameter in model.named_parameters():
+            parameter.normal_(1.0 if name.endswith("layer_norm.weight") else 0.0, 0.3 if parameter.dim() > 1 else 0.1)
+        model.final_logits_bias.normal_(0, 1.0)
+        model.final_logits_bias[0, 0] = EOS_BIAS
+        for table in (model.model.encoder.embed_tokens.weight, model.model.decoder.embed_tokens.weight):
+            table.normal_(0, EMBEDDING_STD)  # (tied: the output layer's too) sharp, context-dependent predictions
+        # <pad> (the last row) zeros, as in OPUS-MT (converted from Marian: its decoder starts from zeros)
+        model.model.encoder.embed_tokens.weight[-1].zero_()
+        model.model.decoder.embed_tokens.weight[-1].zero_()
+    model.save_pretrained(folder)
+    tokenizer = transformers.MarianTokenizer(
+        str(folder / "source.spm"),
+        str(folder / "target.spm"),
+        str(folder / "vocab.json"),
+        target_vocab_file=None if shared else str(folder / "target_vocab.json"),
+        separate_vocabs=not shared,
+    )
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -1,0 +1,212 @@
+"""Interchange with Hugging Face ``transformers`` on tiny random models built offline
+(tests/hf_models.py): a Marian model imported here computes what ``transformers`` computes —
+the same pieces, the same log-probabilities, the same greedy and beam translations — and then
+trains, shows its heads and exports like a model trained here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.core.errors import NmtError
+from nmt.data.tokenizer import BOS_ID, EOS_ID
+from nmt.pipelines.huggingface_import import import_hf
+from nmt.runtime.loading import load_trained
+
+from .helpers import synthetic_pairs
+from .hf_models import tiny_marian
+
+transformers = pytest.importorskip("transformers")
+CPU = torch.device("cpu")
+PAIRS = synthetic_pairs()[:6]
+
+
+@pytest.fixture(scope="module", params=["shared", "separate"])
+def marian(request, tmp_path_factory):
+    """A tiny Marian folder (one vocabulary for both sides, or one each) and its import."""
+    root = tmp_path_factory.mktemp(f"marian-{request.param}")
+    folder = tiny_marian(root / "opus-mt-en-mr", shared=request.param == "shared")
+    run = root / "run"
+    import_hf(str(folder), run, "", "", log=lambda message: None)  # the languages from the OPUS-MT name
+    hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    return folder, run, hf_model, transformers.AutoTokenizer.from_pretrained(folder)
+
+
+def test_an_imported_marian_cuts_text_into_the_pieces_its_tokenizer_does(marian):
+    _, run, _, tokenizer = marian
+    loaded = load_trained(run, CPU)
+    assert (loaded.config.data.src_lang, loaded.config.data.tgt_lang) == ("en", "mr")
+    source_pieces = {index: piece for piece, index in tokenizer.get_src_vocab().items()}  # ids to tokens: the target's
+    for source, target in PAIRS:
+        theirs = tokenizer(source).input_ids
+        ours = loaded.src_tok.encode([source])[0]
+        assert loaded.src_tok.id_to_piece(ours) == [source_pieces[index] for index in theirs[:-1]]
+        assert theirs[-1] == tokenizer.eos_token_id  # both end a source with <eos>
+        theirs = tokenizer(text_target=target).input_ids[:-1]
+        ours = loaded.tgt_tok.encode([target])[0]
+        assert loaded.tgt_tok.id_to_piece(ours) == tokenizer.convert_ids_to_tokens(theirs)
+
+
+def their_log_probs(hf_model, tokenizer, source: str, target: str) -> torch.Tensor:
+    inputs = tokenizer(source, return_tensors="pt")
+    labels = tokenizer(text_target=target, return_tensors="pt").input_ids
+    start = torch.full((1, 1), hf_model.config.decoder_start_token_id)
+    with torch.no_grad():
+        logits = hf_model(**inputs, decoder_input_ids=torch.cat([start, labels[:, :-1]], 1)).logits
+    return logits.log_softmax(-1).gather(-1, labels[..., None])[0, :, 0]
+
+
+def our_log_probs(loaded, source: str, target: str) -> torch.Tensor:
+    src = torch.tensor([loaded.src_tok.encode([source])[0] + [EOS_ID]])
+    tgt = loaded.tgt_tok.encode([target])[0] + [EOS_ID]
+    with torch.no_grad():
+        logits, _ = loaded.model(src, torch.tensor([src.size(1)]), torch.tensor([[BOS_ID, *tgt[:-1]]]))
+    return logits.log_softmax(-1).gather(-1, torch.tensor([tgt])[..., None])[0, :, 0]
+
+
+def test_an_imported_marian_gives_transformers_log_probabilities(marian):
+    """Every target token's log-probability given the source, to 1e-5 (float32 rounding)."""
+    _, run, hf_model, tokenizer = marian
+    loaded = load_trained(run, CPU)
+    for source, target in PAIRS:
+        theirs, ours = their_log_probs(hf_model, tokenizer, source, target), our_log_probs(loaded, source, target)
+        assert ours.shape == theirs.shape
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+
+
+def test_a_model_too_big_for_this_machine_is_refused_with_the_figure_before_it_is_read(monkeypatch):
+    """NLLB's 600 M parameters where 2 GiB are free: the import needs about 4.5 GiB (their weights
+    and ours, float32), fine-tuning about 9 GiB; both figures said, the import refused."""
+    from nmt.pipelines.huggingface_import import check_fits
+
+    said = []
+    monkeypatch.setattr("nmt.pipelines.huggingface_import.available_memory", lambda device: 2 * 2**30)
+    with pytest.raises(NmtError, match=r"600.0 M parameters: importing it needs about 4.5 GiB .* 2.0 GiB free"):
+        check_fits(600_000_000, said.append)
+    assert "fine-tuning about 8.94 GiB" in said[0]
+    check_fits(75_000_000, said.append)  # OPUS-MT's size fits: said, not refused
+    assert "75.0 M parameters" in said[1]
+
+
+def test_a_model_type_not_imported_is_refused_naming_what_is(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "t5"}', encoding="utf-8")
+    with pytest.raises(NmtError, match=r"model_type 't5'.*imports MarianMTModel"):
+        import_hf(str(folder), tmp_path / "run", "en", "de", log=print)
+
+
+def limit(translator, source_length: int) -> int:
+    """This toolkit's length limit for a source of ``source_length`` ids (<eos> included)."""
+    return int(translator.decode.max_len_ratio * source_length + translator.decode.max_len_offset)
+
+
+def generated(hf_model, tokenizer, source: str, beam: int, most: int) -> list[str]:
+    """generate()'s best for ``source``: its target pieces, </s> last where it ended."""
+    with torch.no_grad():
+        ids = hf_model.generate(
+            **tokenizer(source, return_tensors="pt"),
+            num_beams=beam,
+            do_sample=False,
+            max_new_tokens=most,
+            length_penalty=1.0,
+            bad_words_ids=[[hf_model.config.pad_token_id]],
+            forced_eos_token_id=None,
+        )[0, 1:].tolist()
+    return [tokenizer.decoder[index] for index in ids if index != hf_model.config.pad_token_id]
+
+
+def test_an_imported_marian_searches_greedily_as_generate_does(marian):
+    """Greedy search gives generate()'s tokens, sentence for sentence (a <pad> is never written,
+    as OPUS-MT's bad_words_ids say; the length limit is this toolkit's)."""
+    from nmt.pipelines.translate import Translator
+
+    _, run, hf_model, tokenizer = marian
+    translator = Translator(load_trained(run, CPU))
+    sources = [source for source, _ in PAIRS]
+    for source, (best,) in zip(sources, translator.search(sources, beam_size=1)):
+        most = limit(translator, len(tokenizer(source).input_ids))
+        ours = translator.tgt_tok.id_to_piece(best.tokens) + (["</s>"] if best.ended else [])
+        assert ours == generated(hf_model, tokenizer, source, 1, most), source
+
+
+def test_an_imported_marians_beam_search_scores_at_least_what_generates_does(marian):
+    """Beam search ranks by the same score as generate() (log-probability / length, <eos>
+    counted); generate keeps an ended hypothesis only while it is among the beam's best of its
+    step, this toolkit keeps every one: its best scores at least as high, by the model's own
+    log-probabilities, and is generate's wherever their scores tie."""
+    from nmt.pipelines.translate import Translator
+
+    _, run, hf_model, tokenizer = marian
+    loaded = load_trained(run, CPU)
+    translator = Translator(loaded)
+    sources = [source for source, _ in PAIRS]
+    ties = 0
+    for source, (best,) in zip(sources, translator.search(sources, beam_size=4)):
+        theirs = generated(hf_model, tokenizer, source, 4, limit(translator, len(tokenizer(source).input_ids)))
+        ended = theirs[-1:] == ["</s>"]
+        tokens = loaded.tgt_tok.piece_ids(theirs[:-1] if ended else theirs) + ([EOS_ID] if ended else [])
+        src = torch.tensor([loaded.src_tok.encode([source])[0] + [EOS_ID]])
+        with torch.no_grad():
+            logits, _ = loaded.model(src, torch.tensor([src.size(1)]), torch.tensor([[BOS_ID, *tokens[:-1]]]))
+        their_score = float(logits.log_softmax(-1)[0].gather(-1, torch.tensor(tokens)[:, None]).sum()) / len(tokens)
+        assert best.score >= their_score - 1e-4, source
+        if best.score == pytest.approx(their_score, abs=1e-4):
+            assert translator.tgt_tok.id_to_piece(best.tokens) == (theirs[:-1] if ended else theirs)
+            ties += 1
+    assert ties >= 4  # the same translation for most sources
+
+
+def test_nmt_init_imports_and_writes_the_config_that_fine_tunes_it_and_training_lowers_the_loss(tmp_path, monkeypatch):
+    """`nmt init PAIRS --from-hf FOLDER`: the import, and a config starting from it (init_from),
+    whose training on the pairs lowers the dev loss from the imported model's."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    from .helpers import write_anki
+
+    tiny_marian(tmp_path / "opus-mt-en-mr")
+    write_anki(tmp_path / "pairs.txt", synthetic_pairs())
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["init", "pairs.txt", "--from-hf", "opus-mt-en-mr", "--to", "ft.yaml"])
+    assert result.exit_code == 0, result.output
+    assert "init_from: runs/opus-mt-en-mr" in (tmp_path / "ft.yaml").read_text(encoding="utf-8")
+    for command in (["prepare", "--config", "ft.yaml"], ["train", "--config", "ft.yaml"]):
+        settings = ["--set", "train.max_minutes=0", "--set", "train.epochs=4", "--set", "train.learning_rate=0.003"]
+        result = runner.invoke(app, command + (settings if command[0] == "train" else []))
+        assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (tmp_path / "runs" / "ft" / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and records[-1]["dev_loss"] < records[0]["dev_loss"]
+    again = runner.invoke(app, ["init", "--from-hf", "opus-mt-en-mr"])
+    assert again.exit_code == 1 and "not empty" in again.output  # an import never overwrites a run
+
+
+def test_the_lab_reads_an_imported_models_heads_and_plays_one_back(marian):
+    import nmt
+
+    _, run, _, _ = marian
+    model = nmt.load(run)
+    heads = model.heads("I see tea.").data
+    assert heads["heads"] == 4 and len(heads["cross"]) == 2 and len(heads["cross"][0]) == 4  # 2 layers of 4
+    playback = model.playback("I see tea.", layer=-1, head=1).data
+    step = playback["steps"][0]
+    recomputed = torch.tensor([s if s is not None else float("-inf") for s in step["scores"]]).softmax(0)
+    torch.testing.assert_close(recomputed, torch.tensor(step["weights"]), rtol=0, atol=1e-5)
+
+
+def test_an_imported_model_exports_to_ctranslate2_which_translates_as_it_does(marian, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from nmt.export.package import export_model
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_packages
+
+    _, run, _, _ = marian
+    package = export_model(run, tmp_path / "package", ctranslate2="float32")
+    sources = [source for source, _ in PAIRS]
+    expected = Translator(load_trained(run, CPU)).translate(sources, beam_size=2)
+    engine = load_packages([package], CPU, engine="ctranslate2")
+    assert Translator(engine).translate(sources, beam_size=2) == expected
