@@ -210,3 +210,89 @@ def test_an_imported_model_exports_to_ctranslate2_which_translates_as_it_does(ma
     expected = Translator(load_trained(run, CPU)).translate(sources, beam_size=2)
     engine = load_packages([package], CPU, engine="ctranslate2")
     assert Translator(engine).translate(sources, beam_size=2) == expected
+
+
+def test_an_export_is_the_imported_model_again_in_transformers(marian, tmp_path):
+    """The round trip: a Marian model imported and exported gives, in transformers, the
+    log-probabilities it gave before, token for token (its ids are this toolkit's order now)."""
+    from nmt.export.huggingface import export_hf
+
+    _, run, hf_model, tokenizer = marian
+    exported = export_hf(run, tmp_path / "hf")
+    again = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported).eval()
+    again_tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    assert type(again).__name__ == "MarianMTModel" and type(again_tokenizer).__name__ == "MarianTokenizer"
+    for source, target in PAIRS:
+        before = their_log_probs(hf_model, tokenizer, source, target)
+        after = their_log_probs(again, again_tokenizer, source, target)
+        torch.testing.assert_close(after, before, rtol=0, atol=1e-5)
+    reimported = tmp_path / "run"
+    import_hf(str(exported), reimported, "en", "mr", log=lambda message: None)
+    original, back = load_trained(run, CPU).model.state_dict(), load_trained(reimported, CPU).model.state_dict()
+    assert original.keys() == back.keys()
+    for name, tensor in original.items():
+        torch.testing.assert_close(back[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_transformers_translates_an_export_as_this_toolkit_does(marian, tmp_path):
+    """generate() and batch_decode on the export (and pipeline("translation"), in the
+    transformers releases that have it: 5 removed it) give this toolkit's greedy translations."""
+    from nmt.export.huggingface import export_hf
+    from nmt.pipelines.translate import Translator
+
+    _, run, _, _ = marian
+    exported = export_hf(run, tmp_path / "hf")
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    sources = [source for source, _ in PAIRS]
+    ours = Translator(load_trained(run, CPU)).translate(sources, beam_size=1)
+    translator = Translator(load_trained(run, CPU))
+    for source, expected in zip(sources, ours):
+        inputs = tokenizer([source], return_tensors="pt")
+        most = limit(translator, inputs.input_ids.size(1))
+        with torch.no_grad():
+            generated = model.generate(**inputs, num_beams=1, max_new_tokens=most)
+        assert tokenizer.batch_decode(generated, skip_special_tokens=True) == [expected]
+    if int(transformers.__version__.split(".")[0]) < 5:
+        translate = transformers.pipeline("translation", model=str(exported), device="cpu")
+        assert [output["translation_text"] for output in translate(sources, num_beams=1)] == ours
+
+
+def test_a_model_marian_cannot_hold_is_refused_naming_the_settings(tmp_path):
+    from nmt.export.huggingface import export_hf
+
+    from .helpers import small_trained_models
+
+    trained = small_trained_models(tmp_path)
+    with pytest.raises(NmtError, match=r"model.norm: post .*model.positions: marian"):
+        export_hf(trained["transformer-package"], tmp_path / "hf")
+    with pytest.raises(NmtError, match=r"model.arch: transformer"):
+        export_hf(trained["rnn-run"], tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_ctranslate2s_own_converter_converts_an_export_that_translates_as_here(marian, tmp_path):
+    """ct2-transformers-converter on the export (its MarianMTModel loader: one vocabulary for both
+    sides, a decoder that starts from zeros, the last row <pad> dropped) gives greedy translations
+    equal to this toolkit's, for a model imported from Marian (whose decoder starts from zeros)."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from ctranslate2.converters import TransformersConverter
+
+    from nmt.export.huggingface import export_hf
+    from nmt.pipelines.translate import Translator
+
+    folder, run, _, _ = marian
+    if (folder / "target_vocab.json").exists():
+        pytest.skip("CTranslate2's Marian loader reads one vocabulary for both sides")
+    exported = export_hf(run, tmp_path / "hf")
+    TransformersConverter(str(exported)).convert(str(tmp_path / "ct2"))
+    converted = ctranslate2.Translator(str(tmp_path / "ct2"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    ours = Translator(load_trained(run, CPU))
+    sources = [source for source, _ in PAIRS]
+    for source, (best,) in zip(sources, ours.search(sources, beam_size=1)):
+        pieces = tokenizer.convert_ids_to_tokens(tokenizer(source).input_ids)
+        (result,) = converted.translate_batch(
+            [pieces], beam_size=1, min_decoding_length=0, max_decoding_length=limit(ours, len(pieces))
+        )
+        assert result.hypotheses[0] == ours.tgt_tok.id_to_piece(best.tokens), source

@@ -58,6 +58,13 @@ def export(
         Path | None,
         typer.Option("--runtime", help="--web: the node_modules holding onnxruntime-web and sentencepiece-js."),
     ] = None,
+    hf: Annotated[
+        bool,
+        typer.Option(
+            "--hf",
+            help="Write a Hugging Face transformers folder (MarianMTModel and MarianTokenizer) instead of a package.",
+        ),
+    ] = False,
 ) -> None:
     """Write a self-contained model package: weights (safetensors), the resolved config, both
     SentencePiece models and a model card. Use it with `nmt translate --model OUT_DIR`. With
@@ -66,7 +73,9 @@ def export(
     default), checked against PyTorch likewise.
     With --web, a folder any static file host serves: the page translates as you type and draws
     attention, offline (onnxruntime-web and SentencePiece in the page; `npm ci --prefix web` once).
-    With --argos, an Argos Translate package that LibreTranslate and `argospm` install."""
+    With --argos, an Argos Translate package that LibreTranslate and `argospm` install.
+    With --hf, a folder AutoModelForSeq2SeqLM and AutoTokenizer load with no custom code (a Transformer of
+    model.norm: post and model.positions: marian; its generate() then translates as here)."""
     from nmt.core.locking import holding
 
     if quantization is not None and not (ctranslate2 or argos):
@@ -75,6 +84,11 @@ def export(
             "(or --argos), or drop it: nothing else reads it."
         )
     quantization = quantization or "int8"
+    if hf:
+        if web or argos or onnx or ctranslate2:
+            raise NmtError("--hf writes a folder of its own: give it without --web, --argos, --onnx or --ctranslate2.")
+        _export_hf(run_dir, out_dir, checkpoint)
+        return
     if web or argos:
         _export_elsewhere(run_dir, out_dir, checkpoint, runtime, quantization if argos else None)
         return
@@ -83,6 +97,16 @@ def export(
     with holding(run_dir, f"nmt export {run_dir} {out_dir}", create=False):
         path = export_model(run_dir, out_dir, checkpoint, onnx, quantization if ctranslate2 else None)
     typer.echo(f"Exported {run_dir} ({checkpoint}) to {path}; see {path / 'MODEL_CARD.md'}")
+
+
+def _export_hf(run_dir: Path, out_dir: Path, checkpoint: str) -> None:
+    """``nmt export --hf``: a folder transformers loads (nmt/export/huggingface.py)."""
+    from nmt.core.locking import holding
+    from nmt.export.huggingface import export_hf
+
+    with holding(run_dir, f"nmt export {run_dir} {out_dir} --hf", create=False):
+        path = export_hf(run_dir, out_dir, checkpoint)
+    typer.echo(f"Wrote {path}: transformers.AutoModelForSeq2SeqLM.from_pretrained('{path}') loads it")
 
 
 def _export_elsewhere(run_dir: Path, out_dir: Path, checkpoint: str, runtime: Path | None, argos: str | None) -> None:

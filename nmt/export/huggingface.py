@@ -1,0 +1,184 @@
+"""``nmt export --hf``: a Transformer trained here as a folder ``transformers`` loads with no
+custom code — ``AutoModelForSeq2SeqLM`` gives a ``MarianMTModel``, ``AutoTokenizer`` a
+``MarianTokenizer`` — so that ``pipeline("translation")``, ``Seq2SeqTrainer``, BertViz, Inseq
+and the Hub take it as one of their own.
+
+Marian's layers are post-norm with sines-then-cosines positions from 0: a model of those
+settings (``model.norm: post``, ``model.positions: marian``) exports; another is refused naming
+them. Ids: Marian's vocabularies end with <pad> (CTranslate2's converter drops that last row),
+so the export writes ours shifted by one — <unk> 0, <bos> 1, <eos> 2, the pieces, <pad> last —
+and decoding starts from <bos>, as it does here. Both SentencePiece models are copied as they
+are: MarianTokenizer maps their pieces through vocab.json (target_vocab.json for the target,
+unless one joint vocabulary serves both).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from nmt.config.schema import Config
+from nmt.core.errors import NmtError
+from nmt.core.fileio import as_umask_allows, write_text_atomic
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from nmt.model.transformer.huggingface import weights_to_marian
+from nmt.model.transformer.settings import transformer_settings
+from nmt.runtime.checkpoint import translation_weights
+from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers
+
+MAX_POSITIONS = 1024  # position rows written: more than decoding reaches (decode.max_input_len)
+ACTIVATIONS = {"relu": "relu", "swish": "swish", "gelu": "gelu"}  # ours -> transformers'
+
+
+def exportable(config: Config) -> list[str]:
+    """What keeps ``config``'s model out of MarianMTModel, each as the setting that would let it in."""
+    if config.model.arch != "transformer":
+        return [f"model.arch: transformer (this is a {config.model.arch} model; MarianMTModel is a Transformer)"]
+    model = transformer_settings(config.model)
+    problems = []
+    if model.norm != "post":
+        problems.append(f"model.norm: post (this one is {model.norm}-norm; Marian normalises after each block)")
+    if model.positions != "marian":
+        problems.append(f"model.positions: marian (this one's are {model.positions})")
+    return problems
+
+
+def hf_order(size: int) -> list[int]:
+    """Our ids in the export's order: ``hf_order(V)[j]`` is our id of Hugging Face id ``j`` (ours
+    shifted down by one, <pad> last)."""
+    return [*range(1, size), PAD_ID]
+
+
+def _vocabulary(tokenizer: Tokenizer) -> dict[str, int]:
+    pieces = tokenizer.pieces()
+    return {pieces[ours]: index for index, ours in enumerate(hf_order(len(pieces)))}
+
+
+def _reordered(weights: dict[str, torch.Tensor], src_size: int, tgt_size: int) -> dict:
+    """``weights`` with every vocabulary tensor's rows in the export's order."""
+    sides = {"encoder.embedding.weight": src_size, "decoder.embedding.weight": tgt_size}
+    sides |= {"decoder.output.weight": tgt_size, "decoder.output.bias": tgt_size}
+    return {
+        name: tensor[torch.tensor(hf_order(sides[name]))] if name in sides else tensor
+        for name, tensor in weights.items()
+    }
+
+
+def _settings_files(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, dict]:
+    """config.json, generation_config.json and tokenizer_config.json of the export."""
+    model = transformer_settings(config.model)
+    joint = config.tokenizer.joint
+
+    def hf_id(ours: int) -> int:
+        return hf_order(tgt_tok.vocab_size).index(ours)
+
+    hf_config = {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": src_tok.vocab_size,
+        "decoder_vocab_size": tgt_tok.vocab_size,
+        "d_model": model.embed_dim,
+        "encoder_layers": model.encoder_layers,
+        "decoder_layers": model.decoder_layers,
+        "encoder_attention_heads": model.heads,
+        "decoder_attention_heads": model.heads,
+        "encoder_ffn_dim": model.ff_dim,
+        "decoder_ffn_dim": model.ff_dim,
+        "activation_function": ACTIVATIONS[model.activation],
+        "dropout": model.dropout,
+        "attention_dropout": model.attention_dropout,
+        "activation_dropout": model.activation_dropout,
+        "max_position_embeddings": MAX_POSITIONS,
+        "scale_embedding": model.scale_embeddings,
+        "share_encoder_decoder_embeddings": joint,
+        "tie_word_embeddings": model.tie_embeddings,
+        "pad_token_id": hf_id(PAD_ID),
+        "eos_token_id": hf_id(EOS_ID),
+        "decoder_start_token_id": hf_id(BOS_ID),
+        "forced_eos_token_id": None,  # here a translation at its length limit ends unfinished
+        "is_encoder_decoder": True,
+    }
+    decode = config.decode
+    generation = {  # how this toolkit decodes: <pad> and <bos> never written, lp = length ** alpha
+        "decoder_start_token_id": hf_id(BOS_ID),
+        "eos_token_id": hf_id(EOS_ID),
+        "pad_token_id": hf_id(PAD_ID),
+        "bad_words_ids": [[hf_id(PAD_ID)], [hf_id(BOS_ID)]],
+        "num_beams": decode.beam_size,
+        "length_penalty": decode.length_penalty,
+        "max_length": MAX_POSITIONS // 2,
+    }
+    tokenizer_config = {
+        "tokenizer_class": "MarianTokenizer",
+        "source_lang": config.data.src_lang,
+        "target_lang": config.data.tgt_lang,
+        "unk_token": src_tok.pieces()[UNK_ID],
+        "eos_token": src_tok.pieces()[EOS_ID],
+        "pad_token": src_tok.pieces()[PAD_ID],
+        "separate_vocabs": not joint,
+        "model_max_length": MAX_POSITIONS // 2,
+    }
+    return {
+        "config.json": hf_config,
+        "generation_config.json": generation,
+        "tokenizer_config.json": tokenizer_config,
+    }
+
+
+def export_hf(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path:
+    """Write ``run_dir``'s ``checkpoint`` as a MarianMTModel folder ``out_dir`` (new, or empty)."""
+    from safetensors.torch import save_file
+
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the Hugging Face model.")
+    config = load_run(run_dir)
+    problems = exportable(config)
+    if problems:
+        raise NmtError(
+            f"{run_dir} is not a shape MarianMTModel has; it would export with "
+            + "; ".join(problems)
+            + ". Train one with those settings in its config's model section (docs/tutorials/transformers.md), "
+            "or export this one with `nmt export` (a package, ONNX, CTranslate2, Argos)."
+        )
+    model = transformer_settings(config.model)
+    src_tok, tgt_tok = load_tokenizers(config)
+    weights = translation_weights(load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok))
+    weights = _reordered(weights, src_tok.vocab_size, tgt_tok.vocab_size)
+    state = weights_to_marian(weights, model.encoder_layers, model.decoder_layers)
+    from nmt.model.transformer.layers import Positions
+
+    table = Positions(model)(0, MAX_POSITIONS, torch.device("cpu"))  # (rows, width): Marian's own formula
+    state["model.encoder.embed_positions.weight"] = table.clone()
+    state["model.decoder.embed_positions.weight"] = table.clone()
+    joint = config.tokenizer.joint
+    if joint:  # one table: Marian's model.shared
+        state["model.shared.weight"] = state.pop("model.encoder.embed_tokens.weight")
+        del state["model.decoder.embed_tokens.weight"]
+    if model.tie_embeddings:
+        del state["lm_head.weight"]
+
+    files = _settings_files(config, src_tok, tgt_tok)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    as_umask_allows(staging, directory=True)
+    try:
+        save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        as_umask_allows(staging / "model.safetensors")
+        for name, settings in files.items():
+            write_text_atomic(staging / name, json.dumps(settings, indent=2))
+        write_text_atomic(staging / "vocab.json", json.dumps(_vocabulary(src_tok), ensure_ascii=False))
+        if not joint:
+            write_text_atomic(staging / "target_vocab.json", json.dumps(_vocabulary(tgt_tok), ensure_ascii=False))
+        shutil.copyfile(src_tok.path, staging / "source.spm")
+        shutil.copyfile(tgt_tok.path, staging / "target.spm")
+        if out_dir.exists():
+            out_dir.rmdir()
+        staging.rename(out_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return out_dir
