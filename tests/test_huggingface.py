@@ -296,3 +296,40 @@ def test_ctranslate2s_own_converter_converts_an_export_that_translates_as_here(m
             [pieces], beam_size=1, min_decoding_length=0, max_decoding_length=limit(ours, len(pieces))
         )
         assert result.hypotheses[0] == ours.tgt_tok.id_to_piece(best.tokens), source
+
+
+def test_bertviz_draws_an_exports_heads_which_are_this_toolkits(marian, tmp_path):
+    """BertViz's head_view takes an export's attentions as transformers returns them, and its
+    cross-attention is this toolkit's, head for head (what the lab's heads view draws)."""
+    bertviz = pytest.importorskip("bertviz")
+    from nmt.export.huggingface import export_hf, hf_order
+
+    _, run, _, _ = marian
+    exported = export_hf(run, tmp_path / "hf")
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported, attn_implementation="eager").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    source, target = PAIRS[0]
+    inputs = tokenizer(source, return_tensors="pt")
+    labels = tokenizer(text_target=target, return_tensors="pt").input_ids
+    start = torch.full((1, 1), model.config.decoder_start_token_id)
+    decoder_input = torch.cat([start, labels[:, :-1]], 1)
+    with torch.no_grad():
+        out = model(**inputs, decoder_input_ids=decoder_input, output_attentions=True)
+    html = bertviz.head_view(
+        encoder_attention=out.encoder_attentions,
+        decoder_attention=out.decoder_attentions,
+        cross_attention=out.cross_attentions,
+        encoder_tokens=tokenizer.convert_ids_to_tokens(inputs.input_ids[0]),
+        decoder_tokens=tokenizer.convert_ids_to_tokens(decoder_input[0]),
+        html_action="return",
+    )
+    drawn = html.data  # the numbers and tokens (SentencePiece's ▁ prettified away) in its params
+    assert '"name": "Cross"' in drawn and all(piece.strip("▁") in drawn for piece in tokenizer.tokenize(source))
+    loaded = load_trained(run, CPU)
+    order = hf_order(loaded.tgt_tok.vocab_size)
+    ours_in = torch.tensor([[order[index] for index in decoder_input[0].tolist()]])
+    src = torch.tensor([[hf_order(loaded.src_tok.vocab_size)[i] for i in inputs.input_ids[0].tolist()]])
+    for layer, theirs in enumerate(out.cross_attentions):  # each (1, heads, T, S)
+        for head in range(theirs.size(1)):
+            ours = loaded.model.cross_attention(src, torch.tensor([src.size(1)]), ours_in, layer, [head])
+            torch.testing.assert_close(ours[0], theirs[0, head], rtol=0, atol=1e-5)
