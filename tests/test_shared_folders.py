@@ -250,3 +250,21 @@ def test_an_epoch_resumed_in_its_middle_records_the_gradient_norm_of_all_its_ste
         records[name] = MetricsFile(tmp_path / name / "metrics.jsonl").read()[-1]
     assert records["stopped"]["grad_norm"] == pytest.approx(records["straight"]["grad_norm"], rel=1e-5)
     assert records["stopped"]["train_loss"] == pytest.approx(records["straight"]["train_loss"], rel=1e-5)
+
+
+def test_a_staged_folder_appears_whole_or_not_at_all(tmp_path):
+    """Every export writes its folder under a temporary name and renames it at the end: a
+    failure half-way leaves neither the folder nor the temporary one."""
+    import pytest
+
+    from nmt.core.fileio import staged_folder
+
+    with pytest.raises(RuntimeError), staged_folder(tmp_path / "out") as staging:
+        (staging / "half.txt").write_text("written", encoding="utf-8")
+        raise RuntimeError("the export failed here")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "empty").mkdir()  # an empty folder given is replaced
+    with staged_folder(tmp_path / "empty") as staging:
+        (staging / "whole.txt").write_text("written", encoding="utf-8")
+        assert not (tmp_path / "empty" / "whole.txt").exists()  # nothing shows before the end
+    assert [p.name for p in tmp_path.iterdir()] == ["empty"] and (tmp_path / "empty" / "whole.txt").is_file()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -63,6 +64,25 @@ def atomic_text_writer(path: str | Path) -> Iterator[IO[str]]:
 
 
 TEMPORARY_GLOB = ".*.tmp"  # atomic_path's temporaries: ".NAME.XXXXXXXX.tmp"
+
+
+@contextmanager
+def staged_folder(out_dir: str | Path) -> Iterator[Path]:
+    """A folder written in full under a temporary name beside ``out_dir`` (which must not exist,
+    or be empty), then renamed to it: a reader sees the whole folder or none, and a failure
+    leaves nothing behind. Its permissions are what the umask allows (mkdtemp's are 0700)."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    as_umask_allows(staging, directory=True)
+    try:
+        yield staging
+        if out_dir.exists():
+            out_dir.rmdir()
+        staging.rename(out_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
 
 
 def remove_temporaries(folder: str | Path) -> int:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
-from nmt.core.fileio import as_umask_allows, write_text_atomic
+from nmt.core.fileio import as_umask_allows, staged_folder, write_text_atomic
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from nmt.model.transformer.huggingface import weights_to_marian
 from nmt.model.transformer.settings import transformer_settings
@@ -162,10 +161,7 @@ def export_hf(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path:
         del state["lm_head.weight"]
 
     files = _settings_files(config, src_tok, tgt_tok)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    as_umask_allows(staging, directory=True)
-    try:
+    with staged_folder(out_dir) as staging:
         save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
         as_umask_allows(staging / "model.safetensors")
         for name, settings in files.items():
@@ -175,10 +171,4 @@ def export_hf(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path:
             write_text_atomic(staging / "target_vocab.json", json.dumps(_vocabulary(tgt_tok), ensure_ascii=False))
         shutil.copyfile(src_tok.path, staging / "source.spm")
         shutil.copyfile(tgt_tok.path, staging / "target.spm")
-        if out_dir.exists():
-            out_dir.rmdir()
-        staging.rename(out_dir)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return out_dir

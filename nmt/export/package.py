@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 from nmt.config.files import save_config
@@ -16,7 +15,14 @@ from nmt.config.parsing import config_from_dict
 from nmt.config.paths import CHECKPOINT_NAMES, PackagePaths, prepared_paths, run_paths
 from nmt.config.schema import Config, ModelConfig
 from nmt.core.errors import NmtError
-from nmt.core.fileio import as_umask_allows, fsync_file, refuse_link, write_lines_atomic, write_text_atomic
+from nmt.core.fileio import (
+    as_umask_allows,
+    fsync_file,
+    refuse_link,
+    staged_folder,
+    write_lines_atomic,
+    write_text_atomic,
+)
 from nmt.core.registry import ARCHITECTURES
 from nmt.data.languages import language_name
 from nmt.data.references import read_references, write_references
@@ -204,10 +210,8 @@ def export_model(
     parameters = sum(t.numel() for t in weights.values())
     report, scores = _reports(config)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = PackagePaths(Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent)))
-    as_umask_allows(staging.root, directory=True)  # mkdtemp's 0700 would stay the package's
-    try:
+    with staged_folder(out_dir) as root:
+        staging = PackagePaths(root)
         save_file(weights, str(staging.weights), metadata=weights_metadata(config))
         as_umask_allows(staging.weights)  # safetensors writes it private
         fsync_file(staging.weights)  # on disk before the folder's rename makes the package visible
@@ -237,10 +241,4 @@ def export_model(
         summary = RunSummary.of(MetricsFile(run_paths(config).metrics).read())
         card = _model_card(config, payload, parameters, report, scores, summary)
         write_text_atomic(staging.model_card, card)
-        if out_dir.exists():
-            out_dir.rmdir()
-        staging.root.rename(out_dir)
-    finally:
-        if staging.root.exists():
-            shutil.rmtree(staging.root)
     return out_dir

@@ -20,13 +20,12 @@ import importlib.util
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from nmt.config.paths import run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
-from nmt.core.fileio import as_umask_allows, write_text_atomic
+from nmt.core.fileio import staged_folder, write_text_atomic
 from nmt.core.fonts import SCRIPT_FONTS, script_font, script_of
 from nmt.core.registry import ARCHITECTURES
 from nmt.data.languages import language_name
@@ -159,10 +158,7 @@ def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: 
     source = run_paths(config).checkpoint(checkpoint)
     model = model_for_weights(config, src_tok, tgt_tok, weights_shapes(weights), source)
     model.load_state_dict(weights)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    as_umask_allows(staging, directory=True)  # mkdtemp's 0700 would stay the page's
-    try:
+    with staged_folder(out_dir) as staging:
         (staging / "model").mkdir()
         graphs = export_graphs(model, staging / "model")
         for tokenizer in (src_tok, tgt_tok):
@@ -181,12 +177,6 @@ def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: 
         staging.chmod(0o755)
         for written in (staging / "model" / "config.json", staging / "page.css"):
             written.chmod(0o644)
-        if out_dir.exists():
-            out_dir.rmdir()
-        staging.rename(out_dir)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return out_dir
 
 
