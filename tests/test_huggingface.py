@@ -333,3 +333,47 @@ def test_bertviz_draws_an_exports_heads_which_are_this_toolkits(marian, tmp_path
         for head in range(theirs.size(1)):
             ours = loaded.model.cross_attention(src, torch.tensor([src.size(1)]), ours_in, layer, [head])
             torch.testing.assert_close(ours[0], theirs[0, head], rtol=0, atol=1e-5)
+
+
+def test_an_imported_model_exports_to_onnx_and_argos_which_translate_as_it_does(marian, tmp_path):
+    """Every export takes an imported model: ONNX graphs (checked against PyTorch as they are
+    written) translate on onnxruntime as it does, and an Argos package (CTranslate2 weights that
+    came from OPUS-MT and may be fine-tuned here) installs and translates in argostranslate."""
+    pytest.importorskip("onnxruntime")
+    import os
+    import subprocess
+    import sys
+
+    from nmt.export.argos import export_argos
+    from nmt.export.package import export_model
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_packages
+
+    from .test_ctranslate2 import ARGOS_SCRIPT
+
+    folder, run, _, _ = marian
+    sources = [source for source, _ in PAIRS[:3]]
+    expected = Translator(load_trained(run, CPU)).translate(sources, beam_size=1)
+    package = export_model(run, tmp_path / "package", onnx=True)
+    assert Translator(load_packages([package], CPU, engine="onnx")).translate(sources, beam_size=1) == expected
+    if (folder / "target_vocab.json").exists():
+        return  # Argos packages hold one SentencePiece model; the pieces of two vocabularies are not one
+    pytest.importorskip("argostranslate")
+    pytest.importorskip("spacy")
+    archive = export_argos(run, tmp_path / "en_mr", quantization="float32")
+    home = tmp_path / "home"
+    environment = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
+    environment |= {"XDG_CACHE_HOME": str(home / "cache"), "XDG_CONFIG_HOME": str(home / "config")}
+    argos = subprocess.run(
+        [sys.executable, "-c", ARGOS_SCRIPT, str(archive), sources[0]],
+        capture_output=True,
+        text=True,
+        env=environment | {"ARGOS_CHUNK_TYPE": "SPACY"},
+        timeout=300,
+    )
+    assert argos.returncode == 0, argos.stderr
+    # installed and translating with these weights: every word one of the target vocabulary's pieces
+    # (its search settings are Argos's own; CTranslate2's numbers are held to ours above)
+    words = argos.stdout.strip().split("\n")[-1].split()
+    pieces = {piece.strip("▁") for piece in load_trained(run, CPU).tgt_tok.pieces()}
+    assert words and set(words) <= pieces
