@@ -23,27 +23,10 @@ import torch
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, staged_folder, write_text_atomic
+from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
-from nmt.model.transformer.huggingface import weights_to_marian
-from nmt.model.transformer.settings import transformer_settings
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers
-
-MAX_POSITIONS = 1024  # position rows written: more than decoding reaches (decode.max_input_len)
-ACTIVATIONS = {"relu": "relu", "swish": "swish", "gelu": "gelu"}  # ours -> transformers'
-
-
-def exportable(config: Config) -> list[str]:
-    """What keeps ``config``'s model out of MarianMTModel, each as the setting that would let it in."""
-    if config.model.arch != "transformer":
-        return [f"model.arch: transformer (this is a {config.model.arch} model; MarianMTModel is a Transformer)"]
-    model = transformer_settings(config.model)
-    problems = []
-    if model.norm != "post":
-        problems.append(f"model.norm: post (this one is {model.norm}-norm; Marian normalises after each block)")
-    if model.positions != "marian":
-        problems.append(f"model.positions: marian (this one's are {model.positions})")
-    return problems
 
 
 def hf_order(size: int) -> list[int]:
@@ -67,9 +50,9 @@ def _reordered(weights: dict[str, torch.Tensor], src_size: int, tgt_size: int) -
     }
 
 
-def _settings_files(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, dict]:
-    """config.json, generation_config.json and tokenizer_config.json of the export."""
-    model = transformer_settings(config.model)
+def _settings_files(config: Config, layers: dict, src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, dict]:
+    """config.json (``layers``: the family's part of it), generation_config.json and
+    tokenizer_config.json of the export."""
     joint = config.tokenizer.joint
 
     def hf_id(ours: int) -> int:
@@ -80,21 +63,8 @@ def _settings_files(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> d
         "model_type": "marian",
         "vocab_size": src_tok.vocab_size,
         "decoder_vocab_size": tgt_tok.vocab_size,
-        "d_model": model.embed_dim,
-        "encoder_layers": model.encoder_layers,
-        "decoder_layers": model.decoder_layers,
-        "encoder_attention_heads": model.heads,
-        "decoder_attention_heads": model.heads,
-        "encoder_ffn_dim": model.ff_dim,
-        "decoder_ffn_dim": model.ff_dim,
-        "activation_function": ACTIVATIONS[model.activation],
-        "dropout": model.dropout,
-        "attention_dropout": model.attention_dropout,
-        "activation_dropout": model.activation_dropout,
-        "max_position_embeddings": MAX_POSITIONS,
-        "scale_embedding": model.scale_embeddings,
+        **layers,
         "share_encoder_decoder_embeddings": joint,
-        "tie_word_embeddings": model.tie_embeddings,
         "pad_token_id": hf_id(PAD_ID),
         "eos_token_id": hf_id(EOS_ID),
         "decoder_start_token_id": hf_id(BOS_ID),
@@ -109,7 +79,7 @@ def _settings_files(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> d
         "bad_words_ids": [[hf_id(PAD_ID)], [hf_id(BOS_ID)]],
         "num_beams": decode.beam_size,
         "length_penalty": decode.length_penalty,
-        "max_length": MAX_POSITIONS // 2,
+        "max_length": layers["max_position_embeddings"] // 2,
     }
     tokenizer_config = {
         "tokenizer_class": "MarianTokenizer",
@@ -119,7 +89,7 @@ def _settings_files(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> d
         "eos_token": src_tok.pieces()[EOS_ID],
         "pad_token": src_tok.pieces()[PAD_ID],
         "separate_vocabs": not joint,
-        "model_max_length": MAX_POSITIONS // 2,
+        "model_max_length": layers["max_position_embeddings"] // 2,
     }
     return {
         "config.json": hf_config,
@@ -135,7 +105,8 @@ def export_hf(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path:
     if out_dir.exists() and any(out_dir.iterdir()):
         raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the Hugging Face model.")
     config = load_run(run_dir)
-    problems = exportable(config)
+    family = ARCHITECTURES[config.model.arch]
+    problems = family.marian_problems(config.model)
     if problems:
         raise NmtError(
             f"{run_dir} is not a shape MarianMTModel has; it would export with "
@@ -143,24 +114,12 @@ def export_hf(run_dir: Path, out_dir: Path, checkpoint: str = "best") -> Path:
             + ". Train one with those settings in its config's model section (docs/tutorials/transformers.md), "
             "or export this one with `nmt export` (a package, ONNX, CTranslate2, Argos)."
         )
-    model = transformer_settings(config.model)
     src_tok, tgt_tok = load_tokenizers(config)
     weights = translation_weights(load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok))
     weights = _reordered(weights, src_tok.vocab_size, tgt_tok.vocab_size)
-    state = weights_to_marian(weights, model.encoder_layers, model.decoder_layers)
-    from nmt.model.transformer.layers import Positions
-
-    table = Positions(model)(0, MAX_POSITIONS, torch.device("cpu"))  # (rows, width): Marian's own formula
-    state["model.encoder.embed_positions.weight"] = table.clone()
-    state["model.decoder.embed_positions.weight"] = table.clone()
     joint = config.tokenizer.joint
-    if joint:  # one table: Marian's model.shared
-        state["model.shared.weight"] = state.pop("model.encoder.embed_tokens.weight")
-        del state["model.decoder.embed_tokens.weight"]
-    if model.tie_embeddings:
-        del state["lm_head.weight"]
-
-    files = _settings_files(config, src_tok, tgt_tok)
+    layers, state = family.marian_export(config.model, weights, joint)
+    files = _settings_files(config, layers, src_tok, tgt_tok)
     with staged_folder(out_dir) as staging:
         save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
         as_umask_allows(staging / "model.safetensors")

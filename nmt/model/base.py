@@ -149,6 +149,20 @@ class TranslationModel(nn.Module):
         (what a CTranslate2 folder is held to before it loads); None: no CTranslate2 model."""
         return None
 
+    @classmethod
+    def marian_problems(cls, config: ModelConfig) -> list[str]:
+        """What keeps a model of ``config`` out of transformers' MarianMTModel (``nmt export
+        --hf``), each as the setting that would let it in; [] where it exports."""
+        return [f"model.arch: transformer (MarianMTModel is a Transformer; this model is {config.arch})"]
+
+    @classmethod
+    def marian_export(
+        cls, config: ModelConfig, weights: dict[str, torch.Tensor], joint: bool
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """The layers' part of MarianMTModel's config.json and its state for a model of
+        ``config`` with ``weights`` (called only where ``marian_problems`` found none)."""
+        raise NotImplementedError(cls.marian_problems(config))
+
     def grow_from(self, name: str, parent_weight: torch.Tensor | None, weight: torch.Tensor) -> tuple[str, str] | None:
         """Where a switch of ``addable`` is on in this model and off in its parent: fill ``weight``
         (this model's tensor ``name``; the parent's, if it has one, ``parent_weight``) so that the

@@ -27,12 +27,14 @@ from typing import Any
 import torch
 
 from nmt.data.tokenizer import BOS_ID
+from nmt.model.transformer.settings import TransformerConfig
 
 # what an imported <bos> row adds to its logit when the model had no such token (Marian starts
 # decoding from <pad>): far below any real logit, so its probability is 0 in float32 and float16
 NEVER = -1e4
 
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}  # transformers' -> ours
+MAX_POSITIONS = 1024  # position rows an export writes: more than decoding reaches (decode.max_input_len)
 LAYER_NORMS = {
     "self_norm": "self_attn_layer_norm",
     "cross_norm": "encoder_attn_layer_norm",
@@ -170,3 +172,51 @@ def weights_to_marian(
                 for kind in ("weight", "bias"):
                     theirs[f"{name}.{theirs_ff}.{kind}"] = weights[f"{mine}.feed_forward.{mine_ff}.{kind}"]
     return {name: tensor.detach().float().contiguous().clone() for name, tensor in theirs.items()}
+
+
+def exportable_as_marian(m: TransformerConfig) -> list[str]:
+    """What keeps settings ``m`` out of MarianMTModel, each as the setting that would let it in."""
+    problems = []
+    if m.norm != "post":
+        problems.append(f"model.norm: post (this one is {m.norm}-norm; Marian normalises after each block)")
+    if m.positions != "marian":
+        problems.append(f"model.positions: marian (this one's are {m.positions})")
+    return problems
+
+
+def marian_config(m: TransformerConfig) -> dict[str, Any]:
+    """The layers' part of a MarianConfig (config.json) for settings ``m``."""
+    return {
+        "d_model": m.embed_dim,
+        "encoder_layers": m.encoder_layers,
+        "decoder_layers": m.decoder_layers,
+        "encoder_attention_heads": m.heads,
+        "decoder_attention_heads": m.heads,
+        "encoder_ffn_dim": m.ff_dim,
+        "decoder_ffn_dim": m.ff_dim,
+        "activation_function": m.activation,  # transformers' names for relu, swish and gelu are ours
+        "dropout": m.dropout,
+        "attention_dropout": m.attention_dropout,
+        "activation_dropout": m.activation_dropout,
+        "max_position_embeddings": MAX_POSITIONS,
+        "scale_embedding": m.scale_embeddings,
+        "tie_word_embeddings": m.tie_embeddings,
+    }
+
+
+def marian_state(m: TransformerConfig, weights: dict[str, torch.Tensor], joint: bool) -> dict[str, torch.Tensor]:
+    """A MarianMTModel's state for settings ``m`` and ``weights`` (ids as the caller ordered
+    them): the layers, the position tables Marian's formula writes, one shared table where the
+    vocabulary is ``joint``, no lm_head where it is tied."""
+    from nmt.model.transformer.layers import Positions
+
+    state = weights_to_marian(weights, m.encoder_layers, m.decoder_layers)
+    table = Positions(m)(0, MAX_POSITIONS, torch.device("cpu"))  # (rows, width)
+    state["model.encoder.embed_positions.weight"] = table.clone()
+    state["model.decoder.embed_positions.weight"] = table.clone()
+    if joint:  # one table: Marian's model.shared
+        state["model.shared.weight"] = state.pop("model.encoder.embed_tokens.weight")
+        del state["model.decoder.embed_tokens.weight"]
+    if m.tie_embeddings:
+        del state["lm_head.weight"]
+    return state

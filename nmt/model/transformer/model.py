@@ -218,6 +218,21 @@ class Transformer(TranslationModel):
         config = transformer_settings(given)
         return expected_shapes(config, src_size, tgt_size), expected_settings(config)
 
+    @classmethod
+    def marian_problems(cls, given: ModelConfig) -> list[str]:
+        from nmt.model.transformer.huggingface import exportable_as_marian
+
+        return exportable_as_marian(transformer_settings(given))
+
+    @classmethod
+    def marian_export(
+        cls, given: ModelConfig, weights: dict[str, torch.Tensor], joint: bool
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        from nmt.model.transformer.huggingface import marian_config, marian_state
+
+        config = transformer_settings(given)
+        return marian_config(config), marian_state(config, weights, joint)
+
     def ctranslate2_spec(self, src_pieces: list[str], tgt_pieces: list[str]) -> Any:
         from nmt.model.transformer.ctranslate2_spec import transformer_spec
 
