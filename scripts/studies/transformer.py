@@ -57,6 +57,16 @@ VARIANTS |= {
     "recipe, 3 + 1 layers": (TRANSFORMER, [*LIGHT, "model.encoder_layers=3", "model.decoder_layers=1"], []),
 }
 
+# The recipe in MarianMTModel's shape (nmt export --hf takes it): post-norm layers, the sines then
+# the cosines as positions; what docs/tutorials/transformers.md reports
+VARIANTS |= {
+    "recipe in Marian's shape: post-norm, marian positions": (
+        TRANSFORMER,
+        [*LIGHT, "model.norm=post", "model.positions=marian"],
+        [],
+    ),
+}
+
 # On one GPU: the RNN's GPU recipe, and the Transformer at the GPU's batches with the CPU
 # recipe's sizes (configs/eng-mar-transformer-gpu.yaml: it won) and with JoeyNMT's (FIRST), the
 # same data and vocabulary
