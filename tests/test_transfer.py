@@ -282,7 +282,7 @@ def test_the_shipped_eng_hin_configs_prepare_and_train_on_the_shared_file(tmp_pa
         "input_feeding",
     )
     tiny = [f"model.{key}={str(parent_model[key]).lower()}" for key in sizes]
-    budget = ["train.max_minutes=0.1"]
+    budget = ["train.max_minutes=0", "train.epochs=1"]  # an epoch, not a budget: seconds on any machine
     alone_at_3 = ["train.max_minutes=0", "train.epochs=3", "train.probes=0"]  # epoch 3 starts past 60 %: alone
     runs = [("eng-hin-scratch", budget), ("eng-hin", [f"init_from={parent_run}", *budget])]
     for name, extra in [*runs, ("eng-hin-mixed", [f"init_from={parent_run}", *alone_at_3])]:
