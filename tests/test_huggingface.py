@@ -88,6 +88,26 @@ def test_a_model_too_big_for_this_machine_is_refused_with_the_figure_before_it_i
     assert "75.0 M parameters" in said[1]
 
 
+def test_a_damaged_model_is_refused_naming_its_file_and_leaves_no_run(tmp_path):
+    """Weights that are not a safetensors file, or that lack a layer: a clear error naming the
+    file, and no half-written run (a second try is not refused as "not empty")."""
+    folder = tiny_marian(tmp_path / "opus-mt-en-mr")
+    weights = folder / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(NmtError, match=r"model.safetensors"):
+        import_hf(str(folder), tmp_path / "run", "", "", log=lambda message: None)
+    assert not (tmp_path / "run").exists() and [p.name for p in tmp_path.iterdir()] == ["opus-mt-en-mr"]
+    from safetensors.torch import load_file, save_file
+
+    weights.write_bytes(whole)
+    state = load_file(str(weights))
+    save_file({k: v for k, v in state.items() if "layers.1.fc1" not in k}, str(weights))
+    with pytest.raises(NmtError, match=r"weights this model lacks .*layers.1.feed_forward.inner"):
+        import_hf(str(folder), tmp_path / "run", "", "", log=lambda message: None)
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_model_type_not_imported_is_refused_naming_what_is(tmp_path):
     folder = tmp_path / "m"
     folder.mkdir()

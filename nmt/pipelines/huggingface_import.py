@@ -29,6 +29,7 @@ from nmt.config.parsing import config_from_dict
 from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
+from nmt.core.fileio import staged_folder
 from nmt.core.hardware import available_memory
 from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, sentencepiece_with_pieces
 from nmt.model.base import build_model
@@ -102,20 +103,23 @@ def _parameters(path: Path) -> int | None:
         return None
     from safetensors import safe_open
 
-    with safe_open(str(path), "pt") as handle:
-        return sum(torch.Size(handle.get_slice(name).get_shape()).numel() for name in handle.keys())  # noqa: SIM118 - a safe_open has no __iter__
+    try:
+        with safe_open(str(path), "pt") as handle:
+            return sum(torch.Size(handle.get_slice(name).get_shape()).numel() for name in handle.keys())  # noqa: SIM118 - a safe_open has no __iter__
+    except Exception as error:  # safetensors' own, on a file that is not one
+        raise NmtError(f"Cannot read {path}: it is not a safetensors file ({error}).") from None
 
 
 def _load_state(path: Path) -> dict[str, torch.Tensor]:
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        return load_file(str(path))
+    """The weights, as plain tensors (a pickle that holds anything else is refused, as checkpoints are)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # a pickle that is not plain tensors is refused, as checkpoints are
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return load_file(str(path))
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # the readers' own errors, on a damaged or foreign file
         raise NmtError(f"Cannot read {path} as plain tensors ({type(error).__name__}: {error}).") from None
-    return state
 
 
 def check_fits(parameters: int, log: Callable[[str], object]) -> None:
@@ -209,36 +213,40 @@ def import_marian(
         "decode": {"beam_size": hf.get("num_beams") or 5},
     }
     config = config_from_dict(raw)
-    paths = prepared_paths(config)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    codes = [piece for piece in src.pieces if piece.startswith(">>") and piece.endswith("<<")]
-    for side, base, vocab in (("src", "source.spm", src), ("tgt", "target.spm", tgt)):
-        left_out = sentencepiece_with_pieces(folder / base, vocab.pieces, paths.spm(side), whole=codes)
-        if left_out:
-            log(
-                f"{side}: {len(left_out)} pieces of {base} are not in the vocabulary (the model reads them as "
-                f"<unk>); text that needs one is cut into smaller pieces here, e.g. {left_out[0]!r}."
-            )
-    src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+    with staged_folder(out) as staging:  # the whole run or none: a failure leaves no half-written folder
 
-    state = _load_state(weights_path)
-    weights = weights_from_marian(state, hf, src.rows, tgt.rows, start, start_is_new)
-    model = build_model(config.model, len(src.pieces), len(tgt.pieces))
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if missing or unexpected:
-        raise NmtError(f"{weights_path}: weights this model lacks ({missing[:3]}) or does not have ({unexpected[:3]}).")
-    run = run_paths(config)
-    run.root.mkdir(parents=True, exist_ok=True)
-    save_config(config, run.config)
-    payload = {
-        "model": model.state_dict(),
-        "config": config.to_dict(),
-        "spm_sha256": spm_hashes(src_tok, tgt_tok),
-        "hardware": "imported",
-        "imported_from": {"class": hf.get("architectures", ["MarianMTModel"])[0], "name": folder.resolve().name},
-    }
-    run.checkpoints.mkdir(parents=True, exist_ok=True)
-    save_checkpoint(run.checkpoint("best"), payload)
+        def staged(path: Path) -> Path:
+            """Where ``path`` of the run (under ``out``) is written before the run appears."""
+            target = staging / path.relative_to(out)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            return target
+
+        paths, run = prepared_paths(config), run_paths(config)
+        codes = [piece for piece in src.pieces if piece.startswith(">>") and piece.endswith("<<")]
+        for side, base, vocab in (("src", "source.spm", src), ("tgt", "target.spm", tgt)):
+            left_out = sentencepiece_with_pieces(folder / base, vocab.pieces, staged(paths.spm(side)), whole=codes)
+            if left_out:
+                log(
+                    f"{side}: {len(left_out)} pieces of {base} are not in the vocabulary (the model reads them as "
+                    f"<unk>); text that needs one is cut into smaller pieces here, e.g. {left_out[0]!r}."
+                )
+        src_tok, tgt_tok = Tokenizer(staged(paths.spm("src"))), Tokenizer(staged(paths.spm("tgt")))
+        weights = weights_from_marian(_load_state(weights_path), hf, src.rows, tgt.rows, start, start_is_new)
+        model = build_model(config.model, len(src.pieces), len(tgt.pieces))
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+        if missing or unexpected:
+            raise NmtError(
+                f"{weights_path}: weights this model lacks ({missing[:3]}) or lacks a place for ({unexpected[:3]})."
+            )
+        save_config(config, staged(run.config))
+        payload = {
+            "model": model.state_dict(),
+            "config": config.to_dict(),
+            "spm_sha256": spm_hashes(src_tok, tgt_tok),
+            "hardware": "imported",
+            "imported_from": {"class": hf.get("architectures", ["MarianMTModel"])[0], "name": folder.resolve().name},
+        }
+        save_checkpoint(staged(run.checkpoint("best")), payload)
     return config
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from nmt.core.errors import NmtError
 from nmt.data.tokenizer import BOS_ID
 from nmt.model.transformer.settings import TransformerConfig
 
@@ -87,6 +88,22 @@ def _rows(table: torch.Tensor, rows: list[int], bos_start: int | None) -> torch.
     return picked
 
 
+def layer_names(prefix: str) -> dict[str, str]:
+    """Each tensor of layer ``prefix`` (e.g. ``decoder.layers.0``) that maps one to one: our name
+    -> transformers' (without ``model.``). The fused [W^K; W^V] and the keys' bias are apart."""
+    names: dict[str, str] = {}
+    for norm, their_norm in LAYER_NORMS.items():
+        names |= {f"{prefix}.{norm}.{kind}": f"{prefix}.{their_norm}.{kind}" for kind in ("weight", "bias")}
+    for attention, their_attention in ATTENTIONS.items():
+        theirs = f"{prefix}.{their_attention}"
+        names |= {f"{prefix}.{attention}.query.{kind}": f"{theirs}.q_proj.{kind}" for kind in ("weight", "bias")}
+        names |= {f"{prefix}.{attention}.out.{kind}": f"{theirs}.out_proj.{kind}" for kind in ("weight", "bias")}
+        names[f"{prefix}.{attention}.value_bias"] = f"{theirs}.v_proj.bias"
+    for mine, theirs in (("inner", "fc1"), ("outer", "fc2")):
+        names |= {f"{prefix}.feed_forward.{mine}.{kind}": f"{prefix}.{theirs}.{kind}" for kind in ("weight", "bias")}
+    return names
+
+
 def weights_from_marian(
     state: dict[str, torch.Tensor],
     hf: dict,
@@ -102,7 +119,8 @@ def weights_from_marian(
     shared = state.get("shared.weight")
     source_table = state.get("encoder.embed_tokens.weight", shared)
     target_table = state.get("decoder.embed_tokens.weight", shared)
-    assert source_table is not None and target_table is not None
+    if source_table is None or target_table is None:
+        raise NmtError("The weights hold no embedding table (model.shared or model.*.embed_tokens).")
     ours: dict[str, torch.Tensor] = {
         "encoder.embedding.weight": _rows(source_table, src_rows, None),
         "decoder.embedding.weight": _rows(target_table, tgt_rows, start),
@@ -115,26 +133,12 @@ def weights_from_marian(
         ours["decoder.output.bias"][BOS_ID] = NEVER
     for stack, count in (("encoder", hf["encoder_layers"]), ("decoder", hf["decoder_layers"])):
         for layer in range(count):
-            theirs, mine = f"{stack}.layers.{layer}", f"{stack}.layers.{layer}"
-            for norm, their_norm in LAYER_NORMS.items():
-                if f"{theirs}.{their_norm}.weight" in state:
-                    for kind in ("weight", "bias"):
-                        ours[f"{mine}.{norm}.{kind}"] = state[f"{theirs}.{their_norm}.{kind}"]
+            prefix = f"{stack}.layers.{layer}"
+            ours |= {mine: state[theirs] for mine, theirs in layer_names(prefix).items() if theirs in state}
             for attention, their_attention in ATTENTIONS.items():
-                name = f"{theirs}.{their_attention}"
-                if f"{name}.q_proj.weight" not in state:
-                    continue
-                ours[f"{mine}.{attention}.query.weight"] = state[f"{name}.q_proj.weight"]
-                ours[f"{mine}.{attention}.query.bias"] = state[f"{name}.q_proj.bias"]
-                ours[f"{mine}.{attention}.key_value.weight"] = torch.cat(
-                    [state[f"{name}.k_proj.weight"], state[f"{name}.v_proj.weight"]]
-                )
-                ours[f"{mine}.{attention}.value_bias"] = state[f"{name}.v_proj.bias"]
-                ours[f"{mine}.{attention}.out.weight"] = state[f"{name}.out_proj.weight"]
-                ours[f"{mine}.{attention}.out.bias"] = state[f"{name}.out_proj.bias"]
-            for mine_ff, theirs_ff in (("inner", "fc1"), ("outer", "fc2")):
-                for kind in ("weight", "bias"):
-                    ours[f"{mine}.feed_forward.{mine_ff}.{kind}"] = state[f"{theirs}.{theirs_ff}.{kind}"]
+                keys, values = (state.get(f"{prefix}.{their_attention}.{part}_proj.weight") for part in "kv")
+                if keys is not None and values is not None:  # [W^K; W^V], one product here
+                    ours[f"{prefix}.{attention}.key_value.weight"] = torch.cat([keys, values])
     return ours
 
 
@@ -151,26 +155,16 @@ def weights_to_marian(
     }
     for stack, count in (("encoder", encoder_layers), ("decoder", decoder_layers)):
         for layer in range(count):
-            mine, name = f"{stack}.layers.{layer}", f"model.{stack}.layers.{layer}"
-            for norm, their_norm in LAYER_NORMS.items():
-                if f"{mine}.{norm}.weight" in weights:
-                    for kind in ("weight", "bias"):
-                        theirs[f"{name}.{their_norm}.{kind}"] = weights[f"{mine}.{norm}.{kind}"]
+            prefix = f"{stack}.layers.{layer}"
+            theirs |= {f"model.{name}": weights[mine] for mine, name in layer_names(prefix).items() if mine in weights}
             for attention, their_attention in ATTENTIONS.items():
-                if f"{mine}.{attention}.query.weight" not in weights:
-                    continue
-                prefix, width = f"{name}.{their_attention}", weights[f"{mine}.{attention}.value_bias"].numel()
-                keys, values = weights[f"{mine}.{attention}.key_value.weight"].split(width)
-                theirs[f"{prefix}.q_proj.weight"] = weights[f"{mine}.{attention}.query.weight"]
-                theirs[f"{prefix}.q_proj.bias"] = weights[f"{mine}.{attention}.query.bias"]
-                theirs[f"{prefix}.k_proj.weight"], theirs[f"{prefix}.k_proj.bias"] = keys, torch.zeros(width)
-                theirs[f"{prefix}.v_proj.weight"] = values
-                theirs[f"{prefix}.v_proj.bias"] = weights[f"{mine}.{attention}.value_bias"]
-                theirs[f"{prefix}.out_proj.weight"] = weights[f"{mine}.{attention}.out.weight"]
-                theirs[f"{prefix}.out_proj.bias"] = weights[f"{mine}.{attention}.out.bias"]
-            for mine_ff, theirs_ff in (("inner", "fc1"), ("outer", "fc2")):
-                for kind in ("weight", "bias"):
-                    theirs[f"{name}.{theirs_ff}.{kind}"] = weights[f"{mine}.feed_forward.{mine_ff}.{kind}"]
+                if f"{prefix}.{attention}.key_value.weight" not in weights:
+                    continue  # an encoder layer has no cross-attention
+                width = weights[f"{prefix}.{attention}.value_bias"].numel()
+                keys, values = weights[f"{prefix}.{attention}.key_value.weight"].split(width)
+                name = f"model.{prefix}.{their_attention}"
+                theirs[f"{name}.k_proj.weight"], theirs[f"{name}.v_proj.weight"] = keys, values
+                theirs[f"{name}.k_proj.bias"] = torch.zeros(width)  # the softmax cancels a key's bias
     return {name: tensor.detach().float().contiguous().clone() for name, tensor in theirs.items()}
 
 
