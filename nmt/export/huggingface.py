@@ -1,7 +1,7 @@
 """``nmt export --hf``: a Transformer trained here as a folder ``transformers`` loads with no
 custom code — ``AutoModelForSeq2SeqLM`` gives a ``MarianMTModel``, ``AutoTokenizer`` a
-``MarianTokenizer`` — so that ``pipeline("translation")``, ``Seq2SeqTrainer``, BertViz, Inseq
-and the Hub take it as one of their own.
+``MarianTokenizer`` — so that ``generate()``, ``Seq2SeqTrainer``, BertViz and the Hub take it
+as one of their own.
 
 Marian's layers are post-norm with sines-then-cosines positions from 0: a model of those
 settings (``model.norm: post``, ``model.positions: marian``) exports; another is refused naming
@@ -27,6 +27,7 @@ from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers
+from nmt.runtime.parent import VOCABULARY_TENSORS
 
 
 def hf_order(size: int) -> list[int]:
@@ -42,10 +43,9 @@ def _vocabulary(tokenizer: Tokenizer) -> dict[str, int]:
 
 def _reordered(weights: dict[str, torch.Tensor], src_size: int, tgt_size: int) -> dict:
     """``weights`` with every vocabulary tensor's rows in the export's order."""
-    sides = {"encoder.embedding.weight": src_size, "decoder.embedding.weight": tgt_size}
-    sides |= {"decoder.output.weight": tgt_size, "decoder.output.bias": tgt_size}
+    sizes = {"src": src_size, "tgt": tgt_size}
     return {
-        name: tensor[torch.tensor(hf_order(sides[name]))] if name in sides else tensor
+        name: tensor[torch.tensor(hf_order(sizes[VOCABULARY_TENSORS[name]]))] if name in VOCABULARY_TENSORS else tensor
         for name, tensor in weights.items()
     }
 
