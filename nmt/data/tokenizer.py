@@ -130,10 +130,9 @@ def sentencepiece_with_pieces(
     model = model_pb2.ModelProto()
     model.ParseFromString(Path(base).read_bytes())
     known = {piece.piece: piece for piece in model.pieces}
-    kept = [known.get(piece) for piece in pieces]
     rebuilt = []
     for index, piece in enumerate(pieces):
-        own = kept[index]
+        own = known.get(piece)
         if index < 4:
             kind = piece_type.UNKNOWN if piece == UNK else piece_type.CONTROL
             rebuilt.append((piece, 0.0, kind))

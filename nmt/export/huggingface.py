@@ -24,7 +24,7 @@ from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, staged_folder, write_text_atomic
 from nmt.core.registry import ARCHITECTURES
-from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from nmt.data.tokenizer import BOS_ID, EOS, EOS_ID, PAD, PAD_ID, UNK, Tokenizer
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers
 from nmt.runtime.parent import VOCABULARY_TENSORS
@@ -85,9 +85,9 @@ def _settings_files(config: Config, layers: dict, src_tok: Tokenizer, tgt_tok: T
         "tokenizer_class": "MarianTokenizer",
         "source_lang": config.data.src_lang,
         "target_lang": config.data.tgt_lang,
-        "unk_token": src_tok.pieces()[UNK_ID],
-        "eos_token": src_tok.pieces()[EOS_ID],
-        "pad_token": src_tok.pieces()[PAD_ID],
+        "unk_token": UNK,  # every vocabulary here spells its specials so (nmt/data/tokenizer.py)
+        "eos_token": EOS,
+        "pad_token": PAD,
         "separate_vocabs": not joint,
         "model_max_length": layers["max_position_embeddings"] // 2,
     }

@@ -140,15 +140,18 @@ def check_fits(parameters: int, log: Callable[[str], object]) -> None:
         )
 
 
-def vocabulary(hf_vocab: dict[str, int], pieces: dict[str, str], bos: int | None, path: Path) -> Vocabulary:
-    """One side in our order: <pad>, <unk>, <bos>, <eos> (rows: the side's pad, unk, its own
-    <bos> — or pad where it has none — and eos), then every other piece in the model's id order."""
+def vocabulary(
+    hf_vocab: dict[str, int], pieces: dict[str, str], own_bos: int | None, bos_row: int, path: Path
+) -> Vocabulary:
+    """One side in our order: <pad>, <unk>, <bos>, <eos> (rows: the side's pad, unk, ``bos_row``
+    and eos), then every other piece in the model's id order (the side's own <bos>, ``own_bos``,
+    is ours, not another piece)."""
     by_id = sorted((index, piece) for piece, index in hf_vocab.items())
     if [index for index, _ in by_id] != list(range(len(by_id))):
         raise NmtError(f"{path}: its ids are not 0 .. {len(by_id) - 1}, one piece each.")
     pad, unk, eos = (hf_vocab[pieces[key]] for key in ("pad_token", "unk_token", "eos_token"))
-    special = {pad, unk, eos} | ({bos} if bos is not None else set())
-    ours, rows = [PAD, UNK, BOS, EOS], [pad, unk, pad if bos is None else bos, eos]
+    special = {pad, unk, eos} | ({own_bos} if own_bos is not None else set())
+    ours, rows = [PAD, UNK, BOS, EOS], [pad, unk, bos_row, eos]
     for index, piece in by_id:
         if index not in special and piece not in (PAD, UNK, BOS, EOS):
             ours.append(piece)
@@ -182,10 +185,15 @@ def marian_vocabularies(folder: Path, hf: dict) -> tuple[Vocabulary, Vocabulary,
     start = int(hf.get("decoder_start_token_id", target_vocab[pieces["pad_token"]]))
     # our <bos> is the row decoding starts from: the model's own <bos> if it has one, else a copy of that row
     start_is_new = target_vocab.get(BOS) != start
-    src = vocabulary(source_vocab, pieces, source_vocab.get(BOS), folder / "vocab.json")
-    tgt = vocabulary(target_vocab, pieces, None if start_is_new else start, folder / "target_vocab.json")
-    if start_is_new:
-        tgt.rows[2] = start
+    own_bos = source_vocab.get(BOS)  # a source never holds <bos>: its row is the side's own, or pad's
+    src = vocabulary(
+        source_vocab,
+        pieces,
+        own_bos,
+        source_vocab[pieces["pad_token"]] if own_bos is None else own_bos,
+        folder / "vocab.json",
+    )
+    tgt = vocabulary(target_vocab, pieces, None if start_is_new else start, start, folder / "target_vocab.json")
     return src, tgt, start, start_is_new
 
 
