@@ -65,3 +65,15 @@ def test_importing_the_toolkit_leaves_a_notebooks_matplotlib_backend_as_it_was()
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["svg", "Figure", "0"]
+
+
+def test_the_served_page_has_one_font_face_per_script_font_both_copies_read():
+    """The offline page and a notebook view copy the served page's @font-face rules (their
+    unicode-ranges), found by the script whose font each fetches: one for every script font."""
+    from importlib import resources
+
+    from nmt.core.fonts import SCRIPT_FONTS, served_font_faces
+
+    faces = served_font_faces((resources.files("nmt.serve") / "static" / "style.css").read_text(encoding="utf-8"))
+    assert set(faces) == {script.lower() for script in SCRIPT_FONTS}
+    assert all("unicode-range:" in rule and 'url("/fonts/' in rule for rule in faces.values())

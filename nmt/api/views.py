@@ -24,7 +24,7 @@ from typing import Any
 
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
-from nmt.core.fonts import SCRIPT_FONTS, font_subset, script_of
+from nmt.core.fonts import SCRIPT_FONTS, font_subset, script_of, served_font_faces
 from nmt.pipelines.lab import Lab
 from nmt.pipelines.lab_views import compact
 
@@ -105,11 +105,7 @@ def _font_faces(data: dict) -> tuple[list[str], dict[str, str]]:
     package fonts cover (a machine without a Devanagari font would draw boxes), and their family
     names. Each family is named after its glyphs, so views of different texts in one notebook do
     not take each other's subsets. Families map to the text each draws."""
-    served = {  # script -> the served page's rule for it (its unicode-range)
-        rule.split('"Served ')[1].split('"')[0].upper(): rule
-        for rule in _static("style.css").splitlines()
-        if rule.startswith("@font-face")
-    }
+    served = served_font_faces(_static("style.css"))  # script -> the served page's rule (its unicode-range)
     by_script: dict[str, set[str]] = {}
     for text in _strings(data):
         for char in text:
@@ -117,13 +113,14 @@ def _font_faces(data: dict) -> tuple[list[str], dict[str, str]]:
                 by_script.setdefault(script, set()).add(char)
     rules, families = [], {}
     for script, chars in sorted(by_script.items()):
+        served_rule = served.get(script.lower())
         text = "".join(sorted(chars)) + "\u200c\u200d\u25cc"  # joiners, and the dotted circle of a lone mark
-        font = font_subset(script, text)
-        if font is None or script not in served:
+        font = font_subset(script, text) if served_rule else None  # no subset made for a rule-less script
+        if font is None or served_rule is None:
             continue
         family = f"nmt {script.title()} {hashlib.sha1(text.encode()).hexdigest()[:10]}"
         url = "data:font/woff;base64," + base64.b64encode(font).decode("ascii")
-        rule = re.sub(r'font-family: "[^"]+"', f'font-family: "{family}"', served[script])
+        rule = re.sub(r'font-family: "[^"]+"', f'font-family: "{family}"', served_rule)
         rules.append(re.sub(r'src: url\("[^"]+"\) format\("truetype"\)', f'src: url("{url}") format("woff")', rule))
         families[family] = text
     return rules, families

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import io
+import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
@@ -82,6 +83,21 @@ def font_subset(script: str, text: str) -> bytes | None:
     buffer = io.BytesIO()
     font.save(buffer)
     return buffer.getvalue()
+
+
+SERVED_FONT = re.compile(r'url\("/fonts/(\w+)\.ttf"\)')  # how the served page's rules name a script's font
+
+
+def served_font_faces(css: str) -> dict[str, str]:
+    """The served page's ``@font-face`` rules (nmt/serve/static/style.css, one a line), by the
+    script whose font each fetches (``devanagari``): what the offline page and a notebook view
+    copy, each with its own source for the font."""
+    faces = {}
+    for rule in css.splitlines():
+        found = SERVED_FONT.search(rule) if rule.startswith("@font-face") else None
+        if found:
+            faces[found.group(1)] = rule
+    return faces
 
 
 def script_of(char: str) -> str:

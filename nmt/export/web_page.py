@@ -26,7 +26,7 @@ from nmt.config.paths import run_paths
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import staged_folder, write_text_atomic
-from nmt.core.fonts import SCRIPT_FONTS, script_font, script_of
+from nmt.core.fonts import SCRIPT_FONTS, script_font, script_of, served_font_faces
 from nmt.core.registry import ARCHITECTURES
 from nmt.data.languages import language_name
 from nmt.export.onnx_graphs import export_graphs
@@ -126,17 +126,16 @@ def page_fonts(tokenizers, folder: Path) -> list[str]:
     return their ``@font-face`` rules, pointing at the copies. The rules are the served page's."""
     pieces = [piece for tok in tokenizers for piece in tok.pieces()]
     written = {script_of(char) for piece in pieces for char in piece} & set(SCRIPT_FONTS)
-    rules = [
-        rule for rule in SERVED_FONT_FACES.read_text(encoding="utf-8").splitlines() if rule.startswith("@font-face")
-    ]
+    rules = served_font_faces(SERVED_FONT_FACES.read_text(encoding="utf-8"))
     faces = []
     for script in sorted(script.lower() for script in written):
-        font, served = script_font(script), f'url("/fonts/{script}.ttf")'
+        font = script_font(script)
         if font is None:
             continue
         folder.mkdir(exist_ok=True)
         shutil.copyfile(font, folder / f"{script}.ttf")
-        faces += [rule.replace(served, f'url("fonts/{script}.ttf")') for rule in rules if served in rule]
+        if script in rules:
+            faces.append(rules[script].replace(f'url("/fonts/{script}.ttf")', f'url("fonts/{script}.ttf")'))
     return faces
 
 
