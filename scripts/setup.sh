@@ -21,4 +21,11 @@ if ! python -c "import torch" 2>/dev/null; then
   # A pinned release: on machines with a local CPU wheel this installs in seconds.
   python -m pip install --quiet "torch==${TORCH_VERSION:-2.13.0}"
 fi
-python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# pip's own check that nothing is missing takes seconds: skip it while pyproject.toml is the one the
+# .venv was last installed from (its hash in .venv/nmt-installed); a changed one installs again
+stamp=".venv/nmt-installed"
+wanted="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ] || ! python -c "import nmt" 2>/dev/null; then
+  python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+  echo "$wanted" > "$stamp"
+fi
