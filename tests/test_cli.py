@@ -370,13 +370,15 @@ def test_a_config_read_from_another_folder_says_where_it_looked_and_a_runs_own_w
     (home / "en-mr.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
 
     def nmt(*args, cwd):
-        return subprocess.run([sys.executable, "-m", "nmt", *args], cwd=cwd, capture_output=True, text=True)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(cwd)
+            return runner.invoke(app, list(args))
 
-    assert nmt("train", "--config", "en-mr.yaml", cwd=home).returncode == 0
+    assert nmt("train", "--config", "en-mr.yaml", cwd=home).exit_code == 0
     lost = nmt("translate", "-c", str(home / "en-mr.yaml"), "--text", "I see tea.", cwd=elsewhere)
-    assert lost.returncode == 1 and "Traceback" not in lost.stderr
+    assert lost.exit_code == 1 and "Traceback" not in lost.output
     assert f"looked for in {elsewhere}" in lost.stderr and "relative to the folder nmt runs in" in lost.stderr
     assert "Run `nmt prepare` first" not in lost.stderr
     own = nmt("translate", "-c", str(home / "runs" / "en-mr" / "config.yaml"), "--text", "I see tea.", cwd=elsewhere)
-    assert own.returncode == 0 and own.stdout.strip(), own.stderr
-    assert nmt("evaluate", "-c", str(home / "runs" / "en-mr" / "config.yaml"), cwd=elsewhere).returncode == 0
+    assert own.exit_code == 0 and own.stdout.strip(), own.output
+    assert nmt("evaluate", "-c", str(home / "runs" / "en-mr" / "config.yaml"), cwd=elsewhere).exit_code == 0

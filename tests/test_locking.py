@@ -118,8 +118,29 @@ def nmt_with_plugin(*args: str, cwd: Path, wait: bool = True):
     return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.fixture
+def in_process(tmp_path, monkeypatch):
+    """``nmt ARGS`` run in this process (CliRunner), trusting the config's plugin as the
+    process that holds the run does (``--plugin``: NMT_TRUSTED_PLUGINS); the plugin's callback
+    unregistered afterwards, so that no other test sees it."""
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+    from nmt.core.registry import CALLBACKS
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("NMT_TRUSTED_PLUGINS", "nmt_hold_plugin")
+    runner = CliRunner()
+    yield lambda *args: runner.invoke(app, list(args))
+    if "hold-while-file" in CALLBACKS:
+        del CALLBACKS["hold-while-file"]
+    sys.modules.pop("nmt_hold_plugin", None)
+
+
 @pytest.mark.slow
-def test_while_a_run_trains_writers_are_refused_at_once_and_readers_go_on(tmp_path, held_config):
+def test_while_a_run_trains_writers_are_refused_at_once_and_readers_go_on(tmp_path, held_config, in_process):
+    """The run trains in a process of its own; the other commands run in this one (each a
+    process of its own cost seconds apiece: the lock is per process either way)."""
     config = held_config
     run = tmp_path / "run"
     run.mkdir()
@@ -136,17 +157,17 @@ def test_while_a_run_trains_writers_are_refused_at_once_and_readers_go_on(tmp_pa
             "average": ["average", str(run)],
         }
         for what, args in refused.items():
-            second = nmt_with_plugin(*args, cwd=tmp_path)
-            assert second.returncode == 1, (what, second.stderr)
-            assert f"in use by process {first.pid} (nmt train --config" in second.stderr, (what, second.stderr)
+            second = in_process(*args)
+            assert second.exit_code == 1, (what, second.output)
+            assert f"in use by process {first.pid} (nmt train --config" in second.output, (what, second.output)
             assert first.poll() is None, what  # refused while the run holds it, not after it ended
         assert not (tmp_path / "package").exists()
         for args in (
             ["translate", "--config", str(config), "--text", "I see tea."],
             ["evaluate", "--config", str(config)],
         ):
-            reader = nmt_with_plugin(*args, cwd=tmp_path)
-            assert reader.returncode == 0, reader.stderr
+            reader = in_process(*args)
+            assert reader.exit_code == 0, reader.output
         assert first.poll() is None  # held through every command above
     finally:
         (run / "hold").unlink(missing_ok=True)
@@ -154,8 +175,8 @@ def test_while_a_run_trains_writers_are_refused_at_once_and_readers_go_on(tmp_pa
     assert first.returncode == 0, err
     epochs = [json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     assert epochs == sorted(set(epochs)), epochs  # each validation once
-    again = nmt_with_plugin("translate", "--config", str(config), "--text", "I see tea.", cwd=tmp_path)
-    assert again.returncode == 0 and again.stdout.strip(), again.stderr  # the run is whole
+    again = in_process("translate", "--config", str(config), "--text", "I see tea.")
+    assert again.exit_code == 0 and again.stdout.strip(), again.output  # the run is whole
 
 
 def test_the_lock_is_released_when_a_command_fails(tmp_path, config):
