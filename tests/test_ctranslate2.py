@@ -48,6 +48,7 @@ class Pieces:
 
     vocab_size = VOCAB
     SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
+    code_ids = ()  # no language code (tokenizer.tgt_code)
 
     def id_to_piece(self, ids: list[int]) -> list[str]:
         return [self.SPECIALS[i] if i < 4 else f"▁w{i}" for i in ids]
@@ -263,6 +264,26 @@ print(argostranslate.translate.translate(sys.argv[2], "en", "mr"))
 """
 
 
+def argos_translate(archive: Path, text: str, home: Path) -> subprocess.CompletedProcess:
+    """argostranslate installing ``archive`` into an empty ``home`` of its own and translating
+    ``text`` with it, offline (the package's spaCy sentencizer splits the sentences)."""
+    environment = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "ARGOS_CHUNK_TYPE": "SPACY",
+    }
+    return subprocess.run(
+        [sys.executable, "-c", ARGOS_SCRIPT, str(archive), text],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+
+
 def test_an_argos_package_installs_and_translates_offline_with_argostranslates_own_api(package, tmp_path):
     """argostranslate (from PyPI) installs the package from its file and translates with it, with
     no network: the package's own spaCy sentencizer splits the sentences (ARGOS_CHUNK_TYPE=SPACY)."""
@@ -278,23 +299,7 @@ def test_an_argos_package_installs_and_translates_offline_with_argostranslates_o
         metadata = json.loads(opened.read("translate-en_mr-1_0/metadata.json"))
     assert {"translate-en_mr-1_0/model/model.bin", "translate-en_mr-1_0/sentencepiece.model"} <= names
     assert (metadata["from_code"], metadata["to_code"], metadata["type"]) == ("en", "mr", "translate")
-    home = tmp_path / "home"
-    environment = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "ARGOS_CHUNK_TYPE": "SPACY",
-    }
-    text = "I see apples. we like tea."
-    argos = subprocess.run(
-        [sys.executable, "-c", ARGOS_SCRIPT, str(archive), text],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=300,
-    )
+    argos = argos_translate(archive, "I see apples. we like tea.", tmp_path / "home")
     assert argos.returncode == 0, argos.stderr
     installed, translation = argos.stdout.strip().split("\n")[-2:]
     assert installed == "en mr"

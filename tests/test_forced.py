@@ -5,8 +5,8 @@ import torch
 
 from nmt.config.schema import DecodeConfig
 from nmt.data.batching import source_tensor
-from nmt.decoding.forced import PrefixedModel, forced_log_probs, score_pairs
-from nmt.decoding.search import beam_search, greedy_search
+from nmt.decoding.forced import forced_log_probs, score_pairs
+from nmt.decoding.search import PrefixedModel, beam_search, greedy_search
 
 from .helpers import random_sources, small_model
 

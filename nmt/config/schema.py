@@ -93,6 +93,12 @@ class TokenizerConfig:
     # SentencePiece model and a new one cuts the training text into fewer pieces), parent, or new
     # (a side in the parent's language always keeps the parent's, unless new)
     parent_vocab: Literal["auto", "parent", "new"] = "auto"
+    # a language-code piece every source begins with, e.g. M2M100's __en__ or NLLB's eng_Latn (empty: none);
+    # nmt init --from-hf sets both codes for the models that read them
+    src_code: str = ""
+    # a language-code piece every target begins with: translations start with it, never searched
+    # (NLLB's and M2M100's forced first token, e.g. hin_Deva or __hi__); empty: none
+    tgt_code: str = ""
 
 
 @dataclass

@@ -168,9 +168,11 @@ def encoded_lines(
 
 
 class Tokenizer:
-    """One language's SentencePiece model."""
+    """One language's SentencePiece model. ``code``: a piece every sequence of this side begins
+    with (a language code: ``tokenizer.src_code``, ``tokenizer.tgt_code``), put in front by
+    ``encode`` and ``sample`` and left out of the text by ``decode``."""
 
-    def __init__(self, model_path: str | Path):
+    def __init__(self, model_path: str | Path, code: str = "", key: str = "tokenizer.src_code"):
         self.path = Path(model_path)
         if not self.path.is_file():
             relative = relative_to_here(self.path)  # a relative path: where it was looked for, and why there
@@ -188,27 +190,36 @@ class Tokenizer:
         except (RuntimeError, OSError) as error:
             raise NmtError(f"{self.path} is not a SentencePiece model ({error}).") from None
         self.sha256 = sha256_file(self.path)
+        self.code_ids: list[int] = []  # [the code's id], or none
+        if code:
+            try:
+                self.code_ids = self.piece_ids([code])
+            except KeyError:
+                raise NmtError(f"{key}: {code!r} is not a piece of {self.path} (a language code it holds).") from None
 
     @property
     def vocab_size(self) -> int:
         return self.processor.get_piece_size()
 
     def encode(self, texts: list[str]) -> list[list[int]]:
-        return self.processor.encode(texts, out_type=int)
+        return [self.code_ids + ids for ids in self.processor.encode(texts, out_type=int)]
 
     def sample(self, texts: list[str], alpha: float, seed: int) -> list[list[int]]:
         """A random segmentation of each text (training only): unigram sampling with smoothing
         ``alpha`` (Kudo, 2018), or BPE-dropout with dropout ``alpha`` for BPE models (Provilkov
         et al., 2020). Seeded, and on one thread, so the same seed gives the same segmentations."""
         spm.set_random_generator_seed(seed)
-        return self.processor.encode(
+        found = self.processor.encode(
             texts, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1
         )
+        return [self.code_ids + ids for ids in found]
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text of each id list. Byte pieces (byte_fallback) that do not make a whole UTF-8 character
         — a model may end a translation in the middle of one — are dropped, where SentencePiece would
         write U+FFFD ("�") into the output."""
+        if self.code_ids:  # the language code a translation starts with (or repeats) is no part of its text
+            ids = [[i for i in row if i not in self.code_ids] for row in ids]
         return [text.replace(REPLACEMENT, "") for text in self.processor.decode(ids)]
 
     def id_to_piece(self, ids: list[int]) -> list[str]:

@@ -20,7 +20,9 @@ from nmt.decoding.search import evaluating
 from nmt.model.base import TranslationModel
 
 STEPS = ("input", "produced")  # which step's attention stands for a target word
-SPECIAL = re.compile(r"^<2[^>]+>$")  # a target tag leading the source of a model of several targets
+# a target tag leading the source of a model of several targets (<2hi>), or a language code leading
+# a side (tokenizer.src_code, tgt_code: M2M100's __hi__, NLLB's hin_Deva)
+SPECIAL = re.compile(r"^(<2[^>]+>|__[a-z_]+__|[a-z]{3}_[A-Z][a-z]{3})$")
 BATCH = 32  # sentence pairs a forced pass reads at once
 
 

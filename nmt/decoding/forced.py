@@ -55,32 +55,6 @@ def next_tokens(model: SearchModel, src: torch.Tensor, src_lengths: torch.Tensor
     return best.indices.tolist(), best.values.tolist()
 
 
-class PrefixedModel:
-    """``model`` with the start of the translation given: search run on it continues
-    ``prefix`` (ids) instead of starting at <bos>. Holds one search's state: make one per
-    search; every sentence of that search shares the prefix."""
-
-    def __init__(self, model: SearchModel, prefix: list[int]):
-        self.model, self.prefix = model, prefix
-        self.wrapped = model  # what search puts in eval mode (nmt.decoding.search.evaluating)
-        self.started = False
-
-    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
-        """Memory, and the state after reading <bos> and the prefix but its last token."""
-        memory, state = self.model.encode(src, src_lengths)
-        for token in [BOS_ID, *self.prefix[:-1]]:  # search's first step feeds the prefix's last token
-            fed = torch.full((src.size(0),), token, dtype=torch.long, device=src.device)
-            _, state, _ = self.model.decode_step(fed, state, memory)
-        self.started = False
-        return memory, state
-
-    def decode_step(self, prev_tokens: torch.Tensor, state, memory):
-        if not self.started and self.prefix:  # search feeds <bos> first: the prefix's last token instead
-            prev_tokens = torch.full_like(prev_tokens, self.prefix[-1])
-        self.started = True
-        return self.model.decode_step(prev_tokens, state, memory)
-
-
 def score_pairs(
     model: SearchModel,
     sources: list[list[int]],

@@ -689,7 +689,10 @@ def search_batch(
     max_len = max_output_lengths(src_lengths.tolist(), decode.max_len_ratio, decode.max_len_offset)
     ranking = Ranking.of(decode)
     settings = SearchSettings(beam_size, n_best, max_len, ranking, with_attention, decode.no_repeat_span, trace)
+    start = target_start(model)
     try:
+        if start:
+            return _searched_after(start, model, src, src_lengths, decode.strategy, settings)
         return STRATEGIES[decode.strategy](model, src, src_lengths, settings)
     except torch.cuda.OutOfMemoryError:
         raise NmtError(
@@ -697,3 +700,66 @@ def search_batch(
             f"{beam_size}. Lower decode.batch_tokens (now {decode.batch_tokens}) or decode.batch_size "
             f"(now {decode.batch_size})."
         ) from None
+
+
+class PrefixedModel:
+    """``model`` with the start of the translation given: search run on it continues
+    ``prefix`` (ids) instead of starting at <bos>. Holds one search's state: make one per
+    search; every sentence of that search shares the prefix. ``prefix_attention``: the
+    attention of the steps that read <bos> and the prefix but its last token, (B, len(prefix), S)."""
+
+    def __init__(self, model: SearchModel, prefix: list[int]):
+        self.model, self.prefix = model, prefix
+        self.target_start: list[int] = []  # the prefix holds the model's own start (nmt.decoding.search.target_start)
+        self.wrapped = model  # what search puts in eval mode (nmt.decoding.search.evaluating)
+        self.started = False
+        self.prefix_attention: torch.Tensor | None = None
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
+        """Memory, and the state after reading <bos> and the prefix but its last token."""
+        memory, state = self.model.encode(src, src_lengths)
+        rows = []
+        for token in [BOS_ID, *self.prefix[:-1]]:  # search's first step feeds the prefix's last token
+            fed = torch.full((src.size(0),), token, dtype=torch.long, device=src.device)
+            _, state, weights = self.model.decode_step(fed, state, memory)  # weights: (B, S)
+            rows.append(weights)
+        self.prefix_attention = torch.stack(rows, 1) if rows else None  # (B, len(prefix), S)
+        self.started = False
+        return memory, state
+
+    def decode_step(self, prev_tokens: torch.Tensor, state, memory):
+        if not self.started and self.prefix:  # search feeds <bos> first: the prefix's last token instead
+            prev_tokens = torch.full_like(prev_tokens, self.prefix[-1])
+        self.started = True
+        return self.model.decode_step(prev_tokens, state, memory)
+
+
+def target_start(model: Any) -> list[int]:
+    """The target ids every translation of ``model`` starts with, fed after <bos> and never
+    searched: its target language code (``tokenizer.tgt_code``), which loading sets as the
+    model's ``target_start``. A wrapper without one is looked through (``wrapped``)."""
+    while model is not None:
+        if hasattr(model, "target_start"):
+            return list(model.target_start)
+        model = getattr(model, "wrapped", None)
+    return []
+
+
+def _searched_after(
+    start: list[int], model: Any, src: torch.Tensor, src_lengths: torch.Tensor, strategy: str, s: SearchSettings
+) -> list[list[Hypothesis]]:
+    """Search that continues ``start``, each hypothesis with ``start`` in front: its tokens,
+    log-probabilities of 0 (given, as forced tokens are in ``transformers``' generate) and the
+    attention of the steps that read them."""
+    prefixed = PrefixedModel(model, start)
+    found = STRATEGIES[strategy](prefixed, src, src_lengths, s)
+    rows = prefixed.prefix_attention  # (B, len(start), S)
+    led: list[list[Hypothesis]] = []
+    for sentence, hypotheses in enumerate(found):
+        led.append([])
+        for h in hypotheses:
+            attention = h.attention
+            if attention is not None and rows is not None:
+                attention = torch.cat([rows[sentence, :, : attention.size(1)].float().cpu(), attention])
+            led[-1].append(Hypothesis(start + h.tokens, [0.0] * len(start) + h.token_logprobs, h.score, attention))
+    return led

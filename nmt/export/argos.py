@@ -53,6 +53,11 @@ def export_argos(run_dir: Path, out: Path, checkpoint: str = "best", quantizatio
             f"{run_dir} translates into several targets, each chosen by a tag before the source; an Argos "
             "Translate package translates one pair and adds no tag. Export a model of one pair."
         )
+    if config.tokenizer.src_code:
+        raise NmtError(
+            f"{run_dir} reads a language code before each source (tokenizer.src_code: {config.tokenizer.src_code}), "
+            "which Argos Translate does not add. Export it as a package (--ctranslate2 for CTranslate2) instead."
+        )
     src, tgt = config.data.src_lang, config.data.tgt_lang
     folder = f"translate-{src}_{tgt}-1_0"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,6 +80,8 @@ def export_argos(run_dir: Path, out: Path, checkpoint: str = "best", quantizatio
             "links": [],
             "source": f"nmt {__version__}, {Path(run_dir).resolve().name} ({checkpoint})",
         }
+        if config.tokenizer.tgt_code:  # each translation starts with it: Argos gives it and takes it off
+            metadata["target_prefix"] = config.tokenizer.tgt_code
         (root / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
         staged = Path(work) / path.name
         with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as archive:

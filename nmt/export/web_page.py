@@ -143,14 +143,24 @@ def export_web(run_dir: Path, out_dir: Path, checkpoint: str = "best", runtime: 
     """Write the page for ``run_dir``'s ``checkpoint`` into ``out_dir`` (new, or empty)."""
     if out_dir.exists() and any(out_dir.iterdir()):
         raise NmtError(f"{out_dir} exists and is not empty: choose a new folder for the page.")
-    node_modules = find_runtime(runtime)  # before anything is written
     config = load_run(run_dir)
+    node_modules = find_runtime(runtime)  # before anything is written
     if config.train.members > 1:
         raise NmtError(f"{run_dir} trained {config.train.members} members: export one, e.g. {run_dir}/member-1.")
     if config.data.related:
         raise NmtError(
             f"{run_dir} translates into {', '.join(config.data.targets)} (data.related): the offline page runs "
             "models of one target; `nmt export` packages it for `nmt translate --tgt-lang` and `nmt serve`."
+        )
+    codes = [
+        f"tokenizer.{side}_code: {code}"
+        for side, code in (("src", config.tokenizer.src_code), ("tgt", config.tokenizer.tgt_code))
+        if code
+    ]
+    if codes:
+        raise NmtError(
+            f"{run_dir} reads language codes ({', '.join(codes)}), which the offline page does not add yet; "
+            "`nmt export` packages it for `nmt translate` and `nmt serve`."
         )
     src_tok, tgt_tok = load_tokenizers(config)
     weights = translation_weights(load_checked_checkpoint(config, checkpoint, src_tok, tgt_tok))

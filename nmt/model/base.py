@@ -48,6 +48,9 @@ class TranslationModel(nn.Module):
     maps row by row), ``encoder.`` and ``decoder.`` for the rest (what ``train.freeze`` names)."""
 
     config: ModelConfig
+    # the target ids search feeds after <bos> before it chooses any (the target's language code,
+    # tokenizer.tgt_code: nmt.runtime.loading.new_model sets it; nmt.decoding.search.target_start reads it)
+    target_start: tuple[int, ...] = ()
     tgt_vocab_size: int  # the output layer's size
 
     # ---- the family's facts ----

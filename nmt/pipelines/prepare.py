@@ -43,6 +43,7 @@ from nmt.data.streaming import Distribution, Survey, carve, carved_references, d
 from nmt.data.tokenizer import Tokenizer, encoded_lines, train_sentencepiece
 from nmt.pipelines.distill import distill_training_targets, teacher_sha256
 from nmt.runtime.checkpoint import model_differences
+from nmt.runtime.loading import load_tokenizers
 from nmt.runtime.parent import Parent, child_tokenizers, load_parent, related_child_tokenizers
 
 # 3: token-id shards; 4: shards written as they are encoded; 5: every data key in the fingerprint
@@ -233,7 +234,7 @@ def _prepare(config: Config, paths: PreparedPaths, force: bool, log, show_bar: b
         and mix is not None
         and related_child_tokenizers(config, paths, parent, distribution.sample, symbols(config.data), log)
     ):  # several targets from a parent of one of them: its tokenizers, extended
-        src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+        src_tok, tgt_tok = load_tokenizers(config)
         notes = []
     elif parent is None or mix is not None:  # several targets: tokenizers of their own, with the tags
         src_tok, tgt_tok = _train_tokenizers(config, paths, distribution.sample, mix)
@@ -243,7 +244,7 @@ def _prepare(config: Config, paths: PreparedPaths, force: bool, log, show_bar: b
     else:
         log(f"Tokenizers from the parent {parent.path} where they fit ({len(distribution.sample):,} pairs measured):")
         child_tokenizers(config, paths, parent, distribution.sample, log)
-        src_tok, tgt_tok = Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+        src_tok, tgt_tok = load_tokenizers(config)
         notes = []
     lengths = _write_shards(paths, distribution.split_pairs, src_tok, tgt_tok, show_bar, source_tag(config.data))
     report = _report(config, input_sha256, corpus, found, distribution, lengths, src_tok, tgt_tok)
@@ -401,20 +402,22 @@ def _train_tokenizers(
         sides["src"] += mix.src_sample
         sides["tgt"] += mix.tgt_sample
     tags = symbols(config.data)
+    codes = {"src": [tok.src_code] if tok.src_code else [], "tgt": [tok.tgt_code] if tok.tgt_code else []}
     if tok.joint:
         sentences = sides["src"] + sides["tgt"]
         key = "tokenizer.src_vocab_size"
+        joint_symbols = tags + codes["src"] + [code for code in codes["tgt"] if code not in codes["src"]]
         train_sentencepiece(
-            sentences, paths.spm("src"), tok.src_vocab_size, tok.model_type, tok.character_coverage, tags, key
+            sentences, paths.spm("src"), tok.src_vocab_size, tok.model_type, tok.character_coverage, joint_symbols, key
         )
     else:
         for side, vocab_size in (("src", tok.src_vocab_size), ("tgt", tok.tgt_vocab_size)):
-            side_tags = tags if side == "src" else []
+            side_tags = (tags if side == "src" else []) + codes[side]  # the language code: a piece of its own
             key = f"tokenizer.{side}_vocab_size"
             train_sentencepiece(
                 sides[side], paths.spm(side), vocab_size, tok.model_type, tok.character_coverage, side_tags, key
             )
-    return Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+    return load_tokenizers(config)
 
 
 def vocabulary_notes(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> list[str]:

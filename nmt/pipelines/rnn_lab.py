@@ -17,8 +17,7 @@ import torch
 
 from nmt.core.registry import ATTENTIONS
 from nmt.data.tokenizer import BOS_ID, EOS_ID
-from nmt.decoding.forced import PrefixedModel
-from nmt.decoding.search import NEVER_CHOSEN, Hypothesis, search_batch
+from nmt.decoding.search import NEVER_CHOSEN, Hypothesis, PrefixedModel, search_batch
 from nmt.model.rnn.attention import WINDOW_FORMULAS
 from nmt.model.rnn.model import Seq2Seq
 from nmt.model.rnn.settings import rnn_settings

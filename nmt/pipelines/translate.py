@@ -23,10 +23,17 @@ from nmt.data.batching import source_tensor
 from nmt.data.pairs import normalize_text
 from nmt.data.related import source_tag
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, tagged
-from nmt.decoding.forced import PrefixedModel, forced_steps, next_tokens, score_pairs
+from nmt.decoding.forced import forced_steps, next_tokens, score_pairs
 from nmt.decoding.mbr import mbr_choice, utility_function
 from nmt.decoding.paced import PacedModel
-from nmt.decoding.search import Hypothesis, Ranking, SearchesItself, SearchModel, search_sentences
+from nmt.decoding.search import (
+    Hypothesis,
+    PrefixedModel,
+    Ranking,
+    SearchesItself,
+    SearchModel,
+    search_sentences,
+)
 from nmt.runtime.loading import LoadedModel
 
 
@@ -145,6 +152,8 @@ class Translator:
         is the start every translation must have: it is read as given (scored, not searched)
         and search continues after it."""
         prefix_ids = self.prefix_ids(prefix)
+        if prefix_ids == self.tgt_tok.code_ids:  # no prefix but the language code: search puts it in front
+            prefix_ids = []
         model = PrefixedModel(self.searched, prefix_ids) if prefix_ids else self.searched
         src_ids = self.source_ids(lines)
         decode = self.decode.with_beam(beam_size)
@@ -191,13 +200,17 @@ class Translator:
         return list(zip(self.tgt_tok.labels(ids, with_eos=False), log_probs))
 
     def prefix_ids(self, prefix: str | list[str]) -> list[int]:
-        """Target ids of a prefix given as text (segmented as usual) or as subwords (taken as they are)."""
+        """Target ids of a prefix given as text (segmented as usual) or as subwords (taken as they
+        are), led by the target's language code where the model has one (as every translation is)."""
+        code = self.tgt_tok.code_ids
         if isinstance(prefix, str):
-            return self.tgt_tok.encode([normalize_text(prefix)])[0] if prefix.strip() else []
+            return self.tgt_tok.encode([normalize_text(prefix)])[0] if prefix.strip() else list(code)
         try:
             ids = self.tgt_tok.piece_ids(prefix)
         except KeyError as error:
             raise NmtError(f"{error.args[0]!r} is not a subword of the target vocabulary") from None
+        if code and ids[: len(code)] != code:
+            ids = code + ids
         special = next((piece for piece, i in zip(prefix, ids) if i in (PAD_ID, BOS_ID, EOS_ID)), None)
         if special is not None:
             raise NmtError(

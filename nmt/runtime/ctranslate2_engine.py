@@ -115,9 +115,11 @@ class CTranslate2Model:
             if pieces:
                 groups[limit].append(row)
         bar = progress_bar(sum(len(rows) for rows in groups.values()), "translate", "sent", progress)
+        start = self.tgt_tok.id_to_piece(self.tgt_tok.code_ids)  # the target's language code, if any: given
         for limit, rows in sorted(groups.items()):
             found = self.translator.translate_batch(
                 [sentences[r] for r in rows],
+                target_prefix=[start] * len(rows) if start else None,
                 max_batch_size=decode.batch_size,
                 beam_size=decode.beam_size,
                 num_hypotheses=n_best,

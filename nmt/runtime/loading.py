@@ -52,6 +52,11 @@ class LoadedModel:
     parent: dict | None = None  # the model it was trained from (init_from): name, pair, sha256, test BLEU
     engine: str = "torch"  # what runs the model: torch, or onnx (a package's ONNX graphs on onnxruntime)
 
+    def __post_init__(self) -> None:
+        # search starts each translation with the target's language code, if it has one; an ensemble
+        # or another engine's model is told here (a new torch model is told as it is built: new_model)
+        setattr(self.model, "target_start", tuple(self.tgt_tok.code_ids))  # noqa: B010 - not every engine declares it
+
     @property
     def parameters(self) -> int:
         """The model's parameter count (an ensemble's: all members'; another engine's, as it counts them)."""
@@ -73,8 +78,11 @@ class Engine:
 
 def load_tokenizers(config: Config) -> tuple[Tokenizer, Tokenizer]:
     """The prepared SentencePiece models of ``config`` (source, target)."""
-    paths = prepared_paths(config)
-    return Tokenizer(paths.spm("src")), Tokenizer(paths.spm("tgt"))
+    paths, tok = prepared_paths(config), config.tokenizer
+    return (
+        Tokenizer(paths.spm("src"), tok.src_code, "tokenizer.src_code"),
+        Tokenizer(paths.spm("tgt"), tok.tgt_code, "tokenizer.tgt_code"),
+    )
 
 
 def spm_hashes(src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, str]:
@@ -115,8 +123,11 @@ def check_trainable(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer, devi
 
 
 def new_model(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TranslationModel:
-    """A new model of ``config``'s family, sized for these tokenizers."""
-    return build_model(config.model, src_tok.vocab_size, tgt_tok.vocab_size, joint_vocabulary=config.tokenizer.joint)
+    """A new model of ``config``'s family, sized for these tokenizers; search starts each of
+    its translations with the target's language code, if it has one (``target_start``)."""
+    model = build_model(config.model, src_tok.vocab_size, tgt_tok.vocab_size, joint_vocabulary=config.tokenizer.joint)
+    model.target_start = tuple(tgt_tok.code_ids)
+    return model
 
 
 def load_run_config(run_dir: Path, shared: bool = False) -> Config:

@@ -85,11 +85,12 @@ def guided_examples(config: Config, kept: ShardPairs, src_tok: Tokenizer, tgt_to
     sources, targets = read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
     run.writable(run.training_alignments)
     links = kept_eflomal_alignments(run.training_alignments, sources, targets)
+    codes = (src_tok.id_to_piece(src_tok.code_ids), tgt_tok.id_to_piece(tgt_tok.code_ids))  # no word's pieces
     examples = []
     for index in range(len(kept)):
         example, row = kept[index], int(kept.kept[index])
-        source_words = word_of_pieces(src_tok.id_to_piece(example.src_ids))
-        target_words = word_of_pieces(tgt_tok.id_to_piece(example.tgt_ids))
+        source_words = word_of_pieces(src_tok.id_to_piece(example.src_ids), codes[0])
+        target_words = word_of_pieces(tgt_tok.id_to_piece(example.tgt_ids), codes[1])
         examples.append(Example(example.src_ids, example.tgt_ids, piece_links(links[row], source_words, target_words)))
     return examples
 
