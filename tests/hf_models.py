@@ -108,3 +108,79 @@ def tiny_marian(folder: Path, shared: bool = True, seed: int = 0) -> Path:
     )
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def tiny_m2m100(folder: Path, seed: int = 0, tokenizer_class: str = "M2M100Tokenizer") -> Path:
+    """An M2M100ForConditionalGeneration folder (NLLB-200's class): 2+2 pre-norm layers 16 wide,
+    ReLU, one BPE vocabulary for both sides (fairseq's order: <s> <pad> </s> <unk>, the pieces,
+    then the language codes), and its tokenizer's files: M2M100Tokenizer's (vocab.json, its 100
+    codes __en__ ... and 8 made-up words appended) or NllbTokenizer's (tokenizer.json, from the
+    SentencePiece model with NLLB's 202 codes eng_Latn ...)."""
+    transformers = pytest.importorskip("transformers")
+    import sentencepiece as spm
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pairs = synthetic_pairs()
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([p[0] for p in pairs] + [p[1] for p in pairs]),
+        model_writer=buffer,
+        vocab_size=120,
+        model_type="bpe",
+        character_coverage=1.0,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        num_threads=1,
+    )
+    (folder / "sentencepiece.bpe.model").write_bytes(buffer.getvalue())
+    processor = spm.SentencePieceProcessor(model_file=str(folder / "sentencepiece.bpe.model"))
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    pieces = [p for p in pieces if p not in ("<unk>", "<s>", "</s>")]
+    pieces += [f"▁unused{i}" for i in range(200 - len(pieces))]
+    vocab = {piece: index for index, piece in enumerate(dict.fromkeys(["<s>", "<pad>", "</s>", "<unk>", *pieces]))}
+    if tokenizer_class == "NllbTokenizer":
+        from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
+
+        (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "NllbTokenizer"}', encoding="utf-8")
+        tokenizer = transformers.NllbTokenizer.from_pretrained(
+            folder, extra_special_tokens=FAIRSEQ_LANGUAGE_CODES, src_lang="eng_Latn", tgt_lang="mar_Deva"
+        )
+        rows, first_code = len(tokenizer), processor.get_piece_size() + 1  # NLLB's ids: the model's, shifted by one
+    else:
+        (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+        tokenizer = transformers.M2M100Tokenizer(
+            str(folder / "vocab.json"), str(folder / "sentencepiece.bpe.model"), src_lang="en", tgt_lang="mr"
+        )
+        rows, first_code = len(vocab) + 108, len(vocab)  # the language codes and made-up words after vocab.json's
+    config = transformers.M2M100Config(
+        vocab_size=rows,
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        activation_function="relu",
+        max_position_embeddings=128,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        scale_embedding=True,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    )
+    torch.manual_seed(seed)
+    model = transformers.M2M100ForConditionalGeneration(config).eval()
+    with torch.no_grad():  # far from the initialisation: distinct, sharp predictions
+        for name, parameter in model.named_parameters():
+            parameter.normal_(1.0 if name.endswith("layer_norm.weight") else 0.0, 0.3 if parameter.dim() > 1 else 0.1)
+        model.model.shared.weight.normal_(0, EMBEDDING_STD)  # the encoder's, decoder's and output's table
+        model.model.shared.weight[1].zero_()  # <pad>, fairseq's padding row
+        model.model.shared.weight[first_code:].mul_(0.1)  # the codes: read, rarely written
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

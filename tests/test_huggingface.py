@@ -5,6 +5,8 @@ trains, shows its heads and exports like a model trained here."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -14,7 +16,7 @@ from nmt.pipelines.huggingface_import import import_hf
 from nmt.runtime.loading import load_trained
 
 from .helpers import synthetic_pairs
-from .hf_models import tiny_marian
+from .hf_models import tiny_m2m100, tiny_marian
 
 transformers = pytest.importorskip("transformers")
 CPU = torch.device("cpu")
@@ -47,13 +49,20 @@ def test_an_imported_marian_cuts_text_into_the_pieces_its_tokenizer_does(marian)
         assert loaded.tgt_tok.id_to_piece(ours) == tokenizer.convert_ids_to_tokens(theirs)
 
 
-def their_log_probs(hf_model, tokenizer, source: str, target: str) -> torch.Tensor:
+def teacher_forced(hf_model, tokenizer, source: str, target: str, **options):
+    """transformers' model fed ``target`` after its decoder start: the inputs, the labels, the
+    decoder's input and the outputs (``options``: e.g. output_attentions)."""
     inputs = tokenizer(source, return_tensors="pt")
     labels = tokenizer(text_target=target, return_tensors="pt").input_ids
-    start = torch.full((1, 1), hf_model.config.decoder_start_token_id)
+    decoder_input = torch.cat([torch.full((1, 1), hf_model.config.decoder_start_token_id), labels[:, :-1]], 1)
     with torch.no_grad():
-        logits = hf_model(**inputs, decoder_input_ids=torch.cat([start, labels[:, :-1]], 1)).logits
-    return logits.log_softmax(-1).gather(-1, labels[..., None])[0, :, 0]
+        out = hf_model(**inputs, decoder_input_ids=decoder_input, **options)
+    return inputs, labels, decoder_input, out
+
+
+def their_log_probs(hf_model, tokenizer, source: str, target: str) -> torch.Tensor:
+    _, labels, _, out = teacher_forced(hf_model, tokenizer, source, target)
+    return out.logits.log_softmax(-1).gather(-1, labels[..., None])[0, :, 0]
 
 
 def our_log_probs(loaded, source: str, target: str) -> torch.Tensor:
@@ -329,12 +338,7 @@ def test_bertviz_draws_an_exports_heads_which_are_this_toolkits(marian, tmp_path
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported, attn_implementation="eager").eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
     source, target = PAIRS[0]
-    inputs = tokenizer(source, return_tensors="pt")
-    labels = tokenizer(text_target=target, return_tensors="pt").input_ids
-    start = torch.full((1, 1), model.config.decoder_start_token_id)
-    decoder_input = torch.cat([start, labels[:, :-1]], 1)
-    with torch.no_grad():
-        out = model(**inputs, decoder_input_ids=decoder_input, output_attentions=True)
+    inputs, _, decoder_input, out = teacher_forced(model, tokenizer, source, target, output_attentions=True)
     html = bertviz.head_view(
         encoder_attention=out.encoder_attentions,
         decoder_attention=out.decoder_attentions,
@@ -360,16 +364,12 @@ def test_an_imported_model_exports_to_onnx_and_argos_which_translate_as_it_does(
     written) translate on onnxruntime as it does, and an Argos package (CTranslate2 weights that
     came from OPUS-MT and may be fine-tuned here) installs and translates in argostranslate."""
     pytest.importorskip("onnxruntime")
-    import os
-    import subprocess
-    import sys
-
     from nmt.export.argos import export_argos
     from nmt.export.package import export_model
     from nmt.pipelines.translate import Translator
     from nmt.runtime.loading import load_packages
 
-    from .test_ctranslate2 import ARGOS_SCRIPT
+    from .test_ctranslate2 import argos_translate
 
     folder, run, _, _ = marian
     sources = [source for source, _ in PAIRS[:3]]
@@ -381,19 +381,125 @@ def test_an_imported_model_exports_to_onnx_and_argos_which_translate_as_it_does(
     pytest.importorskip("argostranslate")
     pytest.importorskip("spacy")
     archive = export_argos(run, tmp_path / "en_mr", quantization="float32")
-    home = tmp_path / "home"
-    environment = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
-    environment |= {"XDG_CACHE_HOME": str(home / "cache"), "XDG_CONFIG_HOME": str(home / "config")}
-    argos = subprocess.run(
-        [sys.executable, "-c", ARGOS_SCRIPT, str(archive), sources[0]],
-        capture_output=True,
-        text=True,
-        env=environment | {"ARGOS_CHUNK_TYPE": "SPACY"},
-        timeout=300,
-    )
+    argos = argos_translate(archive, sources[0], tmp_path / "home")
     assert argos.returncode == 0, argos.stderr
     # installed and translating with these weights: every word one of the target vocabulary's pieces
     # (its search settings are Argos's own; CTranslate2's numbers are held to ours above)
     words = argos.stdout.strip().split("\n")[-1].split()
     pieces = {piece.strip("▁") for piece in load_trained(run, CPU).tgt_tok.pieces()}
     assert words and set(words) <= pieces
+
+
+CODES = {"M2M100Tokenizer": ("__en__", "__mr__"), "NllbTokenizer": ("eng_Latn", "mar_Deva")}
+
+
+@pytest.fixture(scope="module", params=list(CODES))
+def m2m100(request, tmp_path_factory):
+    """A tiny M2M100 folder (NLLB-200's class) with M2M100's or NLLB's tokenizer, and its import
+    (en -> mr: the codes found in the vocabulary)."""
+    root = tmp_path_factory.mktemp("m2m100")
+    folder = tiny_m2m100(root / "m2m100-tiny", tokenizer_class=request.param)
+    run = root / "run"
+    import_hf(str(folder), run, "en", "mr", log=lambda message: None)
+    hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    return folder, run, hf_model, transformers.AutoTokenizer.from_pretrained(folder)
+
+
+def test_an_imported_m2m100_leads_each_side_with_its_language_code_as_its_tokenizer_does(m2m100):
+    """M2M100Tokenizer: __en__ before each source, __mr__ starting each target; the import says
+    so as tokenizer.src_code and tgt_code (one joint vocabulary), and text is cut as it cuts it."""
+    _, run, _, tokenizer = m2m100
+    loaded = load_trained(run, CPU)
+    tok = loaded.config.tokenizer
+    assert (tok.joint, tok.src_code, tok.tgt_code) == (True, *CODES[type(tokenizer).__name__])
+    for source, target in PAIRS:
+        theirs = tokenizer.convert_ids_to_tokens(tokenizer(source).input_ids)
+        assert loaded.src_tok.id_to_piece(loaded.src_tok.encode([source])[0]) + ["</s>"] == theirs
+        theirs = tokenizer.convert_ids_to_tokens(tokenizer(text_target=target).input_ids)
+        assert loaded.tgt_tok.id_to_piece(loaded.tgt_tok.encode([target])[0]) + ["</s>"] == theirs
+        assert loaded.tgt_tok.decode(loaded.tgt_tok.encode([target])) == [target]  # the code is no part of the text
+
+
+def test_an_imported_m2m100_gives_transformers_log_probabilities(m2m100):
+    """Every target token's log-probability given the source — the language code first — to 1e-5."""
+    _, run, hf_model, tokenizer = m2m100
+    loaded = load_trained(run, CPU)
+    for source, target in PAIRS:
+        theirs, ours = their_log_probs(hf_model, tokenizer, source, target), our_log_probs(loaded, source, target)
+        assert ours.shape == theirs.shape
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+
+
+def test_an_imported_m2m100_searches_greedily_as_generate_does_with_the_code_forced(m2m100):
+    """generate(forced_bos_token_id=__mr__) and this toolkit's greedy search give the same tokens,
+    the code first; the translation's text has no code; the lab reads the model's heads."""
+    import nmt
+    from nmt.pipelines.translate import Translator
+
+    _, run, hf_model, tokenizer = m2m100
+    translator = Translator(load_trained(run, CPU))
+    sources = [source for source, _ in PAIRS]
+    target_code = CODES[type(tokenizer).__name__][1]
+    code = tokenizer.convert_tokens_to_ids(target_code)
+    for source, (best,) in zip(sources, translator.search(sources, beam_size=1)):
+        most = limit(translator, len(tokenizer(source).input_ids)) + 1  # generate counts the forced code
+        with torch.no_grad():
+            ids = hf_model.generate(
+                **tokenizer(source, return_tensors="pt"),
+                forced_bos_token_id=code,
+                num_beams=1,
+                do_sample=False,
+                max_new_tokens=most,
+            )[0, 1:].tolist()
+        ours = translator.tgt_tok.id_to_piece(best.tokens) + (["</s>"] if best.ended else [])
+        assert ours == tokenizer.convert_ids_to_tokens(ids), source
+        assert best.token_logprobs[0] == 0.0  # given, not chosen: generate scores it so too
+        assert target_code not in translator.detokenize(best)  # the code leads the tokens, not the text
+    heads = nmt.load(run).heads("I see tea.").data
+    assert heads["heads"] == 4 and len(heads["cross"]) == 2
+
+
+def test_nmt_init_imports_an_m2m100_and_fine_tunes_it_with_its_codes(m2m100, tmp_path, monkeypatch):
+    """`nmt init PAIRS --from-hf FOLDER --src-lang en --tgt-lang mr`: the child keeps the joint
+    vocabulary and both codes; training on the pairs lowers the dev loss; the CTranslate2 package
+    of the child translates as PyTorch does (the code given as CTranslate2's target prefix); the
+    exports that cannot add a source code say so."""
+    import json
+    import shutil
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    from .helpers import write_anki
+
+    folder, _, _, their_tokenizer = m2m100
+    codes = CODES[type(their_tokenizer).__name__]
+    shutil.copytree(folder, tmp_path / folder.name)
+    write_anki(tmp_path / "pairs.txt", synthetic_pairs())
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    init = ["init", "pairs.txt", "--from-hf", folder.name, "--src-lang", "en", "--tgt-lang", "mr", "--to", "ft.yaml"]
+    result = runner.invoke(app, init)
+    assert result.exit_code == 0, result.output
+    tokenizer = yaml.safe_load((tmp_path / "ft.yaml").read_text(encoding="utf-8"))["tokenizer"]
+    assert tokenizer["joint"] and (tokenizer["src_code"], tokenizer["tgt_code"]) == codes
+    settings = ["--set", "train.max_minutes=0", "--set", "train.epochs=3", "--set", "train.learning_rate=0.003"]
+    for command in (["prepare", "--config", "ft.yaml"], ["train", "--config", "ft.yaml", *settings]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (tmp_path / "runs" / "ft" / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and records[-1]["dev_loss"] < records[0]["dev_loss"]
+    argos = runner.invoke(app, ["export", "runs/ft", "ft.argosmodel", "--argos"])
+    assert argos.exit_code == 1 and f"tokenizer.src_code: {codes[0]}" in argos.output
+    if importlib.util.find_spec("ctranslate2") is None:
+        return
+    from nmt.export.package import export_model
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_packages
+
+    package = export_model(tmp_path / "runs" / "ft", tmp_path / "package", ctranslate2="float32")
+    sources = [source for source, _ in PAIRS]
+    expected = Translator(load_trained(tmp_path / "runs" / "ft", CPU)).translate(sources, beam_size=2)
+    assert Translator(load_packages([package], CPU, engine="ctranslate2")).translate(sources, beam_size=2) == expected

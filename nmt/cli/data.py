@@ -95,7 +95,8 @@ FromHfOption = Annotated[
     typer.Option(
         "--from-hf",
         help="Import a Hugging Face translation model (a folder save_pretrained wrote, or a name to download: "
-        "Marian / OPUS-MT) as a run every command uses; with a corpus, also the config that fine-tunes it on it.",
+        "Marian / OPUS-MT, M2M100 / NLLB-200: give their --src-lang and --tgt-lang) as a run every command uses; with "
+        "a corpus, also the config that fine-tunes it on it.",
     ),
 ]
 ImportRunDirOption = Annotated[

@@ -41,8 +41,9 @@ RANGES: dict[str, tuple[Any, str]] = {
     "data.max_carved": _NON_NEGATIVE,
     "data.oversample": between(1, 100),
     "data.related_pairs": _NON_NEGATIVE,
-    "tokenizer.src_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
-    "tokenizer.tgt_vocab_size": (lambda v: 300 <= v <= 100_000, "an integer from 300 (256 byte pieces) to 100000"),
+    # the most: NLLB-200's 256,206 pieces and an <bos> (nmt init --from-hf)
+    "tokenizer.src_vocab_size": (lambda v: 300 <= v <= 262_144, "an integer from 300 (256 byte pieces) to 262144"),
+    "tokenizer.tgt_vocab_size": (lambda v: 300 <= v <= 262_144, "an integer from 300 (256 byte pieces) to 262144"),
     "tokenizer.sample_pairs": (lambda v: v >= 1000, "an integer >= 1000"),
     "tokenizer.character_coverage": (lambda v: 0.9 <= v <= 1.0, "a number between 0.9 and 1.0"),
     "model.embed_dim": between(1, MAX_WIDTH),

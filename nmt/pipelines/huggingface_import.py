@@ -1,12 +1,15 @@
-"""``nmt init --from-hf FOLDER``: a Hugging Face translation model (Marian / OPUS-MT) as a run of
-this toolkit — its config, its tokenizers and its weights in this toolkit's layout — which every
-command then uses: ``nmt translate``, ``evaluate``, ``serve`` and the lab read it, ``nmt export``
-packages it (ONNX, CTranslate2, Argos), and ``init_from`` fine-tunes it on your pairs.
+"""``nmt init --from-hf FOLDER``: a Hugging Face translation model (Marian / OPUS-MT, or M2M100 /
+NLLB-200) as a run of this toolkit — its config, its tokenizers and its weights in this
+toolkit's layout — which every command then uses: ``nmt translate``, ``evaluate``, ``serve`` and
+the lab read it, ``nmt export`` packages it (ONNX, CTranslate2, Argos), and ``init_from``
+fine-tunes it on your pairs.
 
 The folder is what ``save_pretrained`` writes (config.json, model.safetensors or
-pytorch_model.bin, and the tokenizer's files: source.spm, target.spm, vocab.json and, for
-separate vocabularies, target_vocab.json). A name instead of a folder is downloaded through
-``huggingface_hub`` where it is installed and the network allows.
+pytorch_model.bin, and the tokenizer's files: Marian's source.spm, target.spm, vocab.json and,
+for separate vocabularies, target_vocab.json; M2M100's sentencepiece.bpe.model with vocab.json,
+NLLB's with tokenizer.json). A name instead of a folder is downloaded through ``huggingface_hub``
+where it is installed and the network allows. M2M100's and NLLB's language codes become the
+run's ``tokenizer.src_code`` and ``tgt_code``.
 
 Ids: this toolkit's vocabularies start with <pad>, <unk>, <bos>, <eos>; the import writes each
 side's SentencePiece model with the Hugging Face vocabulary's pieces in that order (the model
@@ -31,14 +34,20 @@ from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import staged_folder
 from nmt.core.hardware import available_memory
+from nmt.data.languages import LANGUAGES
 from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, sentencepiece_with_pieces
 from nmt.model.base import build_model
-from nmt.model.transformer.huggingface import marian_problems, marian_settings, weights_from_marian
+from nmt.model.transformer.huggingface import (
+    m2m100_problems,
+    m2m100_settings,
+    marian_problems,
+    marian_settings,
+    weights_from_hf,
+)
 from nmt.runtime.checkpoint import save_checkpoint
 from nmt.runtime.loading import TRAINING_BYTES_PER_PARAMETER, spm_hashes
 
-SUPPORTED = {"marian": "MarianMTModel (OPUS-MT)"}
-COMING = {"m2m_100": "M2M100 / NLLB"}
+SUPPORTED = {"marian": "MarianMTModel (OPUS-MT)", "m2m_100": "M2M100ForConditionalGeneration (M2M100, NLLB-200)"}
 IMPORT_BYTES_PER_PARAMETER = 8  # their weights and ours, in float32, side by side
 SPECIAL_PIECES = {"pad_token": "<pad>", "unk_token": "<unk>", "eos_token": "</s>"}  # Marian's defaults
 
@@ -204,23 +213,123 @@ def import_marian(
     problems = marian_problems(hf)
     if problems:
         raise NmtError(f"{folder}: this Marian model has what the Transformer here cannot hold: {'; '.join(problems)}.")
+    weights_path = _checked_weights(folder, log)
+    src, tgt, start, start_is_new = marian_vocabularies(folder, hf)
+    raw = _run_settings(folder, hf, out, (src_lang, tgt_lang), {"src": src, "tgt": tgt}, marian_settings(hf))
+    codes = [piece for piece in src.pieces if piece.startswith(">>") and piece.endswith("<<")]
+    sides = {"src": (folder / "source.spm", src, codes), "tgt": (folder / "target.spm", tgt, codes)}
+    weights = weights_from_hf(_load_state(weights_path), hf, src.rows, tgt.rows, start, start_is_new)
+    return _write_run(config_from_dict(raw), sides, weights, _imported(hf, folder, "MarianMTModel"), log)
+
+
+def import_m2m100(
+    folder: Path, hf: dict, out: Path, src_lang: str, tgt_lang: str, log: Callable[[str], object]
+) -> Config:
+    """An M2M100ForConditionalGeneration folder (M2M100's, NLLB-200's: ``hf`` its config.json)
+    as the new run ``out``: one vocabulary for both sides, the language codes as the tokenizer's
+    ``src_code`` and ``tgt_code``."""
+    problems = m2m100_problems(hf)
+    if problems:
+        raise NmtError(f"{folder}: this M2M100 model has what the Transformer here cannot hold: {'; '.join(problems)}.")
+    weights_path = _checked_weights(folder, log)
+    vocab, whole, hf_vocab = m2m100_vocabulary(folder, hf)
+    codes = {side: language_code(lang, hf_vocab, folder) for side, lang in (("src", src_lang), ("tgt", tgt_lang))}
+    raw = _run_settings(folder, hf, out, (src_lang, tgt_lang), {"src": vocab, "tgt": vocab}, m2m100_settings(hf))
+    raw["tokenizer"] |= {"joint": True, "src_code": codes["src"], "tgt_code": codes["tgt"]}
+    start = int(hf.get("decoder_start_token_id", hf_vocab["</s>"]))  # </s>: a token of its own, so <bos> is new
+    weights = weights_from_hf(_load_state(weights_path), hf, vocab.rows, vocab.rows, start, True)
+    sides = {"src": (folder / "sentencepiece.bpe.model", vocab, whole)}  # one model for both sides
+    log(f"Language codes: {codes['src']} before each source, {codes['tgt']} starting each translation.")
+    return _write_run(
+        config_from_dict(raw), sides, weights, _imported(hf, folder, "M2M100ForConditionalGeneration"), log
+    )
+
+
+def m2m100_vocabulary(folder: Path, hf: dict) -> tuple[Vocabulary, list[str], dict[str, int]]:
+    """The one vocabulary of an M2M100 or NLLB folder in our order, the pieces never cut (the
+    language codes and other special tokens), and the model's own piece -> id map. Read
+    through ``transformers``' tokenizer (M2M100Tokenizer's vocab.json and appended codes,
+    NllbTokenizer's tokenizer.json): the rows past it (M2M100's made-up words) are named
+    ``<rowN>``, pieces no text is cut into."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise NmtError(
+            f"{folder}: an M2M100 or NLLB model's vocabulary is read with its tokenizer: pip install 'nmt-kit[hf]'."
+        ) from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except Exception as error:  # transformers' own, on a folder without a tokenizer it reads
+        raise NmtError(f"{folder}: its tokenizer does not load ({type(error).__name__}: {error}).") from None
+    if not (folder / "sentencepiece.bpe.model").is_file():
+        raise NmtError(f"{folder / 'sentencepiece.bpe.model'} is missing: M2M100's and NLLB's tokenizers read it.")
+    hf_vocab: dict[str, int] = {}
+    for index, token in enumerate(tokenizer.convert_ids_to_tokens(list(range(int(hf["vocab_size"]))))):
+        hf_vocab[f"<row{index}>" if token is None or token in hf_vocab else token] = index
+    pieces = {key: str(getattr(tokenizer, key)) for key in SPECIAL_PIECES}
+    special = set(tokenizer.all_special_tokens) - set(pieces.values())
+    vocab = vocabulary(hf_vocab, pieces, None, int(hf.get("decoder_start_token_id", 2)), folder / "config.json")
+    return vocab, [piece for piece in vocab.pieces[4:] if piece in special], hf_vocab
+
+
+def language_code(lang: str, hf_vocab: dict[str, int], folder: Path) -> str:
+    """The piece of ``hf_vocab`` that names language ``lang``: as given (eng_Latn), M2M100's
+    __en__, or NLLB's code of the language's ISO 639-3 name and a script (hin_Deva for hi)."""
+    if lang in hf_vocab:
+        return lang
+    if f"__{lang}__" in hf_vocab:
+        return f"__{lang}__"
+    names = LANGUAGES.get(lang, ("", ()))[1]
+    found = [piece for piece in hf_vocab if len(piece) == 8 and piece[3] == "_" and piece[:3] in names]
+    if found:
+        return found[0]
+    raise NmtError(
+        f"{folder}: no language code for {lang!r} in its vocabulary (M2M100 spells them __hi__, NLLB hin_Deva): "
+        "give --src-lang and --tgt-lang as the model spells them."
+    )
+
+
+def _checked_weights(folder: Path, log: Callable[[str], object]) -> Path:
+    """The weights file, after the memory they need was said and found free (safetensors)."""
     weights_path = _weights_file(folder)
     parameters = _parameters(weights_path)
     if parameters is not None:
         check_fits(parameters, log)
-    src, tgt, start, start_is_new = marian_vocabularies(folder, hf)
+    return weights_path
 
-    raw: dict[str, Any] = {
+
+def _imported(hf: dict, folder: Path, default: str) -> dict[str, str]:
+    return {"class": hf.get("architectures", [default])[0], "name": folder.resolve().name}
+
+
+def _run_settings(
+    folder: Path, hf: dict, out: Path, languages: tuple[str, str], vocab: dict[str, Vocabulary], model: dict
+) -> dict[str, Any]:
+    """The imported run's config (before parsing)."""
+    src_lang, tgt_lang = languages
+    return {
         "run_dir": str(out),
         # what it was trained on, as a package records it (a name): the pairs are the model's makers'
         "data": {"path": f"huggingface:{folder.resolve().name}", "src_lang": src_lang, "tgt_lang": tgt_lang},
-        "tokenizer": {"src_vocab_size": len(src.pieces), "tgt_vocab_size": len(tgt.pieces)},
-        "model": marian_settings(hf),
+        "tokenizer": {"src_vocab_size": len(vocab["src"].pieces), "tgt_vocab_size": len(vocab["tgt"].pieces)},
+        "model": model,
         # what fine-tuning starts from (nmt init DATA --init-from RUN writes the recipe for your corpus)
         "train": {"epochs": 10, "batch_size": 32, "lr_warmup": 200, "learning_rate": 0.0001},
         "decode": {"beam_size": hf.get("num_beams") or 5},
     }
-    config = config_from_dict(raw)
+
+
+def _write_run(
+    config: Config,
+    sides: dict[str, tuple[Path, Vocabulary, list[str]]],
+    weights: dict[str, torch.Tensor],
+    imported_from: dict[str, str],
+    log: Callable[[str], object],
+) -> Config:
+    """The run ``config`` names, whole or not at all: its config, each side's SentencePiece
+    model (``sides``: the model's own, its vocabulary in our order, the pieces never cut; one
+    side for a joint vocabulary) and ``weights`` as its best checkpoint."""
+    out = Path(config.run_dir)
     with staged_folder(out) as staging:  # the whole run or none: a failure leaves no half-written folder
 
         def staged(path: Path) -> Path:
@@ -230,21 +339,22 @@ def import_marian(
             return target
 
         paths, run = prepared_paths(config), run_paths(config)
-        codes = [piece for piece in src.pieces if piece.startswith(">>") and piece.endswith("<<")]
-        for side, base, vocab in (("src", "source.spm", src), ("tgt", "target.spm", tgt)):
-            left_out = sentencepiece_with_pieces(folder / base, vocab.pieces, staged(paths.spm(side)), whole=codes)
+        for side, (base, vocab, whole) in sides.items():
+            left_out = sentencepiece_with_pieces(base, vocab.pieces, staged(paths.spm(side)), whole=whole)
             if left_out:
                 log(
-                    f"{side}: {len(left_out)} pieces of {base} are not in the vocabulary (the model reads them as "
+                    f"{side}: {len(left_out)} pieces of {base.name} are not in the vocabulary (the model reads them as "
                     f"<unk>); text that needs one is cut into smaller pieces here, e.g. {left_out[0]!r}."
                 )
-        src_tok, tgt_tok = Tokenizer(staged(paths.spm("src"))), Tokenizer(staged(paths.spm("tgt")))
-        weights = weights_from_marian(_load_state(weights_path), hf, src.rows, tgt.rows, start, start_is_new)
-        model = build_model(config.model, len(src.pieces), len(tgt.pieces))
+        tok = config.tokenizer
+        src_tok = Tokenizer(staged(paths.spm("src")), tok.src_code, "tokenizer.src_code")
+        tgt_tok = Tokenizer(staged(paths.spm("tgt")), tok.tgt_code, "tokenizer.tgt_code")
+        model = build_model(config.model, src_tok.vocab_size, tgt_tok.vocab_size, joint_vocabulary=tok.joint)
         missing, unexpected = model.load_state_dict(weights, strict=False)
         if missing or unexpected:
             raise NmtError(
-                f"{weights_path}: weights this model lacks ({missing[:3]}) or lacks a place for ({unexpected[:3]})."
+                f"The weights of {imported_from['name']}: weights this model lacks ({missing[:3]}) or lacks a "
+                f"place for ({unexpected[:3]})."
             )
         save_config(config, staged(run.config))
         payload = {
@@ -252,7 +362,7 @@ def import_marian(
             "config": config.to_dict(),
             "spm_sha256": spm_hashes(src_tok, tgt_tok),
             "hardware": "imported",
-            "imported_from": {"class": hf.get("architectures", ["MarianMTModel"])[0], "name": folder.resolve().name},
+            "imported_from": imported_from,
         }
         save_checkpoint(staged(run.checkpoint("best")), payload)
     return config
@@ -265,15 +375,16 @@ def import_hf(name_or_folder: str, out: Path, src_lang: str, tgt_lang: str, log:
     folder = hf_folder(name_or_folder, log)
     hf = _read_json(folder / "config.json")
     kind = hf.get("model_type")
-    if kind == "marian":
+    if kind in IMPORTS:
         languages = _languages(folder.resolve().name, src_lang, tgt_lang)
-        return import_marian(folder, hf, out, *languages, log)
-    known = {**SUPPORTED, **COMING}
-    coming = f" ({COMING[kind]} is not imported yet)" if kind in COMING else ""
+        return IMPORTS[kind](folder, hf, out, *languages, log)
     raise NmtError(
-        f"{folder}: model_type {kind!r}{coming}; --from-hf imports {', '.join(SUPPORTED.values())}. "
-        f"Known: {', '.join(known)}."
+        f"{folder}: model_type {kind!r}; --from-hf imports {', '.join(SUPPORTED.values())} "
+        f"(model_type {' or '.join(SUPPORTED)})."
     )
+
+
+IMPORTS = {"marian": import_marian, "m2m_100": import_m2m100}
 
 
 def _languages(name: str, src_lang: str, tgt_lang: str) -> tuple[str, str]:

@@ -75,6 +75,8 @@ class ParentPlan:
     family: FamilyRecipe  # the parent's, as the recipes write its children
     related: dict[str, str] = field(default_factory=dict)
     schedule: dict = field(default_factory=dict)  # the parent's training keys its family's child takes
+    # the parent's vocabulary keys a child keeps: one joint vocabulary and its size, the language codes
+    tokenizer: dict = field(default_factory=dict)
 
 
 def parent_plan(init_from: str, found: CorpusProfile, src_lang: str, tgt_lang: str) -> ParentPlan:
@@ -85,6 +87,10 @@ def parent_plan(init_from: str, found: CorpusProfile, src_lang: str, tgt_lang: s
     family = recipes().family_of(parent.config.model.arch)
     plan = ParentPlan(init_from, f"{data.src_lang}-{data.tgt_lang}", parent.config.model.keys(), family)
     plan.schedule = {key: getattr(parent.config.train, key) for key in family.child_schedule}
+    tok = parent.config.tokenizer
+    if tok.joint:  # an imported M2M100's, NLLB's: the child reads the parent's one SentencePiece model
+        plan.tokenizer = {"joint": True, "src_vocab_size": tok.src_vocab_size, "tgt_vocab_size": tok.tgt_vocab_size}
+    plan.tokenizer |= {key: getattr(tok, key) for key in ("src_code", "tgt_code") if getattr(tok, key)}
     processor = parent.tgt_tok.processor  # its target's script: the letters of its pieces (bytes are not)
     words = (processor.id_to_piece(i) for i in range(processor.get_piece_size()) if not processor.is_byte(i))
     script = Counter(s for piece in words for s in scripts_in(piece)).most_common(1)
@@ -182,6 +188,7 @@ def _child_config(
     recipe_children = parent.family.recipe_children
     adds = recipe.child_adds.get("model", {}) if recipe_children else {}
     config["model"] = {**parent.model, **adds}
+    config["tokenizer"] = {**config["tokenizer"], **parent.tokenizer}
     config["train"] = {**config["train"], **parent.schedule}
     ensembled = found.pairs <= book.children_up_to_pairs and recipe_children
     if ensembled:

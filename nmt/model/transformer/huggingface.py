@@ -1,6 +1,8 @@
 """The Transformer's weights as Hugging Face ``transformers`` names them, both ways: Marian's
 (``MarianMTModel``, OPUS-MT) — post-norm, swish, sines-then-cosines from position 0, a final
-logits bias. What maps where (``transformers``' names on the right)::
+logits bias — and M2M100's (``M2M100ForConditionalGeneration``, NLLB-200's class too) — pre-norm
+with a last norm atop each stack, ReLU, fairseq's sinusoids from position 2, one table for both
+sides and the output. What maps where (``transformers``' names on the right)::
 
     encoder.embedding, decoder.embedding      model.shared (one table) or model.{encoder,decoder}.embed_tokens
     self_attention.query                      self_attn.q_proj
@@ -11,7 +13,8 @@ logits bias. What maps where (``transformers``' names on the right)::
     self_norm, cross_norm, ff_norm            self_attn_layer_norm, encoder_attn_layer_norm, final_layer_norm
     cross_attention                           encoder_attn
     feed_forward.inner, outer                 fc1, fc2
-    decoder.output.weight, bias               lm_head.weight, final_logits_bias
+    decoder.output.weight, bias               lm_head.weight, final_logits_bias (M2M100: none, zeros)
+    encoder.norm, decoder.norm                encoder.layer_norm, decoder.layer_norm (pre-norm only)
 
 A key's bias adds q·b_K to every score of a query's row alike, which the softmax cancels: this
 family's attention has none, and dropping it on the way in changes no output.
@@ -64,6 +67,25 @@ def marian_settings(hf: dict) -> dict[str, Any]:
     }
 
 
+def m2m100_settings(hf: dict) -> dict[str, Any]:
+    """Our model section for an ``M2M100Config`` (M2M100's, NLLB-200's)."""
+    return {
+        **marian_settings(hf),
+        "activation": ACTIVATIONS[hf.get("activation_function", "relu")],
+        "norm": "pre",
+        "positions": "fairseq",
+        "scale_embeddings": bool(hf.get("scale_embedding", True)),
+    }
+
+
+def m2m100_problems(hf: dict) -> list[str]:
+    """What of an M2M100Config this family cannot hold, each with the setting that says so."""
+    problems = [problem for problem in marian_problems(hf) if "pre-norm" not in problem]
+    if hf.get("pad_token_id", 1) != 1:
+        problems.append(f"pad_token_id {hf.get('pad_token_id')} (fairseq's positions here count from pad 1 + 1)")
+    return problems
+
+
 def marian_problems(hf: dict) -> list[str]:
     """What of a MarianConfig this family cannot hold, each with the setting that says so."""
     problems = []
@@ -104,7 +126,7 @@ def layer_names(prefix: str) -> dict[str, str]:
     return names
 
 
-def weights_from_marian(
+def weights_from_hf(
     state: dict[str, torch.Tensor],
     hf: dict,
     src_rows: list[int],
@@ -112,9 +134,10 @@ def weights_from_marian(
     start: int,
     start_is_new: bool,
 ) -> dict[str, torch.Tensor]:
-    """Our Transformer's weights from a MarianMTModel's ``state`` (its names, ``model.`` prefix
-    or not). ``start``: the target id decoding starts from, our <bos>; ``start_is_new``: the
-    model has no token of its own for it (Marian's <pad>), so our <bos> row is never predicted."""
+    """Our Transformer's weights from a MarianMTModel's or an M2M100ForConditionalGeneration's
+    ``state`` (its names, ``model.`` prefix or not). ``start``: the target id decoding starts
+    from, our <bos>; ``start_is_new``: the model has no token of its own for it (Marian's <pad>,
+    M2M100's </s>), so our <bos> row is never predicted."""
     state = {name.removeprefix("model."): tensor.float() for name, tensor in state.items()}
     shared = state.get("shared.weight")
     source_table = state.get("encoder.embed_tokens.weight", shared)
@@ -132,6 +155,9 @@ def weights_from_marian(
     if start_is_new:
         ours["decoder.output.bias"][BOS_ID] = NEVER
     for stack, count in (("encoder", hf["encoder_layers"]), ("decoder", hf["decoder_layers"])):
+        for kind in ("weight", "bias"):  # a pre-norm stack's last norm (M2M100's; Marian has none)
+            if f"{stack}.layer_norm.{kind}" in state:
+                ours[f"{stack}.norm.{kind}"] = state[f"{stack}.layer_norm.{kind}"]
         for layer in range(count):
             prefix = f"{stack}.layers.{layer}"
             ours |= {mine: state[theirs] for mine, theirs in layer_names(prefix).items() if theirs in state}
