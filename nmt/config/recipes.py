@@ -201,6 +201,7 @@ EXAMPLE_CORPORA = (
         run_dir="runs/eng-mar-cpu",
         files=(
             "data/eng-mar/mar.txt",
+            "data/eng-mar/mar.links",  # its word links (data.links: guided alignment without eflomal)
             "data/eng-mar/sample.en",
             "data/eng-mar/README.md",
             "configs/eng-mar-cpu.yaml",
@@ -208,7 +209,7 @@ EXAMPLE_CORPORA = (
             "configs/eng-mar-gpu.yaml",
             "configs/eng-mar-transformer.yaml",
             "configs/eng-mar-transformer-gpu.yaml",
-            "configs/eng-mar-aligned.yaml",  # docs/alignment.md's guided recipe (needs eflomal)
+            "configs/eng-mar-aligned.yaml",  # docs/alignment.md's guided recipe (reads mar.links)
             "configs/tiny.yaml",  # the notebook's and the smoke test's
             "notebooks/attention_lab.ipynb",
             "notebooks/does_attention_align.ipynb",

@@ -35,6 +35,10 @@ class DataConfig:
     # Training data, one of two kinds (docs/tutorials/your-data.md):
     path: str = ""  # a TSV file (Anki/Tatoeba or any: one pair per line) or an Anki zip
     train: LanguageFiles = field(default_factory=dict)  # or line-aligned text files, {language: file}
+    # the training data's word links, made once (Pharaoh i-j, one line per line of data.path, as
+    # scripts/dev/corpus_links.py writes them with eflomal): guided alignment and its probe read them
+    # instead of running eflomal (data/eng-mar/mar.links ships with the example corpus)
+    links: str = ""
     src_lang: str = "en"  # the direction: translate from src_lang into tgt_lang
     tgt_lang: str = "mr"  # the target language; both names the prepared files, the report and the model card
     columns: list[str] = field(default_factory=list)  # the TSV's language columns (default [src_lang, tgt_lang])

@@ -26,8 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from nmt import install_hint
+from nmt.config.schema import DataConfig
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_lines_atomic, write_text_atomic
+from nmt.data.pairs import ReadResult
+from nmt.data.sources import read_corpus
 
 Link = tuple[int, int]  # (source word, target word)
 WORD_START = "▁"  # SentencePiece's mark of a piece that begins a whitespace-separated word
@@ -306,6 +309,40 @@ def kept_eflomal_alignments(
         write_lines_atomic(path, [found.pharaoh() for found in links])
         write_text_atomic(key, fingerprint + "\n")
     return links
+
+
+def corpus_links(data: DataConfig, unpack_dir: Path) -> dict[tuple[str, str], Links]:
+    """``data.links`` read beside the training data's pairs: the links of each pair, by its text
+    (as prepare writes it), so that the prepared pairs of any split find theirs. The file holds
+    a line per line of the data (an empty one for a line without a pair, such as a header)."""
+    lines = read_links(data.links)
+    corpus = read_corpus(data, unpack_dir)
+    found: dict[tuple[str, str], Links] = {}
+    for pair in corpus.train_pairs(ReadResult(keep_problems=0)):
+        if pair.line_no > len(lines):
+            raise NmtError(
+                f"data.links: {data.links} has {len(lines):,} lines, but line {pair.line_no:,} of {corpus.train_path} "
+                "holds a pair: the links file needs a line for each line of the data (scripts/dev/corpus_links.py)."
+            )
+        found.setdefault((pair.src, pair.tgt), lines[pair.line_no - 1])
+    return found
+
+
+def given_links(data: DataConfig, unpack_dir: Path, sources: Sequence[str], targets: Sequence[str]) -> list[Links]:
+    """The links ``data.links`` gives these prepared pairs, each checked against its words;
+    refused naming how many it lacks (a links file of another corpus, or of other pairs)."""
+    by_pair = corpus_links(data, unpack_dir)
+    links = [by_pair.get((source, target)) for source, target in zip(sources, targets)]
+    missing = sum(found is None for found in links)
+    if missing:
+        raise NmtError(
+            f"data.links: {missing:,} of {len(links):,} prepared pairs have no line in {data.links} (links of "
+            "another corpus, or of pairs before a change?): make them again with scripts/dev/corpus_links.py, or "
+            "remove the key to let eflomal align the pairs."
+        )
+    checked = [found for found in links if found is not None]
+    check_links_fit(checked, sources, targets, data.links)
+    return checked
 
 
 def pairs_fingerprint(

@@ -12,7 +12,7 @@ import torch
 from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.schema import Config
 from nmt.core.fileio import read_lines
-from nmt.data.alignments import Links, agreement, kept_eflomal_alignments
+from nmt.data.alignments import Links, agreement, given_links, kept_eflomal_alignments
 from nmt.data.related import source_tag
 from nmt.data.tokenizer import Tokenizer, tagged
 from nmt.decoding.alignment import attention_alignments, default_heads
@@ -37,6 +37,9 @@ class AlignmentProbe:
         """eflomal's links of the pairs: read from the run folder, or computed (once) and written there."""
         if self._reference is None:
             run, paths = run_paths(self.config), prepared_paths(self.config)
+            if self.config.data.links:  # the corpus's own, made once (dev pairs are corpus pairs)
+                self._reference = given_links(self.config.data, paths.root, self.sources, self.targets)
+                return self._reference
             run.writable(run.probe_alignments)
             training = (read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt")))
             self._reference = kept_eflomal_alignments(run.probe_alignments, self.sources, self.targets, training)
@@ -59,6 +62,8 @@ def check_aligner(config: Config) -> None:
     """The settings that run eflomal, refused before prepare or a step where it is missing."""
     from nmt.data.alignments import require_eflomal
 
+    if config.data.links:  # the links are data: nothing runs eflomal
+        return
     if config.train.guided_alignment:
         require_eflomal(f"train.guided_alignment {config.train.guided_alignment:g}")
     if config.train.probe_alignment:

@@ -13,7 +13,7 @@ import torch
 from nmt.config.paths import prepared_paths, run_paths
 from nmt.config.schema import Config, TrainConfig
 from nmt.core.fileio import iter_lines, read_lines
-from nmt.data.alignments import kept_eflomal_alignments, piece_links, word_of_pieces
+from nmt.data.alignments import given_links, kept_eflomal_alignments, piece_links, word_of_pieces
 from nmt.data.batching import Batch, Example, bucketed_batches, collate
 from nmt.data.references import ReferenceSet, read_references
 from nmt.data.related import source_tag
@@ -79,12 +79,16 @@ def load_train_data(config: Config, src_tok: Tokenizer, tgt_tok: Tokenizer) -> T
 
 def guided_examples(config: Config, kept: ShardPairs, src_tok: Tokenizer, tgt_tok: Tokenizer) -> list[Example]:
     """The training examples with eflomal's links of their pair carried down to subwords (what
-    ``train.guided_alignment`` guides toward). eflomal aligns every prepared pair once per run;
-    its links are kept in the run folder, so that a resumed run reads the same ones."""
+    ``train.guided_alignment`` guides toward): the corpus's own (``data.links``), or eflomal's
+    of every prepared pair, computed once per run and kept in the run folder, so that a resumed
+    run reads the same ones."""
     paths, run = prepared_paths(config), run_paths(config)
     sources, targets = read_lines(paths.text("train", "src")), read_lines(paths.text("train", "tgt"))
-    run.writable(run.training_alignments)
-    links = kept_eflomal_alignments(run.training_alignments, sources, targets)
+    if config.data.links:  # made once beside the corpus: no eflomal here
+        links = given_links(config.data, paths.root, sources, targets)
+    else:
+        run.writable(run.training_alignments)
+        links = kept_eflomal_alignments(run.training_alignments, sources, targets)
     codes = (src_tok.id_to_piece(src_tok.code_ids), tgt_tok.id_to_piece(tgt_tok.code_ids))  # no word's pieces
     examples = []
     for index in range(len(kept)):

@@ -1,0 +1,86 @@
+"""Word links as data (``data.links``): a corpus may come with its links, a Pharaoh line per
+line of its file, made once by eflomal (scripts/dev/corpus_links.py); guided alignment and its
+probe read them and need no eflomal. The shipped English–Marathi corpus ships its links."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.config.schema import DataConfig
+from nmt.core.errors import NmtError
+from nmt.data.alignments import corpus_links, parse_links, read_links
+from nmt.data.pairs import ReadResult
+from nmt.data.sources import read_corpus
+
+from .helpers import synthetic_pairs, tiny_config, write_anki
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_shipped_links_match_the_corpus_line_for_line(tmp_path):
+    """data/eng-mar/mar.links: a line per line of mar.txt, each pair's links within its words
+    (English words the first index, Marathi the second), and every pair linked."""
+    data = DataConfig(path=str(ROOT / "data" / "eng-mar" / "mar.txt"), src_lang="en", tgt_lang="mr")
+    lines = read_links(ROOT / "data" / "eng-mar" / "mar.links")
+    with open(ROOT / "data" / "eng-mar" / "mar.txt", encoding="utf-8") as corpus:
+        assert len(lines) == sum(1 for _ in corpus)
+    pairs = list(read_corpus(data, tmp_path).train_pairs(ReadResult(keep_problems=0)))
+    assert len(pairs) == 33_725
+    for pair in pairs:
+        links = lines[pair.line_no - 1]
+        assert links.possible, pair
+        words = len(pair.src.split()), len(pair.tgt.split())
+        assert all(i < words[0] and j < words[1] for i, j in links.possible), (pair, links)
+
+
+@pytest.fixture
+def linked_corpus(tmp_path):
+    """A tiny corpus with a header row and its links (each pair's words in order: i-i)."""
+    pairs = synthetic_pairs()
+    data = write_anki(tmp_path / "pairs.tsv", pairs)
+    text = data.read_text(encoding="utf-8")
+    data.write_text("English\tMarathi\n" + text, encoding="utf-8")  # a header: its links line is empty
+    lines = [""] + [" ".join(f"{i}-{i}" for i in range(min(len(s.split()), len(t.split())))) for s, t in pairs]
+    (tmp_path / "pairs.links").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return data, tmp_path / "pairs.links"
+
+
+def test_guided_alignment_reads_the_links_file_without_eflomal(tmp_path, linked_corpus, monkeypatch):
+    """eflomal not importable: a run with data.links trains with guided alignment and its probe,
+    every training pair guided by the file's links."""
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # import eflomal raises ImportError
+    data, links = linked_corpus
+    raw = tiny_config(tmp_path, data, train={"guided_alignment": 0.1, "probe_alignment": 10, "epochs": 2})
+    raw["data"]["links"] = str(links)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    result = CliRunner().invoke(app, ["train", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    log = (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
+    guided = len(synthetic_pairs())  # every pair of the file has links; the training split holds most
+    assert "Guided alignment (train.guided_alignment 0.1)" in log and f"of {guided:,}" not in log
+    assert "dev pairs (train.probe_alignment): AER" in log  # the probe measured against the file's links
+    records = [json.loads(line) for line in (tmp_path / "run" / "timeline.jsonl").read_text().splitlines()]
+    assert all(record["alignment"]["pairs"] == 10 for record in records)
+
+
+def test_the_links_of_each_pair_are_found_by_its_text(tmp_path, linked_corpus):
+    data, links = linked_corpus
+    by_pair = corpus_links(DataConfig(path=str(data), links=str(links)), tmp_path)
+    source, target = synthetic_pairs()[0]
+    words = min(len(source.split()), len(target.split()))
+    assert by_pair[(source, target)].possible == parse_links(" ".join(f"{i}-{i}" for i in range(words))).possible
+
+
+def test_a_links_file_shorter_than_the_corpus_is_refused_naming_both(tmp_path, linked_corpus):
+    data, links = linked_corpus
+    links.write_text("\n".join(links.read_text(encoding="utf-8").splitlines()[:5]) + "\n", encoding="utf-8")
+    with pytest.raises(NmtError, match=r"data.links: .*pairs.links has 5 lines, but line 6 of .*pairs.tsv"):
+        corpus_links(DataConfig(path=str(data), links=str(links)), tmp_path)
