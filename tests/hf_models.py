@@ -14,6 +14,23 @@ from .helpers import synthetic_pairs
 
 EOS_BIAS, EMBEDDING_STD = 0.0, 1.0
 MARIAN_SPECIALS = ["</s>", "<unk>"]  # ids 0 and 1, as OPUS-MT's vocab.json has them; <pad> is the last
+# both tiny models' layers: 2 + 2, 16 wide, 4 heads, a feed-forward width of 32
+LAYERS = dict(
+    d_model=16,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=32,
+    decoder_ffn_dim=32,
+    max_position_embeddings=128,
+)
+
+
+def _sharpened(model) -> None:
+    """Weights far from the initialisation: distinct, sharp predictions."""
+    for name, parameter in model.named_parameters():
+        parameter.normal_(1.0 if name.endswith("layer_norm.weight") else 0.0, 0.3 if parameter.dim() > 1 else 0.1)
 
 
 def _spm(sentences: list[str], path: Path, size: int) -> list[str]:
@@ -69,15 +86,8 @@ def tiny_marian(folder: Path, shared: bool = True, seed: int = 0) -> Path:
         pad, start = vocab["<pad>"], target_vocab["<pad>"]  # decoding starts from the target's <pad>
     config = transformers.MarianConfig(
         **sizes,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
+        **LAYERS,
         activation_function="swish",
-        max_position_embeddings=128,
         pad_token_id=pad,
         eos_token_id=0,
         decoder_start_token_id=start,
@@ -88,9 +98,8 @@ def tiny_marian(folder: Path, shared: bool = True, seed: int = 0) -> Path:
     )
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).eval()
-    with torch.no_grad():  # far from the initialisation: distinct, sharp predictions
-        for name, parameter in model.named_parameters():
-            parameter.normal_(1.0 if name.endswith("layer_norm.weight") else 0.0, 0.3 if parameter.dim() > 1 else 0.1)
+    with torch.no_grad():
+        _sharpened(model)
         model.final_logits_bias.normal_(0, 1.0)
         model.final_logits_bias[0, 0] = EOS_BIAS
         for table in (model.model.encoder.embed_tokens.weight, model.model.decoder.embed_tokens.weight):
@@ -155,15 +164,8 @@ def tiny_m2m100(folder: Path, seed: int = 0, tokenizer_class: str = "M2M100Token
         rows, first_code = len(vocab) + 108, len(vocab)  # the language codes and made-up words after vocab.json's
     config = transformers.M2M100Config(
         vocab_size=rows,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
+        **LAYERS,
         activation_function="relu",
-        max_position_embeddings=128,
         pad_token_id=1,
         bos_token_id=0,
         eos_token_id=2,
@@ -175,9 +177,8 @@ def tiny_m2m100(folder: Path, seed: int = 0, tokenizer_class: str = "M2M100Token
     )
     torch.manual_seed(seed)
     model = transformers.M2M100ForConditionalGeneration(config).eval()
-    with torch.no_grad():  # far from the initialisation: distinct, sharp predictions
-        for name, parameter in model.named_parameters():
-            parameter.normal_(1.0 if name.endswith("layer_norm.weight") else 0.0, 0.3 if parameter.dim() > 1 else 0.1)
+    with torch.no_grad():
+        _sharpened(model)
         model.model.shared.weight.normal_(0, EMBEDDING_STD)  # the encoder's, decoder's and output's table
         model.model.shared.weight[1].zero_()  # <pad>, fairseq's padding row
         model.model.shared.weight[first_code:].mul_(0.1)  # the codes: read, rarely written

@@ -73,14 +73,19 @@ def our_log_probs(loaded, source: str, target: str) -> torch.Tensor:
     return logits.log_softmax(-1).gather(-1, torch.tensor([tgt])[..., None])[0, :, 0]
 
 
-def test_an_imported_marian_gives_transformers_log_probabilities(marian):
-    """Every target token's log-probability given the source, to 1e-5 (float32 rounding)."""
-    _, run, hf_model, tokenizer = marian
+def assert_log_probs_as_transformers(imported) -> None:
+    """Every target token's log-probability given the source, ours and transformers', to 1e-5
+    (float32 rounding), for an imported model (``imported``: a fixture's folder, run, model, tokenizer)."""
+    _, run, hf_model, tokenizer = imported
     loaded = load_trained(run, CPU)
     for source, target in PAIRS:
         theirs, ours = their_log_probs(hf_model, tokenizer, source, target), our_log_probs(loaded, source, target)
         assert ours.shape == theirs.shape
         torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+
+
+def test_an_imported_marian_gives_transformers_log_probabilities(marian):
+    assert_log_probs_as_transformers(marian)
 
 
 def test_a_model_too_big_for_this_machine_is_refused_with_the_figure_before_it_is_read(monkeypatch):
@@ -421,13 +426,7 @@ def test_an_imported_m2m100_leads_each_side_with_its_language_code_as_its_tokeni
 
 
 def test_an_imported_m2m100_gives_transformers_log_probabilities(m2m100):
-    """Every target token's log-probability given the source — the language code first — to 1e-5."""
-    _, run, hf_model, tokenizer = m2m100
-    loaded = load_trained(run, CPU)
-    for source, target in PAIRS:
-        theirs, ours = their_log_probs(hf_model, tokenizer, source, target), our_log_probs(loaded, source, target)
-        assert ours.shape == theirs.shape
-        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+    assert_log_probs_as_transformers(m2m100)  # the language code's first
 
 
 def test_an_imported_m2m100_searches_greedily_as_generate_does_with_the_code_forced(m2m100):
