@@ -5,6 +5,7 @@ probe read them and need no eflomal. The shipped English–Marathi corpus ships 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -64,8 +65,9 @@ def test_guided_alignment_reads_the_links_file_without_eflomal(tmp_path, linked_
     result = CliRunner().invoke(app, ["train", "--config", str(config)])
     assert result.exit_code == 0, result.output
     log = (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
-    guided = len(synthetic_pairs())  # every pair of the file has links; the training split holds most
-    assert "Guided alignment (train.guided_alignment 0.1)" in log and f"of {guided:,}" not in log
+    assert "Guided alignment (train.guided_alignment 0.1)" in log and f"have ({links})." in log
+    guided, pairs = re.search(r"which ([\d,]+) of ([\d,]+) training pairs have", log).groups()
+    assert guided == pairs  # every training pair found its links in the file
     assert "dev pairs (train.probe_alignment): AER" in log  # the probe measured against the file's links
     records = [json.loads(line) for line in (tmp_path / "run" / "timeline.jsonl").read_text().splitlines()]
     assert all(record["alignment"]["pairs"] == 10 for record in records)
@@ -84,3 +86,27 @@ def test_a_links_file_shorter_than_the_corpus_is_refused_naming_both(tmp_path, l
     links.write_text("\n".join(links.read_text(encoding="utf-8").splitlines()[:5]) + "\n", encoding="utf-8")
     with pytest.raises(NmtError, match=r"data.links: .*pairs.links has 5 lines, but line 6 of .*pairs.tsv"):
         corpus_links(DataConfig(path=str(data), links=str(links)), tmp_path)
+
+
+def test_the_shipped_guided_recipe_trains_without_eflomal(tmp_path, monkeypatch):
+    """configs/eng-mar-aligned.yaml reads the shipped links: with eflomal unimportable it prepares
+    and trains (a tiny model, 2,000 pairs, one epoch), every training pair guided."""
+    monkeypatch.setitem(sys.modules, "eflomal", None)
+    monkeypatch.chdir(ROOT)  # the config's relative paths, as a checkout's user runs it
+    sizes = ("embed_dim", "encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")
+    overrides = [f"model.{key}=32" for key in sizes] + [
+        "data.max_pairs=2000",
+        "data.prepared_dir=" + str(tmp_path / "prepared"),
+        "run_dir=" + str(tmp_path / "run"),
+        "train.max_minutes=0",
+        "train.epochs=1",
+        "train.probe_alignment=20",
+        "tokenizer.src_vocab_size=500",
+        "tokenizer.tgt_vocab_size=500",
+    ]
+    sets = [part for override in overrides for part in ("--set", override)]
+    result = CliRunner().invoke(app, ["train", "--config", "configs/eng-mar-aligned.yaml", *sets])
+    assert result.exit_code == 0, result.output
+    log = (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
+    guided, pairs = re.search(r"which ([\d,]+) of ([\d,]+) training pairs have", log).groups()
+    assert guided == pairs and "(data/eng-mar/mar.links)" in log

@@ -119,7 +119,7 @@ def build_trainer(
             f"Guided alignment (train.guided_alignment {config.train.guided_alignment:g}): the attention that "
             f"aligns (of a model with heads, the first head of its aligning layer) is pulled toward eflomal's links, "
             f"which {data.guided:,} of {len(data.train):,} training pairs have "
-            f"({run_paths(config).training_alignments.name})."
+            f"({config.data.links or run_paths(config).training_alignments.name})."
         )
     frozen = freeze(model, config.train.freeze)
     if frozen:
