@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.config.schema import DecodeConfig
 from nmt.core.errors import NmtError
-from nmt.decoding.search import repeats_a_span, search_sentences
+from nmt.decoding.rules import repeats_a_span
+from nmt.decoding.search import search_sentences
 from nmt.export.ctranslate2_model import export_ctranslate2
 from nmt.pipelines.translate import Translator
 from nmt.runtime.ctranslate2_engine import CTranslate2Model

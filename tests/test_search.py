@@ -10,14 +10,8 @@ import torch
 from nmt.config.schema import DecodeConfig
 from nmt.core.errors import NmtError
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from nmt.decoding.search import (
-    Ranking,
-    beam_search,
-    block_repeats,
-    greedy_search,
-    repeats_a_span,
-    search_sentences,
-)
+from nmt.decoding.rules import Ranking, block_repeats, repeats_a_span
+from nmt.decoding.search import beam_search, greedy_search, search_sentences
 
 from .helpers import VARIANT_CONFIGS, best_log_probs, best_tokens, random_sources, small_model, variant_id
 

@@ -26,14 +26,8 @@ from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, tagged
 from nmt.decoding.forced import forced_steps, next_tokens, score_pairs
 from nmt.decoding.mbr import mbr_choice, utility_function
 from nmt.decoding.paced import PacedModel
-from nmt.decoding.search import (
-    Hypothesis,
-    PrefixedModel,
-    Ranking,
-    SearchesItself,
-    SearchModel,
-    search_sentences,
-)
+from nmt.decoding.rules import Ranking
+from nmt.decoding.search import Hypothesis, PrefixedModel, SearchesItself, SearchModel, search_sentences
 from nmt.runtime.loading import LoadedModel
 
 

@@ -35,14 +35,8 @@ from nmt.core.errors import NmtError
 from nmt.core.progress import progress_bar
 from nmt.core.registry import ENGINES
 from nmt.data.tokenizer import BOS, EOS, PAD, Tokenizer
-from nmt.decoding.search import (
-    Hypothesis,
-    Ranking,
-    SearchModel,
-    max_output_lengths,
-    repeats_a_span,
-    search_sentences,
-)
+from nmt.decoding.rules import Ranking, max_output_lengths, repeats_a_span
+from nmt.decoding.search import Hypothesis, SearchModel, search_sentences
 from nmt.model.transformer.ctranslate2_spec import ctranslate2_module
 from nmt.runtime.ctranslate2_files import check_model_file
 from nmt.runtime.loading import Engine, LoadedModel, load_package, package_parts

@@ -68,7 +68,7 @@ def translations(package: str, engine: str, sources: list[str], beam: int, span:
 
 def ranking_scores(package: str, sources: list[str], texts: list[str]) -> list[float]:
     """PyTorch's ranking score (log p / length^α, <eos> counted) of each given translation."""
-    from nmt.decoding.search import Ranking
+    from nmt.decoding.rules import Ranking
 
     scorer = translator(Path(package), "torch", 2, 32)
     ranking = Ranking.of(scorer.decode)

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from nmt.config.files import load_config
-from nmt.decoding.search import Ranking, beam_search, greedy_search
+from nmt.decoding.rules import Ranking
+from nmt.decoding.search import beam_search, greedy_search
 from nmt.model.base import build_model
 from nmt.pipelines.prepare import prepare
 from nmt.training.trainer import build_trainer
