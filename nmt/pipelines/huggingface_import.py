@@ -35,8 +35,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import staged_folder
 from nmt.core.hardware import available_memory
 from nmt.data.languages import LANGUAGES
-from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, sentencepiece_with_pieces
-from nmt.model.base import build_model
+from nmt.data.tokenizer import BOS, EOS, PAD, UNK, sentencepiece_with_pieces
 from nmt.model.transformer.huggingface import (
     m2m100_problems,
     m2m100_settings,
@@ -45,7 +44,7 @@ from nmt.model.transformer.huggingface import (
     weights_from_hf,
 )
 from nmt.runtime.checkpoint import save_checkpoint
-from nmt.runtime.loading import TRAINING_BYTES_PER_PARAMETER, spm_hashes
+from nmt.runtime.loading import TRAINING_BYTES_PER_PARAMETER, load_tokenizers, new_model, spm_hashes
 
 SUPPORTED = {"marian": "MarianMTModel (OPUS-MT)", "m2m_100": "M2M100ForConditionalGeneration (M2M100, NLLB-200)"}
 IMPORT_BYTES_PER_PARAMETER = 8  # their weights and ours, in float32, side by side
@@ -346,10 +345,8 @@ def _write_run(
                     f"{side}: {len(left_out)} pieces of {base.name} are not in the vocabulary (the model reads them as "
                     f"<unk>); text that needs one is cut into smaller pieces here, e.g. {left_out[0]!r}."
                 )
-        tok = config.tokenizer
-        src_tok = Tokenizer(staged(paths.spm("src")), tok.src_code, "tokenizer.src_code")
-        tgt_tok = Tokenizer(staged(paths.spm("tgt")), tok.tgt_code, "tokenizer.tgt_code")
-        model = build_model(config.model, src_tok.vocab_size, tgt_tok.vocab_size, joint_vocabulary=tok.joint)
+        src_tok, tgt_tok = load_tokenizers(config, staged)
+        model = new_model(config, src_tok, tgt_tok)
         missing, unexpected = model.load_state_dict(weights, strict=False)
         if missing or unexpected:
             raise NmtError(

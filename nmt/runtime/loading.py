@@ -76,12 +76,13 @@ class Engine:
     describe: str = ""
 
 
-def load_tokenizers(config: Config) -> tuple[Tokenizer, Tokenizer]:
-    """The prepared SentencePiece models of ``config`` (source, target)."""
+def load_tokenizers(config: Config, where: Callable[[Path], Path] = Path) -> tuple[Tokenizer, Tokenizer]:
+    """The prepared SentencePiece models of ``config`` (source, target), each with its side's
+    language code; ``where``: the place each path is read from (an import's staging folder)."""
     paths, tok = prepared_paths(config), config.tokenizer
     return (
-        Tokenizer(paths.spm("src"), tok.src_code, "tokenizer.src_code"),
-        Tokenizer(paths.spm("tgt"), tok.tgt_code, "tokenizer.tgt_code"),
+        Tokenizer(where(paths.spm("src")), tok.src_code, "tokenizer.src_code"),
+        Tokenizer(where(paths.spm("tgt")), tok.tgt_code, "tokenizer.tgt_code"),
     )
 
 
