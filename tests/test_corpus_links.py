@@ -14,11 +14,13 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.config.parsing import config_from_dict
 from nmt.config.schema import DataConfig
 from nmt.core.errors import NmtError
 from nmt.data.alignments import corpus_links, parse_links, read_links
 from nmt.data.pairs import ReadResult
 from nmt.data.sources import read_corpus
+from nmt.pipelines.prepare import prepare
 
 from .helpers import synthetic_pairs, tiny_config, write_anki
 
@@ -71,6 +73,17 @@ def test_guided_alignment_reads_the_links_file_without_eflomal(tmp_path, linked_
     assert "dev pairs (train.probe_alignment): AER" in log  # the probe measured against the file's links
     records = [json.loads(line) for line in (tmp_path / "run" / "timeline.jsonl").read_text().splitlines()]
     assert all(record["alignment"]["pairs"] == 10 for record in records)
+
+
+def test_naming_the_links_keeps_the_prepared_data(tmp_path, linked_corpus):
+    """data.links is read by training, never prepared: a run prepared (and trained) before its
+    config named links is reused as it is, as bash scripts/main.sh re-run after the default recipe
+    gained its links finds its earlier run."""
+    data, links = linked_corpus
+    config = config_from_dict(tiny_config(tmp_path, data))
+    assert not prepare(config, log=lambda _: None).reused
+    config.data.links = str(links)
+    assert prepare(config, log=lambda _: None).reused
 
 
 def test_the_links_of_each_pair_are_found_by_its_text(tmp_path, linked_corpus):

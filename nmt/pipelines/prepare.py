@@ -132,6 +132,7 @@ class PrepareReport:
 
 def _fingerprint(config: Config, input_sha256: str, parent: Parent | None) -> str:
     data = {k: v for k, v in asdict(config.data).items() if k != "prepared_dir"}
+    data["links"] = ""  # read by training, never prepared: a run prepared without them is theirs too
     payload = {
         "format": FORMAT_VERSION,
         "input_sha256": input_sha256,
