@@ -99,6 +99,50 @@ def test_the_shared_eng_hin_file_gets_the_small_corpus_transformer_and_the_relat
     prepares_and_trains(tmp_path / "related.yaml", tmp_path / "related")
 
 
+def flat(text: str) -> str:
+    """A config's text without its comments' wrapping (they wrap at spaces and hyphens)."""
+    return "".join(text.replace("\n#", "").split())
+
+
+def test_guided_alignment_is_written_where_eflomal_is_installed_and_offered_where_not(tmp_path, monkeypatch):
+    """The CPU recipe with the default family gets guided alignment (nmt/recipes.yaml's ``guided``)
+    where eflomal can make the links; where it cannot, the comments say what it gave and offer the
+    keys, and the config written trains without it."""
+    pytest.importorskip("eflomal")
+    guided = recipes().guided
+    path, text = init_config([ROOT / "data" / "eng-mar" / "mar.txt"], tmp_path / "with.yaml")
+    config = load_config(path)
+    assert (config.train.guided_alignment, config.train.probe_alignment) == (0.1, 200)
+    assert "".join(guided.measured.split()) in flat(text) and "left out" not in text
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # `import eflomal` raises ImportError
+    path, text = init_config([ROOT / "data" / "eng-mar" / "mar.txt"], tmp_path / "without.yaml")
+    assert load_config(path).train.guided_alignment == 0 and "Guided alignment is left out" in text
+    assert "pip install eflomal" in text and "".join(guided.measured.split()) in flat(text)
+    offered = with_offered_keys(text)["train"]
+    assert (offered["guided_alignment"], offered["probe_alignment"]) == (0.1, 200)
+
+
+def test_guided_alignment_only_where_it_was_measured(tmp_path, monkeypatch):
+    """Not for a small corpus (its recipe was not measured with it), nor on a GPU; where a related
+    corpus is offered beside a guided config, its keys turn guidance off (the two do not combine)."""
+    import nmt.pipelines.init as init_module
+
+    pytest.importorskip("eflomal")
+    path, text = init_config([SHARED_HINDI], tmp_path / "small.yaml")
+    assert load_config(path).train.guided_alignment == 0 and "Guided alignment" not in text
+    monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cuda"))
+    path, text = init_config([ROOT / "data" / "eng-mar" / "mar.txt"], tmp_path / "gpu.yaml")
+    assert load_config(path).train.guided_alignment == 0 and "Guided alignment" not in text
+    monkeypatch.setattr(init_module, "select_device", lambda name: torch.device("cpu"))
+    rows = [(f"we see the {i} house", f"हम {i} घर देखते हैं") for i in range(12_000)]  # the CPU recipe, its RNN
+    path, text = init_config([write_anki(tmp_path / "eng-hin.tsv", rows)], tmp_path / "hin.yaml")
+    assert load_config(path).train.guided_alignment == 0.1 and "data/eng-mar/mar.txt" in text
+    raw = with_offered_keys(text)  # the related corpus's keys, as a reader adds them
+    assert raw["data"]["related"] and raw["train"]["guided_alignment"] == 0
+    (tmp_path / "related.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    assert load_config(tmp_path / "related.yaml").train.guided_alignment == 0  # check_guided_alignment passes
+
+
 def test_a_small_corpus_holds_back_few_dev_sources_and_a_large_one_five_percent():
     # dev only watches a small corpus's run (its last checkpoint scores as its best), so it keeps
     # at most 50 sources for training (docs/small-data.md, eighth measurement); test keeps 15 %
@@ -326,3 +370,4 @@ def test_init_writes_the_transformer_where_a_rule_holds_the_corpus_and_the_budge
     assert load_config(path).model.arch == "rnn"
     path, _ = init_config([mar], tmp_path / "gpu.yaml", minutes=long.from_minutes)
     assert load_config(path).model.arch == "rnn"
+

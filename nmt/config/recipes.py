@@ -99,6 +99,12 @@ class Recipes:
     children_up_to_pairs: int
     related_to_parent: Measured
     related_from_scratch: Measured  # its settings (what it gave: each family's related_measured)
+    guided: Measured  # guided alignment, where the links can be had (eflomal, or data.links)
+    guided_recipes: tuple[str, ...]  # the recipes (by name) it was measured with
+
+    def guides(self, recipe: Recipe, family: FamilyRecipe) -> bool:
+        """Whether guided alignment was measured with ``recipe``'s model of ``family`` (on a CPU)."""
+        return family.default and recipe.name in self.guided_recipes
 
     def for_pairs(self, pairs: int) -> Recipe:
         """The first recipe whose size holds a corpus of ``pairs`` pairs."""
@@ -165,6 +171,8 @@ def recipes(path: Path = RECIPES_FILE) -> Recipes:
         children_up_to_pairs=transfer["children"]["up_to_pairs"],
         related_to_parent=_measured(raw["related_to_parent"]),
         related_from_scratch=Measured(raw["related_from_scratch"]["settings"], "", raw["related_from_scratch"]["page"]),
+        guided=_measured(raw["guided"]),
+        guided_recipes=tuple(raw["guided"]["recipes"]),
     )
 
 

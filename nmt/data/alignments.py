@@ -259,13 +259,20 @@ def _unaligned(link: Link, aligned: set[Link], either: bool) -> bool:
     return source or target if either else source and target
 
 
-def require_eflomal(why: str) -> None:
-    """Refuse, before any work, what needs the reference aligner where it is not installed (a
-    probe trained a whole epoch, and `evaluate --align` translated everything, before saying so)."""
+def eflomal_installed() -> bool:
+    """Whether the reference aligner eflomal can be imported here."""
     try:
         import eflomal  # noqa: F401  (only whether it is installed)
     except ImportError:
-        raise NmtError(f"{why} needs the reference aligner eflomal: {install_hint('align', 'eflomal')}.") from None
+        return False
+    return True
+
+
+def require_eflomal(why: str) -> None:
+    """Refuse, before any work, what needs the reference aligner where it is not installed (a
+    probe trained a whole epoch, and `evaluate --align` translated everything, before saying so)."""
+    if not eflomal_installed():
+        raise NmtError(f"{why} needs the reference aligner eflomal: {install_hint('align', 'eflomal')}.")
 
 
 def eflomal_alignments(

@@ -34,6 +34,7 @@ from nmt.data.alignments import (
     agreement,
     check_links_fit,
     eflomal_alignments,
+    eflomal_installed,
     kept_eflomal_alignments,
     word_links,
     word_weights,
@@ -239,9 +240,7 @@ def _sentence_reference(source: str, target: str, training: tuple[list, list]) -
     """eflomal's links of one pair beside the training pairs, or None and why."""
     if not training[0]:
         return None, "no reference: this model has no training pairs beside it to run eflomal over (serve a run)"
-    try:
-        import eflomal  # noqa: F401  (only whether it is installed)
-    except ImportError:
+    if not eflomal_installed():
         return None, f"no reference: eflomal is not installed ({install_hint('align', 'eflomal')})"
     return eflomal_alignments([source], [target], training)[0], "eflomal beside the training pairs, grow-diag-final-and"
 

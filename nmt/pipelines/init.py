@@ -22,11 +22,13 @@ from typing import Any
 
 import yaml
 
-from nmt.config.recipes import FamilyRecipe, FamilyRule, Measured, Recipe, example_corpora, recipes
+from nmt import install_hint
+from nmt.config.recipes import FamilyRecipe, FamilyRule, Measured, Recipe, Sections, example_corpora, recipes
 from nmt.core.device import select_device
 from nmt.core.errors import NmtError
 from nmt.core.fileio import write_text_atomic
 from nmt.core.threads import usable_cores
+from nmt.data.alignments import eflomal_installed
 from nmt.data.languages import header_languages, language_name
 from nmt.data.profile import (
     LANGUAGE_SCRIPTS,
@@ -154,6 +156,8 @@ def config_text(
     settings = _merged(default.settings, book.common, recipe.settings, on_gpu.settings if on_gpu else {})
     if family is not default:  # another family: its model whole, its keys over the recipe's training ones
         settings = _merged({**settings, "model": {}}, family.settings)
+    guided, guided_lines = _guided(recipe, family, parent is None and not gpu)
+    settings = _merged(settings, guided)
     config: dict[str, Any] = {"run_dir": run_dir, "data": data}
     config |= {section: settings.get(section, {}) for section in ("tokenizer", "model")}
     config["train"] = {"max_minutes": minutes, **settings["train"], "threads": "auto"}
@@ -164,12 +168,41 @@ def config_text(
         comments += _commented(
             [f"On this machine's CUDA GPU: batches by tokens, {on_gpu.measured} ({on_gpu.page}).", ""]
         )
+    comments += guided_lines
     if parent is not None:
         config, comments = _child_config(config, comments, found, recipe, parent)
     text = comments + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
-    if parent is None:
-        return text + _related_lines(found, src_lang, tgt_lang, family)
-    return text + _parent_related_lines(parent, tgt_lang)
+    if parent is None:  # related pairs and guided alignment do not go together (check_guided_alignment)
+        unguided = {"train": dict.fromkeys(guided.get("train", {}), 0)}
+        text += _related_lines(found, src_lang, tgt_lang, family, unguided if guided else {})
+    else:
+        text += _parent_related_lines(parent, tgt_lang)
+    return text
+
+
+def _guided(recipe: Recipe, family: FamilyRecipe, measured_here: bool) -> tuple[Sections, str]:
+    """Guided alignment where it was measured (the recipes' ``guided``; ``measured_here``: not a
+    child, not on a GPU): its settings where eflomal is installed to make the links, and the
+    config's lines saying so, or what it gains and how to add it."""
+    book = recipes()
+    if not (measured_here and book.guides(recipe, family)):
+        return {}, ""
+    offered = book.guided
+    gain = f"{offered.measured} ({offered.page})"
+    if eflomal_installed():
+        line = (
+            "Guided alignment (train.guided_alignment): the attention trained toward the word aligner eflomal's "
+            f"links of the training pairs, computed before the budget starts; {gain}. train.probe_alignment "
+            "records how well it aligns at each validation (the lab's timeline)."
+        )
+        return offered.settings, _commented([line, ""])
+    line = (
+        "Guided alignment is left out: it trains the attention toward the word aligner eflomal's links, and "
+        f"eflomal is not installed ({install_hint('align', 'eflomal')}; it builds with a C compiler in about a "
+        f"minute). It gave {gain}. With eflomal installed, or your corpus's links in a file (data.links), add "
+        "these keys to their sections:"
+    )
+    return {}, _commented([line]) + _keys(offered.settings) + "#\n"
 
 
 def _child_config(
@@ -314,11 +347,13 @@ def _recipe_line(recipe: Recipe, chosen: tuple[FamilyRecipe, FamilyRule | None] 
     return f"The {named}): {recipe.measured} ({recipe.page})."
 
 
-def _related_lines(found: CorpusProfile, src_lang: str, tgt_lang: str, family: FamilyRecipe) -> str:
+def _related_lines(
+    found: CorpusProfile, src_lang: str, tgt_lang: str, family: FamilyRecipe, also: Sections | None = None
+) -> str:
     """Commented lines for a corpus the package ships in the target's script (another language),
     if any: a model trained on it as a parent (the better measured), or the corpus itself trained
     beside this one from scratch (the learning curve's related-language lines: the RNN's, or the
-    Transformer's where the config trains one), with the keys to add."""
+    Transformer's where the config trains one), with the keys to add (and ``also``'s)."""
     book = recipes()
     offered = Measured(book.related_from_scratch.settings, family.related_measured, book.related_from_scratch.page)
     text = ""
@@ -346,7 +381,8 @@ def _related_lines(found: CorpusProfile, src_lang: str, tgt_lang: str, family: F
                 f"({offered.page}). To try it, add these keys to their sections:",
             ]
         )
-        text += _keys(_merged({"data": {"related": {corpus.tgt_lang: _as_typed(corpus.path)}}}, offered.settings))
+        related = {"data": {"related": {corpus.tgt_lang: _as_typed(corpus.path)}}}
+        text += _keys(_merged(related, offered.settings, also or {}))
     return text
 
 
