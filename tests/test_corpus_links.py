@@ -102,8 +102,9 @@ def test_a_links_file_shorter_than_the_corpus_is_refused_naming_both(tmp_path, l
 
 
 def test_the_shipped_guided_recipe_trains_without_eflomal(tmp_path, monkeypatch):
-    """configs/eng-mar-aligned.yaml reads the shipped links: with eflomal unimportable it prepares
-    and trains (a tiny model, 2,000 pairs, one epoch), every training pair guided."""
+    """configs/eng-mar-cpu.yaml, the default recipe, reads the shipped links: with eflomal
+    unimportable it prepares and trains (a tiny model, 2,000 pairs, one epoch), every training
+    pair guided."""
     monkeypatch.setitem(sys.modules, "eflomal", None)
     monkeypatch.chdir(ROOT)  # the config's relative paths, as a checkout's user runs it
     sizes = ("embed_dim", "encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")
@@ -118,7 +119,7 @@ def test_the_shipped_guided_recipe_trains_without_eflomal(tmp_path, monkeypatch)
         "tokenizer.tgt_vocab_size=500",
     ]
     sets = [part for override in overrides for part in ("--set", override)]
-    result = CliRunner().invoke(app, ["train", "--config", "configs/eng-mar-aligned.yaml", *sets])
+    result = CliRunner().invoke(app, ["train", "--config", "configs/eng-mar-cpu.yaml", *sets])
     assert result.exit_code == 0, result.output
     log = (tmp_path / "run" / "train.log").read_text(encoding="utf-8")
     guided, pairs = re.search(r"which ([\d,]+) of ([\d,]+) training pairs have", log).groups()

@@ -16,6 +16,7 @@ from nmt.runtime.parent import architecture_differences
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
 MACHINE = ("max_minutes", "epochs", "threads", "seed")  # the budget and the machine: init writes its own
+SECTIONS = ("tokenizer", "model", "train", "decode")
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
@@ -41,17 +42,20 @@ def recipe_config(shipped: Config, *settings: dict) -> Config:
 
 
 def same_recipe(shipped: Config, measured: Config) -> None:
-    for section in ("tokenizer", "model", "train", "decode"):
+    for section in SECTIONS:
         assert getattr(shipped, section) == getattr(measured, section), section
 
 
 def test_the_cpu_config_is_nmt_inits_recipe_for_its_corpus():
-    """configs/eng-mar-cpu.yaml (33,725 pairs) is the CPU recipe, key for key."""
+    """configs/eng-mar-cpu.yaml (33,725 pairs) is the CPU recipe with guided alignment, key for key,
+    reading the corpus's shipped links (nmt init writes it so where eflomal makes them)."""
     book = recipes()
     shipped = load_config(ROOT / "configs/eng-mar-cpu.yaml")
     recipe = book.for_pairs(33_725)
     assert recipe.name == "CPU" and "configs/eng-mar-cpu.yaml" in recipe.measured
-    same_recipe(shipped, recipe_config(shipped, book.common, recipe.settings))
+    assert book.guides(recipe, book.default_family) and "configs/eng-mar-cpu.yaml" in book.guided.measured
+    same_recipe(shipped, recipe_config(shipped, book.common, recipe.settings, book.guided.settings))
+    assert shipped.data.links == "data/eng-mar/mar.links"
 
 
 def test_the_eng_hin_config_is_nmt_inits_transfer_recipe():

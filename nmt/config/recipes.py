@@ -217,7 +217,6 @@ EXAMPLE_CORPORA = (
             "configs/eng-mar-gpu.yaml",
             "configs/eng-mar-transformer.yaml",
             "configs/eng-mar-transformer-gpu.yaml",
-            "configs/eng-mar-aligned.yaml",  # docs/alignment.md's guided recipe (reads mar.links)
             "configs/tiny.yaml",  # the notebook's and the smoke test's
             "notebooks/attention_lab.ipynb",
             "notebooks/does_attention_align.ipynb",
