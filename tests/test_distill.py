@@ -24,7 +24,7 @@ from nmt.pipelines.translate import Translator
 from nmt.runtime.loading import load_trained
 from nmt.training.trainer import build_trainer
 
-from .helpers import synthetic_pairs, tiny_config, write_anki
+from .helpers import TINY_TRANSFORMER, TRANSFORMER_SCHEDULE, synthetic_pairs, tiny_config, write_anki
 
 runner = CliRunner()
 
@@ -167,3 +167,40 @@ def test_self_training_adds_the_teachers_output_for_another_files_sources_line_f
     assert not prepare(config, log=lambda _: None).reused
     with pytest.raises(NmtError, match=r"'data.synthetic_from' names sentences for a teacher"):
         load_config(write_config(tmp_path, "lone", data={"synthetic_from": str(tmp_path / "extra.txt")}), [])
+
+
+def test_an_ensemble_distilled_into_a_transformer_translates_on_ctranslate2_as_on_pytorch(tmp_path):
+    """configs/eng-hin-distilled.yaml's recipe on a tiny scale: an ensemble (two members, as
+    configs/eng-hin.yaml's four) translates the training sources and other English sentences, one
+    Transformer learns from its translations beside the human pairs, and that Transformer exports
+    to CTranslate2, which translates as PyTorch does."""
+    pytest.importorskip("ctranslate2")
+    ensemble = write_config(tmp_path, "ensemble", train={"epochs": 20, "members": 2})
+    assert runner.invoke(app, ["train", "--config", str(ensemble)]).exit_code == 0
+    assert len(load_trained(tmp_path / "ensemble", torch.device("cpu")).model.members) == 2  # an ensemble teaches
+    other = tmp_path / "other.en"  # English the pairs do not hold, for the teacher to translate
+    other.write_text("I see.\nwe like tea and rice.\nbooks, they eat.\n", encoding="utf-8")  # not S V O: no pair's
+    raw = yaml.safe_load(write_config(tmp_path, "student").read_text(encoding="utf-8"))
+    raw["model"] = {**TINY_TRANSFORMER, "heads": 2, "dropout": 0.0}
+    raw["train"] |= {"epochs": 12, **TRANSFORMER_SCHEDULE}
+    raw["data"] |= {"distill_from": str(tmp_path / "ensemble"), "distill": "add", "synthetic_from": str(other)}
+    (tmp_path / "student.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    trained = runner.invoke(app, ["train", "--config", str(tmp_path / "student.yaml")])
+    assert trained.exit_code == 0, trained.output
+    paths = prepared_paths(load_config(tmp_path / "student.yaml"))
+    human = read_lines(human_targets(paths))
+    taught = read_lines(paths.attribution("train"))[len(human) :]
+    assert len(taught) == len(human) + 3  # the training sources and the other sentences, each the teacher's
+    assert all("distilled by" in line for line in taught) and taught[-1].startswith("self-training")
+    exported = runner.invoke(
+        app, ["export", str(tmp_path / "student"), str(tmp_path / "pkg"), "--ctranslate2", "--quantization", "float32"]
+    )
+    assert exported.exit_code == 0, exported.output
+    text = "I see apples.\nwe like tea.\nthey eat rice.\n"
+    outputs = {
+        engine: runner.invoke(app, ["translate", "--model", str(tmp_path / "pkg"), "--engine", engine], input=text)
+        for engine in ("torch", "ctranslate2")
+    }
+    assert outputs["torch"].exit_code == 0 and outputs["ctranslate2"].exit_code == 0, outputs["ctranslate2"].output
+    assert outputs["ctranslate2"].output == outputs["torch"].output
+    assert len(outputs["torch"].output.splitlines()) == 3

@@ -134,3 +134,19 @@ def test_the_transformer_config_is_nmt_inits_recipe_for_a_long_cpu_budget():
         for settings in (book.common, recipe.settings)
     )
     same_recipe(shipped, recipe_config(shipped, common, training, transformer.settings))
+
+
+def test_the_distilled_eng_hin_config_is_nmt_inits_transformer_taught_by_the_shipped_ensemble(tmp_path):
+    """configs/eng-hin-distilled.yaml: the model, tokenizer, training and search `nmt init` writes
+    for the eng-hin file (its Transformer at 5 minutes), the teacher configs/eng-hin.yaml's run, its
+    split, and the eng-mar corpus's English for the teacher to translate (docs/small-data.md)."""
+    from nmt.pipelines.init import init_config
+
+    path, _ = init_config([ROOT / "data/eng-hin/hin.txt"], tmp_path / "hin.yaml")
+    written, shipped = load_config(path), load_config(ROOT / "configs/eng-hin-distilled.yaml")
+    teacher = load_config(ROOT / "configs/eng-hin.yaml")
+    assert written.model.arch == "transformer"
+    same_recipe(shipped, recipe_config(shipped, {s: dataclasses.asdict(getattr(written, s)) for s in SECTIONS}))
+    assert (shipped.data.distill_from, shipped.data.distill) == (teacher.run_dir, "add")
+    assert (shipped.data.dev_size, shipped.data.test_size) == (teacher.data.dev_size, teacher.data.test_size)
+    assert (ROOT / shipped.data.synthetic_from).is_file()

@@ -237,6 +237,7 @@ EXAMPLE_CORPORA = (
             "configs/eng-hin-scratch.yaml",
             "configs/eng-hin.yaml",
             "configs/eng-hin-mixed.yaml",
+            "configs/eng-hin-distilled.yaml",  # the ensemble of eng-hin.yaml as one Transformer
         ),
         parent=False,
     ),
