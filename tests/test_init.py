@@ -371,3 +371,15 @@ def test_init_writes_the_transformer_where_a_rule_holds_the_corpus_and_the_budge
     path, _ = init_config([mar], tmp_path / "gpu.yaml", minutes=long.from_minutes)
     assert load_config(path).model.arch == "rnn"
 
+
+def test_every_config_init_writes_ends_with_the_recipes_table_the_small_data_page_shows(tmp_path):
+    """nmt/recipes.yaml's ``table``: each row in the comments of a config init writes, and the same
+    row in docs/small-data.md's table, so the two cannot drift apart."""
+    rows = recipes().table
+    assert any("distilled" in row.recipe and "CTranslate2" in row.runs_on for row in rows)
+    _, text = init_config([SHARED_HINDI], tmp_path / "hin.yaml")
+    page = (ROOT / "docs" / "small-data.md").read_text(encoding="utf-8")
+    for row in rows:
+        line = f"{row.corpus} | {row.recipe} | {row.minutes:g} min | {row.bleu:.1f} | {row.runs_on}"
+        assert f"#   {line}\n" in text and f"| {line} |" in page
+        assert (ROOT / row.page.split("#")[0]).is_file()

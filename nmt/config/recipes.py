@@ -88,6 +88,19 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class Measurement:
+    """One line of the recipes' table (``table``): a recipe measured on a shipped corpus, and
+    where the model it trains runs."""
+
+    corpus: str  # e.g. "eng-hin (2,549 pairs)"
+    recipe: str  # what it trains, and its config
+    minutes: float  # the training budget
+    bleu: float  # test BLEU, all references
+    runs_on: str  # the exports its model takes
+    page: str  # where it was measured, with the hardware
+
+
+@dataclass(frozen=True)
 class Recipes:
     common: Sections
     families: dict[str, FamilyRecipe]  # by model.arch
@@ -101,6 +114,8 @@ class Recipes:
     related_from_scratch: Measured  # its settings (what it gave: each family's related_measured)
     guided: Measured  # guided alignment, where the links can be had (eflomal, or data.links)
     guided_recipes: tuple[str, ...]  # the recipes (by name) it was measured with
+    table: tuple[Measurement, ...]  # the recipes side by side, as init's comments and docs/small-data.md list them
+    table_intro: tuple[str, ...]  # the lines above its rows: what the table is, and its columns
 
     def guides(self, recipe: Recipe, family: FamilyRecipe) -> bool:
         """Whether guided alignment was measured with ``recipe``'s model of ``family`` (on a CPU)."""
@@ -173,6 +188,8 @@ def recipes(path: Path = RECIPES_FILE) -> Recipes:
         related_from_scratch=Measured(raw["related_from_scratch"]["settings"], "", raw["related_from_scratch"]["page"]),
         guided=_measured(raw["guided"]),
         guided_recipes=tuple(raw["guided"]["recipes"]),
+        table=tuple(Measurement(**row) for row in raw["table"]["rows"]),
+        table_intro=tuple(raw["table"]["intro"]),
     )
 
 

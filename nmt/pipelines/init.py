@@ -177,7 +177,18 @@ def config_text(
         text += _related_lines(found, src_lang, tgt_lang, family, unguided if guided else {})
     else:
         text += _parent_related_lines(parent, tgt_lang)
-    return text
+    return text + _table_lines()
+
+
+def _table_lines() -> str:
+    """The recipes measured here side by side (nmt/recipes.yaml's ``table``): what each scored,
+    in what time, and where its model runs, as docs/small-data.md's table lists them."""
+    book = recipes()
+    rows = [
+        f"#   {row.corpus} | {row.recipe} | {row.minutes:g} min | {row.bleu:.1f} | {row.runs_on}\n"
+        for row in book.table
+    ]
+    return "\n" + _commented(list(book.table_intro)) + "".join(rows)
 
 
 def _guided(recipe: Recipe, family: FamilyRecipe, measured_here: bool) -> tuple[Sections, str]:
