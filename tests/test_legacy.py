@@ -36,7 +36,7 @@ LEGACY = Path(__file__).parent / "data" / "legacy"
 CONFIGS = ["rnn-run", "rnn-package", "transformer-run", "transformer-package"]
 SHARED = {f.name for f in dataclasses.fields(ModelConfig)}
 # keys added since 237828a, read at their defaults from its configs (the published models' shapes)
-ADDED_SINCE = {"norm": "pre", "activation": "relu", "scale_embeddings": True}
+ADDED_SINCE = {"norm": "pre", "activation": "relu", "scale_embeddings": True, "output_bias": True}
 # what 237828a's ModelConfig held: both families' keys at their defaults
 OLD_DEFAULTS = {
     **dataclasses.asdict(RnnConfig()),

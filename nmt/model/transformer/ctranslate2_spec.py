@@ -95,7 +95,8 @@ def _norm(norm_spec: Any, norm: nn.LayerNorm) -> None:
 
 def _linear(linear_spec: Any, linear: nn.Linear) -> None:
     linear_spec.weight = _array(linear.weight)
-    linear_spec.bias = _array(linear.bias)
+    # an output layer without a bias (model.output_bias: false) adds zeros, as the layout writes one
+    linear_spec.bias = _array(linear.bias) if linear.bias is not None else np.zeros(linear.out_features, np.float32)
 
 
 def _key_value(attention: Any) -> tuple[np.ndarray, np.ndarray]:

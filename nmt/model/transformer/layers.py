@@ -360,7 +360,7 @@ class TransformerDecoder(Embedder):
         self.vocab_size = vocab_size
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.decoder_layers))
         self.norm = stack_norm(config)
-        self.output = nn.Linear(config.embed_dim, vocab_size)
+        self.output = nn.Linear(config.embed_dim, vocab_size, bias=config.output_bias)
         if config.tie_embeddings:  # Press & Wolf (2017): the output layer is the target embedding table
             self.output.weight = self.embedding.weight
         self.heads, self.head_dim = config.heads, config.embed_dim // config.heads

@@ -4,7 +4,7 @@ facts the rest of the toolkit reads of it, and training's and search's calls int
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -51,6 +51,12 @@ class Transformer(TranslationModel):
     aligning_layer = -2  # the penultimate (Garg et al. 2019; a 1-layer decoder: its only layer)
     guided_head = 0  # Garg et al. supervise one head of that layer: the first
     lab_view = "nmt.pipelines.heads:TransformerInside"
+    # the output layer's bias kept as the parent left it: a child of an import from M2M100, whose
+    # bias holds out <bos> only, stays exportable to M2M100's class (which has no bias)
+    freezable: ClassVar[dict[str, tuple[str, ...]]] = {
+        **TranslationModel.freezable,
+        "output_bias": ("decoder.output.bias",),
+    }
 
     @classmethod
     def served_settings(cls, given: ModelConfig) -> dict:

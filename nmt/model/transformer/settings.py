@@ -32,6 +32,9 @@ class TransformerConfig(ModelConfig):
     norm: Literal["pre", "post"] = "pre"
     activation: Literal["relu", "swish", "gelu"] = "relu"  # the feed-forward network's (OPUS-MT's: swish)
     scale_embeddings: bool = True  # multiply the embeddings by √embed_dim before the positions are added
+    # the output layer adds a learned bias per target piece (M2M100's and NLLB's has none: false exports
+    # to their class, nmt export --hf)
+    output_bias: bool = True
 
     ranges: ClassVar[dict[str, tuple[Any, str]]] = {
         "heads": between(1, 64),
