@@ -294,14 +294,18 @@ def test_transformers_translates_an_export_as_this_toolkit_does(marian, tmp_path
         assert [output["translation_text"] for output in translate(sources, num_beams=1)] == ours
 
 
-def test_a_model_marian_cannot_hold_is_refused_naming_the_settings(tmp_path):
+def test_a_model_neither_class_holds_is_refused_naming_the_settings_of_each(tmp_path):
     from nmt.export.huggingface import export_hf
 
     from .helpers import small_trained_models
 
     trained = small_trained_models(tmp_path)
-    with pytest.raises(NmtError, match=r"model.norm: post .*model.positions: marian"):
+    with pytest.raises(NmtError, match=r"model.norm: post .*model.positions: marian") as refused:
         export_hf(trained["transformer-package"], tmp_path / "hf")
+    m2m100 = str(refused.value).split("as M2M100ForConditionalGeneration, ")[1]  # its pre-norm layers would do there
+    assert "model.norm" not in m2m100
+    for key in ("model.positions: fairseq", "tokenizer.joint: true", "model.output_bias: false"):
+        assert key in m2m100
     with pytest.raises(NmtError, match=r"model.arch: transformer"):
         export_hf(trained["rnn-run"], tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
@@ -492,15 +496,170 @@ def test_nmt_init_imports_an_m2m100_and_fine_tunes_it_with_its_codes(m2m100, tmp
         assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in (tmp_path / "runs" / "ft" / "metrics.jsonl").read_text().splitlines()]
     assert len(records) == 3 and records[-1]["dev_loss"] < records[0]["dev_loss"]
+    from nmt.pipelines.translate import Translator
+
+    sources = [source for source, _ in PAIRS]
+    assert yaml.safe_load((tmp_path / "ft.yaml").read_text(encoding="utf-8"))["train"]["freeze"] == ["output_bias"]
+    exported = runner.invoke(app, ["export", "runs/ft", "ft-hf", "--hf"])  # the bias held: M2M100's class takes it
+    assert exported.exit_code == 0, exported.output
+    hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ft-hf").eval()
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "ft-hf")
+    child = load_trained(tmp_path / "runs" / "ft", CPU)
+    child.config.decode.no_repeat_span = 0  # the recipe's; generate() has no such rule
+    translator = Translator(child)
+    for source, expected in zip(sources, translator.translate(sources, beam_size=1)):
+        inputs = hf_tokenizer([source], return_tensors="pt")
+        most = limit(translator, inputs.input_ids.size(1)) + 1  # generate counts the forced code
+        with torch.no_grad():
+            ids = hf_model.generate(**inputs, num_beams=1, max_new_tokens=most)
+        assert hf_tokenizer.batch_decode(ids, skip_special_tokens=True) == [expected], source
     argos = runner.invoke(app, ["export", "runs/ft", "ft.argosmodel", "--argos"])
     assert argos.exit_code == 1 and f"tokenizer.src_code: {codes[0]}" in argos.output
     if importlib.util.find_spec("ctranslate2") is None:
         return
     from nmt.export.package import export_model
-    from nmt.pipelines.translate import Translator
     from nmt.runtime.loading import load_packages
 
     package = export_model(tmp_path / "runs" / "ft", tmp_path / "package", ctranslate2="float32")
-    sources = [source for source, _ in PAIRS]
     expected = Translator(load_trained(tmp_path / "runs" / "ft", CPU)).translate(sources, beam_size=2)
     assert Translator(load_packages([package], CPU, engine="ctranslate2")).translate(sources, beam_size=2) == expected
+
+
+@pytest.fixture(scope="module")
+def m2m100_shaped(tmp_path_factory):
+    """A tiny Transformer trained here in M2M100's shape (pre-norm, fairseq's positions, one joint
+    vocabulary, no output bias), and its export."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+    from nmt.export.huggingface import export_hf
+
+    from .helpers import RNN_WIDTHS, TINY_TRANSFORMER, TRANSFORMER_SCHEDULE, tiny_config, write_anki
+
+    root = tmp_path_factory.mktemp("m2m100-shaped")
+    shape = {"norm": "pre", "positions": "fairseq", "output_bias": False}
+    raw = tiny_config(
+        root,
+        write_anki(root / "pairs.txt", synthetic_pairs()),
+        run_dir=str(root / "run"),
+        model={**TINY_TRANSFORMER, **shape},
+        tokenizer={"joint": True, "src_vocab_size": 400, "tgt_vocab_size": 400},
+    )
+    raw["train"].update(epochs=8, probes=0, **TRANSFORMER_SCHEDULE)
+    for width in RNN_WIDTHS:
+        del raw["model"][width]
+    (root / "config.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    trained = CliRunner().invoke(app, ["train", "--config", str(root / "config.yaml")])
+    assert trained.exit_code == 0, trained.output
+    return root / "run", export_hf(root / "run", root / "hf")
+
+
+def test_a_model_in_m2m100s_shape_exports_with_its_pieces_and_log_probabilities(m2m100_shaped):
+    """AutoModelForSeq2SeqLM gives an M2M100ForConditionalGeneration, AutoTokenizer a fast
+    tokenizer that cuts text into this toolkit's pieces (unusual spaces and characters too), and
+    the model's log-probabilities are this toolkit's (ids in fairseq's order: <bos> 0, <pad> 1)."""
+    from nmt.export.huggingface import m2m100_order
+
+    run, exported = m2m100_shaped
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    assert type(model).__name__ == "M2M100ForConditionalGeneration"
+    assert (model.config.pad_token_id, model.config.decoder_start_token_id) == (1, 0)
+    loaded = load_trained(run, CPU)
+    order = m2m100_order(loaded.src_tok.vocab_size)
+    for source in [source for source, _ in PAIRS] + ["  Ünïcode   spaces ok? ", "xé́ Ａ 42"]:
+        ours = [order.index(index) for index in loaded.src_tok.encode([source])[0] + [EOS_ID]]
+        assert tokenizer(source).input_ids == ours, source
+    for source, target in PAIRS:
+        theirs, ours = their_log_probs(model, tokenizer, source, target), our_log_probs(loaded, source, target)
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-5)
+
+
+def test_transformers_and_ctranslate2s_converter_translate_an_m2m100_export_as_here(m2m100_shaped, tmp_path):
+    """generate() on the export gives this toolkit's greedy translations, and
+    ct2-transformers-converter's M2M100 loader converts it to a model that gives its pieces."""
+    from nmt.pipelines.translate import Translator
+
+    run, exported = m2m100_shaped
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    translator = Translator(load_trained(run, CPU))
+    sources = [source for source, _ in PAIRS]
+    found = translator.search(sources, beam_size=1)
+    for source, (best,) in zip(sources, found):
+        inputs = tokenizer([source], return_tensors="pt")
+        with torch.no_grad():
+            ids = model.generate(**inputs, num_beams=1, max_new_tokens=limit(translator, inputs.input_ids.size(1)))
+        assert tokenizer.batch_decode(ids, skip_special_tokens=True) == [translator.detokenize(best)], source
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from ctranslate2.converters import TransformersConverter
+
+    TransformersConverter(str(exported)).convert(str(tmp_path / "ct2"))
+    converted = ctranslate2.Translator(str(tmp_path / "ct2"))
+    for source, (best,) in zip(sources, found):
+        pieces = tokenizer.convert_ids_to_tokens(tokenizer(source).input_ids)
+        (result,) = converted.translate_batch(
+            [pieces], beam_size=1, min_decoding_length=0, max_decoding_length=limit(translator, len(pieces))
+        )
+        assert result.hypotheses[0] == translator.tgt_tok.id_to_piece(best.tokens), source
+    from nmt.export.package import export_model
+    from nmt.runtime.loading import load_packages
+
+    package = export_model(run, tmp_path / "package", ctranslate2="float32")  # no output bias: zeros there
+    engine = Translator(load_packages([package], CPU, engine="ctranslate2"))
+    assert engine.translate(sources, beam_size=2) == translator.translate(sources, beam_size=2)
+
+
+def test_an_m2m100_export_imports_back_bit_for_bit(m2m100_shaped, tmp_path):
+    run, exported = m2m100_shaped
+    reimported = tmp_path / "run"
+    import_hf(str(exported), reimported, "en", "mr", log=lambda message: None)
+    original, back = load_trained(run, CPU), load_trained(reimported, CPU)
+    assert not back.config.model.output_bias and back.config.tokenizer.joint
+    assert original.src_tok.pieces() == back.src_tok.pieces()
+    for name, tensor in original.model.state_dict().items():
+        torch.testing.assert_close(back.model.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
+    assert original.model.state_dict().keys() == back.model.state_dict().keys()
+
+
+def test_an_imported_m2m100_exports_back_as_it_was(m2m100):
+    """An import from M2M100 or NLLB, exported: the same ids (its <s> where it was, decoding from
+    </s> again: the import's <bos> was a copy of it), the same source ids from the export's
+    tokenizer, and the original's logits."""
+    folder, run, hf_model, tokenizer = m2m100
+    from nmt.export.huggingface import export_hf
+
+    exported = export_hf(run, folder.parent / f"hf-{type(tokenizer).__name__}")
+    again = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported).eval()
+    again_tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    assert again.config.vocab_size == hf_model.config.vocab_size
+    assert again.config.decoder_start_token_id == hf_model.config.decoder_start_token_id
+    code = tokenizer.convert_tokens_to_ids(CODES[type(tokenizer).__name__][1])
+    assert again.generation_config.forced_bos_token_id == code
+    for source, target in PAIRS:
+        inputs = tokenizer(source, return_tensors="pt")
+        assert again_tokenizer(source).input_ids == inputs.input_ids[0].tolist()
+        decoder_input = tokenizer(text_target=target, return_tensors="pt").input_ids[:, :-1]
+        decoder_input = torch.cat([torch.full((1, 1), hf_model.config.decoder_start_token_id), decoder_input], 1)
+        with torch.no_grad():
+            before = hf_model(**inputs, decoder_input_ids=decoder_input).logits
+            after = again(**inputs, decoder_input_ids=decoder_input).logits
+        torch.testing.assert_close(after, before, rtol=1e-6, atol=1e-5)
+
+
+def test_a_bpe_vocabulary_becomes_a_tokenizer_that_cuts_as_sentencepiece_does(tmp_path):
+    """The export's tokenizer.json from a BPE SentencePiece model (the unigram's is tested
+    above): the same pieces, byte pieces for a character it never saw included."""
+    from nmt.data.tokenizer import Tokenizer, train_sentencepiece
+    from nmt.export.huggingface import m2m100_order
+    from nmt.export.huggingface_tokenizer import fast_tokenizer, reordered_sentencepiece
+
+    sentences = [text for pair in synthetic_pairs() for text in pair]
+    train_sentencepiece(sentences, tmp_path / "bpe.model", 400, "bpe", 0.999)
+    tok = Tokenizer(tmp_path / "bpe.model")
+    order = m2m100_order(tok.vocab_size)
+    model = reordered_sentencepiece(tok.path, order)
+    fast = fast_tokenizer(model, ["<pad>", "<unk>", "<bos>", "<eos>"], "", "<eos>")
+    for text in [*sentences[:20], "  odd   spacing ", "ẞ 𝄞 unseen"]:
+        assert fast.encode(text).ids == [order.index(index) for index in tok.encode([text])[0] + [EOS_ID]], text

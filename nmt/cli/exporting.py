@@ -62,7 +62,8 @@ def export(
         bool,
         typer.Option(
             "--hf",
-            help="Write a Hugging Face transformers folder (MarianMTModel and MarianTokenizer) instead of a package.",
+            help="Write a Hugging Face transformers folder (MarianMTModel, or M2M100ForConditionalGeneration) "
+            "instead of a package.",
         ),
     ] = False,
 ) -> None:

@@ -153,18 +153,20 @@ class TranslationModel(nn.Module):
         return None
 
     @classmethod
-    def marian_problems(cls, config: ModelConfig) -> list[str]:
-        """What keeps a model of ``config`` out of transformers' MarianMTModel (``nmt export
-        --hf``), each as the setting that would let it in; [] where it exports."""
-        return [f"model.arch: transformer (MarianMTModel is a Transformer; this model is {config.arch})"]
+    def hf_problems(cls, config: ModelConfig) -> dict[str, list[str]]:
+        """For each ``transformers`` class ``nmt export --hf`` writes, by its model_type (marian:
+        MarianMTModel, m2m_100: M2M100ForConditionalGeneration): what keeps a model of ``config``
+        out of it, each as the setting that would let it in; [] where it exports."""
+        refused = [f"model.arch: transformer (both classes are Transformers; this model is {config.arch})"]
+        return {"marian": refused, "m2m_100": refused}
 
     @classmethod
-    def marian_export(
-        cls, config: ModelConfig, weights: dict[str, torch.Tensor], joint: bool
+    def hf_export(
+        cls, kind: str, config: ModelConfig, weights: dict[str, torch.Tensor], joint: bool
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """The layers' part of MarianMTModel's config.json and its state for a model of
-        ``config`` with ``weights`` (called only where ``marian_problems`` found none)."""
-        raise NotImplementedError(cls.marian_problems(config))
+        """The layers' part of class ``kind``'s config.json and its state for a model of ``config``
+        with ``weights`` (called only where ``hf_problems`` found none for ``kind``)."""
+        raise NotImplementedError(cls.hf_problems(config)[kind])
 
     def grow_from(self, name: str, parent_weight: torch.Tensor | None, weight: torch.Tensor) -> tuple[str, str] | None:
         """Where a switch of ``addable`` is on in this model and off in its parent: fill ``weight``

@@ -35,7 +35,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import staged_folder
 from nmt.core.hardware import available_memory
 from nmt.data.languages import LANGUAGES
-from nmt.data.tokenizer import BOS, EOS, PAD, UNK, sentencepiece_with_pieces
+from nmt.data.tokenizer import BOS, BOS_ID, EOS, PAD, UNK, sentencepiece_with_pieces
 from nmt.model.transformer.huggingface import (
     m2m100_problems,
     m2m100_settings,
@@ -231,22 +231,31 @@ def import_m2m100(
     if problems:
         raise NmtError(f"{folder}: this M2M100 model has what the Transformer here cannot hold: {'; '.join(problems)}.")
     weights_path = _checked_weights(folder, log)
-    vocab, whole, hf_vocab = m2m100_vocabulary(folder, hf)
-    codes = {side: language_code(lang, hf_vocab, folder) for side, lang in (("src", src_lang), ("tgt", tgt_lang))}
-    raw = _run_settings(folder, hf, out, (src_lang, tgt_lang), {"src": vocab, "tgt": vocab}, m2m100_settings(hf))
+    vocab, whole, hf_vocab, start_is_new = m2m100_vocabulary(folder, hf)
+    codes = {"src": "", "tgt": ""}  # none where the tokenizer holds none (an export of a model trained here)
+    if whole:
+        codes = {side: language_code(lang, hf_vocab, folder) for side, lang in (("src", src_lang), ("tgt", tgt_lang))}
+    # no bias of its own: one holds out our <bos> where it is a copy of the row decoding starts from
+    model = {**m2m100_settings(hf), "output_bias": start_is_new}
+    raw = _run_settings(folder, hf, out, (src_lang, tgt_lang), {"src": vocab, "tgt": vocab}, model)
     raw["tokenizer"] |= {"joint": True, "src_code": codes["src"], "tgt_code": codes["tgt"]}
-    start = int(hf.get("decoder_start_token_id", hf_vocab["</s>"]))  # </s>: a token of its own, so <bos> is new
-    weights = weights_from_hf(_load_state(weights_path), hf, vocab.rows, vocab.rows, start, True)
+    if start_is_new:  # the bias is the import's, not the model's: kept so, a child exports back to M2M100
+        raw["train"]["freeze"] = ["output_bias"]
+    start = vocab.rows[BOS_ID]
+    weights = weights_from_hf(_load_state(weights_path), hf, vocab.rows, vocab.rows, start, start_is_new)
     sides = {"src": (folder / "sentencepiece.bpe.model", vocab, whole)}  # one model for both sides
-    log(f"Language codes: {codes['src']} before each source, {codes['tgt']} starting each translation.")
+    if whole:
+        log(f"Language codes: {codes['src']} before each source, {codes['tgt']} starting each translation.")
     return _write_run(
         config_from_dict(raw), sides, weights, _imported(hf, folder, "M2M100ForConditionalGeneration"), log
     )
 
 
-def m2m100_vocabulary(folder: Path, hf: dict) -> tuple[Vocabulary, list[str], dict[str, int]]:
+def m2m100_vocabulary(folder: Path, hf: dict) -> tuple[Vocabulary, list[str], dict[str, int], bool]:
     """The one vocabulary of an M2M100 or NLLB folder in our order, the pieces never cut (the
-    language codes and other special tokens), and the model's own piece -> id map. Read
+    language codes and other special tokens), the model's own piece -> id map, and whether our
+    <bos> is a new row: M2M100 and NLLB start decoding from </s>, so it is a copy of that one
+    (an export of this toolkit's starts from its own <bos>, which stays <bos>). Read
     through ``transformers``' tokenizer (M2M100Tokenizer's vocab.json and appended codes,
     NllbTokenizer's tokenizer.json): the rows past it (M2M100's made-up words) are named
     ``<rowN>``, pieces no text is cut into."""
@@ -267,8 +276,10 @@ def m2m100_vocabulary(folder: Path, hf: dict) -> tuple[Vocabulary, list[str], di
         hf_vocab[f"<row{index}>" if token is None or token in hf_vocab else token] = index
     pieces = {key: str(getattr(tokenizer, key)) for key in SPECIAL_PIECES}
     special = set(tokenizer.all_special_tokens) - set(pieces.values())
-    vocab = vocabulary(hf_vocab, pieces, None, int(hf.get("decoder_start_token_id", 2)), folder / "config.json")
-    return vocab, [piece for piece in vocab.pieces[4:] if piece in special], hf_vocab
+    start = int(hf.get("decoder_start_token_id", hf_vocab[pieces["eos_token"]]))
+    start_is_new = start == hf_vocab[pieces["eos_token"]]
+    vocab = vocabulary(hf_vocab, pieces, None if start_is_new else start, start, folder / "config.json")
+    return vocab, [piece for piece in vocab.pieces[4:] if piece in special], hf_vocab, start_is_new
 
 
 def language_code(lang: str, hf_vocab: dict[str, int], folder: Path) -> str:

@@ -89,6 +89,8 @@ def parent_plan(init_from: str, found: CorpusProfile, src_lang: str, tgt_lang: s
     family = recipes().family_of(parent.config.model.arch)
     plan = ParentPlan(init_from, f"{data.src_lang}-{data.tgt_lang}", parent.config.model.keys(), family)
     plan.schedule = {key: getattr(parent.config.train, key) for key in family.child_schedule}
+    if "output_bias" in parent.config.train.freeze:  # an import from M2M100: its children stay exportable there
+        plan.schedule["freeze"] = ["output_bias"]
     tok = parent.config.tokenizer
     if tok.joint:  # an imported M2M100's, NLLB's: the child reads the parent's one SentencePiece model
         plan.tokenizer = {"joint": True, "src_vocab_size": tok.src_vocab_size, "tgt_vocab_size": tok.tgt_vocab_size}

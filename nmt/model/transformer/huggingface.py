@@ -149,9 +149,10 @@ def weights_from_hf(
         "decoder.embedding.weight": _rows(target_table, tgt_rows, start),
     }
     output = state.get("lm_head.weight", target_table)
-    bias = state.get("final_logits_bias", torch.zeros(1, output.size(0)))[0]
     ours["decoder.output.weight"] = _rows(output, tgt_rows, start)
-    ours["decoder.output.bias"] = _rows(bias[:, None], tgt_rows, start)[:, 0]
+    if "final_logits_bias" in state or start_is_new:  # Marian's bias, or one that holds out a new <bos>
+        bias = state.get("final_logits_bias", torch.zeros(1, output.size(0)))[0]
+        ours["decoder.output.bias"] = _rows(bias[:, None], tgt_rows, start)[:, 0]
     if start_is_new:
         ours["decoder.output.bias"][BOS_ID] = NEVER
     for stack, count in (("encoder", hf["encoder_layers"]), ("decoder", hf["decoder_layers"])):
@@ -168,16 +169,16 @@ def weights_from_hf(
     return ours
 
 
-def weights_to_marian(
+def weights_to_hf(
     weights: dict[str, torch.Tensor], encoder_layers: int, decoder_layers: int
 ) -> dict[str, torch.Tensor]:
-    """A MarianMTModel's state (``transformers``' names, one tensor per name) from our
-    Transformer's ``weights``, ids as ours (the export writes the vocabularies in our order)."""
+    """The layers, both embedding tables and the output layer of our Transformer's ``weights`` as
+    ``transformers`` names them in MarianMTModel and M2M100ForConditionalGeneration alike (one
+    tensor per name; ids as ours: the export writes the vocabularies in our order)."""
     theirs: dict[str, torch.Tensor] = {
         "model.encoder.embed_tokens.weight": weights["encoder.embedding.weight"],
         "model.decoder.embed_tokens.weight": weights["decoder.embedding.weight"],
         "lm_head.weight": weights["decoder.output.weight"],
-        "final_logits_bias": weights["decoder.output.bias"][None, :],
     }
     for stack, count in (("encoder", encoder_layers), ("decoder", decoder_layers)):
         for layer in range(count):
@@ -204,8 +205,28 @@ def exportable_as_marian(m: TransformerConfig) -> list[str]:
     return problems
 
 
+OUTPUT_BIAS = (
+    "model.output_bias: false (M2M100's output layer has none; fine-tuning a model imported from M2M100 or NLLB, "
+    "train.freeze: [output_bias] keeps its bias as the import left it)"
+)
+
+
+def exportable_as_m2m100(m: TransformerConfig) -> list[str]:
+    """What keeps settings ``m`` out of M2M100ForConditionalGeneration, each as the setting that
+    would let it in (its one vocabulary is the export's to check)."""
+    problems = []
+    if m.norm != "pre":
+        problems.append(f"model.norm: pre (this one is {m.norm}-norm; M2M100 normalises before each block)")
+    if m.positions != "fairseq":
+        problems.append(f"model.positions: fairseq (this one's are {m.positions})")
+    if m.output_bias:  # the export lets one in that holds out <bos> alone, as an import's does
+        problems.append(OUTPUT_BIAS)
+    return problems
+
+
 def marian_config(m: TransformerConfig) -> dict[str, Any]:
-    """The layers' part of a MarianConfig (config.json) for settings ``m``."""
+    """The layers' part of a MarianConfig (config.json) for settings ``m``; M2M100Config's too,
+    which names them alike."""
     return {
         "d_model": m.embed_dim,
         "encoder_layers": m.encoder_layers,
@@ -230,13 +251,37 @@ def marian_state(m: TransformerConfig, weights: dict[str, torch.Tensor], joint: 
     vocabulary is ``joint``, no lm_head where it is tied."""
     from nmt.model.transformer.layers import Positions
 
-    state = weights_to_marian(weights, m.encoder_layers, m.decoder_layers)
+    state = weights_to_hf(weights, m.encoder_layers, m.decoder_layers)
+    bias = weights.get("decoder.output.bias")  # none: model.output_bias false
+    state["final_logits_bias"] = (bias if bias is not None else torch.zeros(state["lm_head.weight"].size(0)))[None, :]
     table = Positions(m)(0, MAX_POSITIONS, torch.device("cpu"))  # (rows, width)
     state["model.encoder.embed_positions.weight"] = table.clone()
     state["model.decoder.embed_positions.weight"] = table.clone()
     if joint:  # one table: Marian's model.shared
         state["model.shared.weight"] = state.pop("model.encoder.embed_tokens.weight")
         del state["model.decoder.embed_tokens.weight"]
+    if m.tie_embeddings:
+        del state["lm_head.weight"]
+    return state
+
+
+def m2m100_config(m: TransformerConfig) -> dict[str, Any]:
+    """The layers' part of an M2M100Config (config.json) for settings ``m``."""
+    return {**marian_config(m), "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0}
+
+
+def m2m100_state(m: TransformerConfig, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """An M2M100ForConditionalGeneration's state for settings ``m`` and ``weights`` (one joint
+    vocabulary, ids as the caller ordered them): one table for both sides (``model.shared``), each
+    stack's last norm, no output bias (the caller checked it holds none that counts) and no
+    positions (M2M100 computes its own at load time, as fairseq's formula here does)."""
+    state = weights_to_hf(weights, m.encoder_layers, m.decoder_layers)
+    # one table, written under each stack's name too: transformers ties them to model.shared only
+    # where the output layer is tied as well (tie_word_embeddings)
+    state["model.shared.weight"] = state["model.encoder.embed_tokens.weight"].clone()
+    for stack in ("encoder", "decoder"):
+        for kind in ("weight", "bias"):
+            state[f"model.{stack}.layer_norm.{kind}"] = weights[f"{stack}.norm.{kind}"].detach().float().clone()
     if m.tie_embeddings:
         del state["lm_head.weight"]
     return state

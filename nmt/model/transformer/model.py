@@ -225,19 +225,22 @@ class Transformer(TranslationModel):
         return expected_shapes(config, src_size, tgt_size), expected_settings(config)
 
     @classmethod
-    def marian_problems(cls, given: ModelConfig) -> list[str]:
-        from nmt.model.transformer.huggingface import exportable_as_marian
-
-        return exportable_as_marian(transformer_settings(given))
-
-    @classmethod
-    def marian_export(
-        cls, given: ModelConfig, weights: dict[str, torch.Tensor], joint: bool
-    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        from nmt.model.transformer.huggingface import marian_config, marian_state
+    def hf_problems(cls, given: ModelConfig) -> dict[str, list[str]]:
+        from nmt.model.transformer.huggingface import exportable_as_m2m100, exportable_as_marian
 
         config = transformer_settings(given)
-        return marian_config(config), marian_state(config, weights, joint)
+        return {"marian": exportable_as_marian(config), "m2m_100": exportable_as_m2m100(config)}
+
+    @classmethod
+    def hf_export(
+        cls, kind: str, given: ModelConfig, weights: dict[str, torch.Tensor], joint: bool
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        from nmt.model.transformer.huggingface import m2m100_config, m2m100_state, marian_config, marian_state
+
+        config = transformer_settings(given)
+        if kind == "marian":
+            return marian_config(config), marian_state(config, weights, joint)
+        return m2m100_config(config), m2m100_state(config, weights)
 
     def ctranslate2_spec(self, src_pieces: list[str], tgt_pieces: list[str]) -> Any:
         from nmt.model.transformer.ctranslate2_spec import transformer_spec
