@@ -660,6 +660,6 @@ def test_a_bpe_vocabulary_becomes_a_tokenizer_that_cuts_as_sentencepiece_does(tm
     tok = Tokenizer(tmp_path / "bpe.model")
     order = m2m100_order(tok.vocab_size)
     model = reordered_sentencepiece(tok.path, order)
-    fast = fast_tokenizer(model, ["<pad>", "<unk>", "<bos>", "<eos>"], "", "<eos>")
+    fast = fast_tokenizer(model, [], "", "<eos>")
     for text in [*sentences[:20], "  odd   spacing ", "ẞ 𝄞 unseen"]:
         assert fast.encode(text).ids == [order.index(index) for index in tok.encode([text])[0] + [EOS_ID]], text

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator, Sequence
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 
@@ -83,6 +84,15 @@ def train_sentencepiece(
     save_atomic(model_path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
 
 
+def sentencepiece_model(path: str | Path) -> Any:
+    """The SentencePiece model file ``path`` as its ModelProto (pieces, trainer and normaliser
+    specs), to be rewritten; its piece types are ``ModelProto.SentencePiece``'s."""
+    model_pb2 = importlib.import_module("sentencepiece.sentencepiece_model_pb2")  # the model file's schema
+    model = model_pb2.ModelProto()
+    model.ParseFromString(Path(path).read_bytes())
+    return model
+
+
 def extend_sentencepiece(
     base: Tokenizer, model_path: str | Path, symbols: Sequence[str] = (), pieces_of: Tokenizer | None = None
 ) -> int:
@@ -91,22 +101,18 @@ def extend_sentencepiece(
     cut (target tags), then each normal piece of ``pieces_of`` that ``base`` lacks, with its
     score (a unigram model's log-probability: the Viterbi cut of ``pieces_of``'s language then
     takes its own pieces where they beat ``base``'s). The number of pieces added."""
-    model_pb2 = importlib.import_module("sentencepiece.sentencepiece_model_pb2")  # the model file's schema
-
-    model = model_pb2.ModelProto()
-    model.ParseFromString(base.path.read_bytes())
+    model = sentencepiece_model(base.path)
+    piece_type = model.SentencePiece
     have = {piece.piece for piece in model.pieces}
     added = 0
     for symbol in symbols:
         if symbol not in have:
-            model.pieces.add(piece=symbol, score=0.0, type=model_pb2.ModelProto.SentencePiece.USER_DEFINED)
+            model.pieces.add(piece=symbol, score=0.0, type=piece_type.USER_DEFINED)
             have.add(symbol)
             added += 1
     if pieces_of is not None:
-        other = model_pb2.ModelProto()
-        other.ParseFromString(pieces_of.path.read_bytes())
-        for piece in other.pieces:
-            if piece.type == model_pb2.ModelProto.SentencePiece.NORMAL and piece.piece not in have:
+        for piece in sentencepiece_model(pieces_of.path).pieces:
+            if piece.type == piece_type.NORMAL and piece.piece not in have:
                 model.pieces.add(piece=piece.piece, score=piece.score, type=piece.type)
                 have.add(piece.piece)
                 added += 1
@@ -123,12 +129,10 @@ def sentencepiece_with_pieces(
     keeps its score and type; one it never produces (the other side's, in one joint vocabulary)
     is UNUSED, never produced here either; ``whole`` are pieces never cut (OPUS-MT's ``>>hin<<``).
     Returns the pieces of ``base`` left out (text that needs one becomes another cut)."""
-    model_pb2 = importlib.import_module("sentencepiece.sentencepiece_model_pb2")
-    piece_type = model_pb2.ModelProto.SentencePiece
     if list(pieces[:4]) != [PAD, UNK, BOS, EOS]:
         raise ValueError(f"the first pieces must be {PAD}, {UNK}, {BOS}, {EOS}")
-    model = model_pb2.ModelProto()
-    model.ParseFromString(Path(base).read_bytes())
+    model = sentencepiece_model(base)
+    piece_type = model.SentencePiece
     known = {piece.piece: piece for piece in model.pieces}
     rebuilt = []
     for index, piece in enumerate(pieces):

@@ -31,7 +31,7 @@ from nmt.core.errors import NmtError
 from nmt.core.fileio import as_umask_allows, staged_folder, write_text_atomic
 from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import BOS_ID, EOS, EOS_ID, PAD, PAD_ID, UNK, UNK_ID, Tokenizer
-from nmt.export.huggingface_tokenizer import CONTROL, UNKNOWN, fast_tokenizer, reordered_sentencepiece
+from nmt.export.huggingface_tokenizer import fast_tokenizer, reordered_sentencepiece
 from nmt.model.transformer.huggingface import NEVER, OUTPUT_BIAS
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers
@@ -113,12 +113,17 @@ def _marian_files(config: Config, layers: dict, src_tok: Tokenizer, tgt_tok: Tok
     }
 
 
+def _language_codes(config: Config) -> list[str]:
+    """The run's language codes (tokenizer.src_code, tgt_code), those it has."""
+    return [code for code in (config.tokenizer.src_code, config.tokenizer.tgt_code) if code]
+
+
 def _m2m100_files(config: Config, layers: dict, order: list[int], start: int, tok: Tokenizer) -> dict[str, dict]:
     """config.json (``layers``: the family's part of it), generation_config.json and
     tokenizer_config.json of an M2M100 export whose ids are ``order`` (our id of each), decoding
     from our id ``start``."""
     pieces = tok.pieces()
-    codes = [code for code in (config.tokenizer.src_code, config.tokenizer.tgt_code) if code]
+    codes = _language_codes(config)
     ids = {"pad_token_id": order.index(PAD_ID), "bos_token_id": 0, "eos_token_id": order.index(EOS_ID)}
     hf_config = {
         "architectures": ["M2M100ForConditionalGeneration"],
@@ -210,9 +215,7 @@ def _write_m2m100(staging: Path, config: Config, weights: dict, tok: Tokenizer, 
         write_text_atomic(staging / name, json.dumps(settings, indent=2))
     model = reordered_sentencepiece(tok.path, order)
     (staging / "sentencepiece.bpe.model").write_bytes(model.SerializeToString())
-    control = [piece.piece for piece in model.pieces if piece.type in (UNKNOWN, CONTROL)]
-    codes = [code for code in (config.tokenizer.src_code, config.tokenizer.tgt_code) if code]
-    fast = fast_tokenizer(model, control + codes, config.tokenizer.src_code, EOS)
+    fast = fast_tokenizer(model, _language_codes(config), config.tokenizer.src_code, EOS)
     write_text_atomic(staging / "tokenizer.json", fast.to_str())
 
 

@@ -13,25 +13,20 @@ the export back through it.
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 from typing import Any
 
 from nmt.core.errors import NmtError
-
-UNIGRAM, BPE = 1, 2  # SentencePiece's TrainerSpec.model_type
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # its SentencePiece.type
+from nmt.data.tokenizer import sentencepiece_model
 
 
 def reordered_sentencepiece(path: Path, order: list[int]) -> Any:
     """The SentencePiece model ``path`` (a ModelProto) with its pieces in ``order`` (``order[j]``:
     the id of the piece that becomes id ``j``; a piece left out of ``order`` is dropped) and its
     special ids to match."""
-    model_pb2 = importlib.import_module("sentencepiece.sentencepiece_model_pb2")  # the model file's schema
-    model = model_pb2.ModelProto()
-    model.ParseFromString(path.read_bytes())
-    if model.trainer_spec.model_type not in (UNIGRAM, BPE):
+    model = sentencepiece_model(path)
+    if model.trainer_spec.model_type not in (model.trainer_spec.UNIGRAM, model.trainer_spec.BPE):
         raise NmtError(
             f"{path}: only unigram and BPE SentencePiece models become a transformers tokenizer "
             "(tokenizer.model_type: unigram or bpe)."
@@ -47,9 +42,9 @@ def reordered_sentencepiece(path: Path, order: list[int]) -> Any:
     return model
 
 
-def fast_tokenizer(model: Any, specials: list[str], prefix: str, suffix: str) -> Any:
+def fast_tokenizer(model: Any, codes: list[str], prefix: str, suffix: str) -> Any:
     """A ``tokenizers.Tokenizer`` cutting text as SentencePiece ``model`` (a ModelProto) does;
-    ``specials`` (its control pieces and language codes) never cut or written as text;
+    its control pieces, <unk> and ``codes`` (language codes) never cut or written as text;
     ``prefix`` (a language code, or "") before and ``suffix`` after every sequence."""
     try:
         from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
@@ -60,13 +55,13 @@ def fast_tokenizer(model: Any, specials: list[str], prefix: str, suffix: str) ->
             "An M2M100 export writes its tokenizer with the tokenizers library: pip install 'nmt-kit[hf]'."
         ) from None
 
-    spec, normalizer = model.trainer_spec, model.normalizer_spec
-    if spec.model_type == UNIGRAM:
+    spec, normalizer, piece_type = model.trainer_spec, model.normalizer_spec, model.SentencePiece
+    if spec.model_type == spec.UNIGRAM:
         tokenizer = Tokenizer(
             Unigram([(p.piece, p.score) for p in model.pieces], unk_id=spec.unk_id, byte_fallback=spec.byte_fallback)
         )
     else:  # BPE: each piece made by the merges of its halves, ranked by the piece's score as SentencePiece ranks them
-        normal = {p.piece: (p.score, i) for i, p in enumerate(model.pieces) if p.type == NORMAL}
+        normal = {p.piece: (p.score, i) for i, p in enumerate(model.pieces) if p.type == piece_type.NORMAL}
         ranked = sorted(
             (-score, index, piece[:cut], piece[cut:])
             for piece, (score, index) in normal.items()
@@ -87,7 +82,7 @@ def fast_tokenizer(model: Any, specials: list[str], prefix: str, suffix: str) ->
         steps.append(normalizers.Prepend("▁"))
     tokenizer.normalizer = normalizers.Sequence(steps)
     splits: list[Any] = []
-    whole = [p.piece for p in model.pieces if p.type == USER_DEFINED]  # SentencePiece never cuts these
+    whole = [p.piece for p in model.pieces if p.type == piece_type.USER_DEFINED]  # SentencePiece never cuts these
     if whole:
         pattern = "|".join(re.escape(piece) for piece in sorted(whole, key=len, reverse=True))
         splits.append(pre_tokenizers.Split(Regex(pattern), behavior="isolated"))
@@ -97,7 +92,8 @@ def fast_tokenizer(model: Any, specials: list[str], prefix: str, suffix: str) ->
     if normalizer.add_dummy_prefix:
         pieces_to_text.append(decoders.Strip(content=" ", left=1))
     tokenizer.decoder = decoders.Sequence(pieces_to_text)
-    tokenizer.add_special_tokens([AddedToken(piece, special=True, normalized=False) for piece in specials])
+    control = [p.piece for p in model.pieces if p.type in (piece_type.UNKNOWN, piece_type.CONTROL)]
+    tokenizer.add_special_tokens([AddedToken(piece, special=True, normalized=False) for piece in control + codes])
     ids = {piece: tokenizer.token_to_id(piece) for piece in (prefix, suffix) if piece}
     single = [piece for piece in (prefix, "$A", suffix) if piece]
     tokenizer.post_processor = processors.TemplateProcessing(
