@@ -111,6 +111,9 @@ VARIANTS |= {  # the stutter guard's span on the best of them (a Marathi word is
 # the run), the stutter guard in search. RECIPES names the config file that ships each one.
 CHOSEN = ["train.label_smoothing=0.1", "train.patience=0"]
 GUARD = ["decode.no_repeat_span=6"]
+# The Transformer recipes' layers as every study before Marian's shape measured them (pre-norm,
+# sin and cos side by side): a study of configs/eng-mar-transformer.yaml adds these to stay what it was
+PRE_NORM = ["model.norm=pre", "model.positions=sinusoidal"]
 HIDDEN_WIDTHS = ("encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")  # all but embed_dim
 RECIPE_25 = [*HOLD, "model.attention=luong-concat", "model.input_feeding=true", "train.learning_rate=0.002", *CHOSEN]
 VARIANTS |= {
