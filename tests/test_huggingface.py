@@ -51,10 +51,12 @@ def test_an_imported_marian_cuts_text_into_the_pieces_its_tokenizer_does(marian)
 
 def teacher_forced(hf_model, tokenizer, source: str, target: str, **options):
     """transformers' model fed ``target`` after its decoder start: the inputs, the labels, the
-    decoder's input and the outputs (``options``: e.g. output_attentions)."""
-    inputs = tokenizer(source, return_tensors="pt")
-    labels = tokenizer(text_target=target, return_tensors="pt").input_ids
-    decoder_input = torch.cat([torch.full((1, 1), hf_model.config.decoder_start_token_id), labels[:, :-1]], 1)
+    decoder's input and the outputs (``options``: e.g. output_attentions), on the model's device."""
+    device = hf_model.device
+    inputs = tokenizer(source, return_tensors="pt").to(device)
+    labels = tokenizer(text_target=target, return_tensors="pt").input_ids.to(device)
+    start = torch.full((1, 1), hf_model.config.decoder_start_token_id, device=device)
+    decoder_input = torch.cat([start, labels[:, :-1]], 1)
     with torch.no_grad():
         out = hf_model(**inputs, decoder_input_ids=decoder_input, **options)
     return inputs, labels, decoder_input, out
@@ -65,12 +67,13 @@ def their_log_probs(hf_model, tokenizer, source: str, target: str) -> torch.Tens
     return out.logits.log_softmax(-1).gather(-1, labels[..., None])[0, :, 0]
 
 
-def our_log_probs(loaded, source: str, target: str) -> torch.Tensor:
-    src = torch.tensor([loaded.src_tok.encode([source])[0] + [EOS_ID]])
+def our_log_probs(loaded, source: str, target: str, device: torch.device = CPU) -> torch.Tensor:
+    src = torch.tensor([loaded.src_tok.encode([source])[0] + [EOS_ID]], device=device)
     tgt = loaded.tgt_tok.encode([target])[0] + [EOS_ID]
     with torch.no_grad():
-        logits, _ = loaded.model(src, torch.tensor([src.size(1)]), torch.tensor([[BOS_ID, *tgt[:-1]]]))
-    return logits.log_softmax(-1).gather(-1, torch.tensor([tgt])[..., None])[0, :, 0]
+        previous = torch.tensor([[BOS_ID, *tgt[:-1]]], device=device)
+        logits, _ = loaded.model(src, torch.tensor([src.size(1)]), previous)
+    return logits.log_softmax(-1).gather(-1, torch.tensor([tgt], device=device)[..., None])[0, :, 0]
 
 
 def assert_log_probs_as_transformers(imported) -> None:
@@ -141,7 +144,7 @@ def generated(hf_model, tokenizer, source: str, beam: int, most: int) -> list[st
     """generate()'s best for ``source``: its target pieces, </s> last where it ended."""
     with torch.no_grad():
         ids = hf_model.generate(
-            **tokenizer(source, return_tensors="pt"),
+            **tokenizer(source, return_tensors="pt").to(hf_model.device),
             num_beams=beam,
             do_sample=False,
             max_new_tokens=most,
@@ -663,3 +666,72 @@ def test_a_bpe_vocabulary_becomes_a_tokenizer_that_cuts_as_sentencepiece_does(tm
     fast = fast_tokenizer(model, [], "", "<eos>")
     for text in [*sentences[:20], "  odd   spacing ", "ẞ 𝄞 unseen"]:
         assert fast.encode(text).ids == [order.index(index) for index in tok.encode([text])[0] + [EOS_ID]], text
+
+
+def marian_shaped(root, src_vocab_size: int, tgt_vocab_size: int):
+    """A tiny Transformer trained here in Marian's shape with two vocabularies of the sizes given."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    from .helpers import RNN_WIDTHS, TINY_TRANSFORMER, TRANSFORMER_SCHEDULE, tiny_config, write_anki
+
+    raw = tiny_config(
+        root,
+        write_anki(root / "pairs.txt", synthetic_pairs()),
+        run_dir=str(root / "run"),
+        model={**TINY_TRANSFORMER, "norm": "post", "positions": "marian"},
+        tokenizer={"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size},
+    )
+    raw["train"].update(epochs=6, probes=0, **TRANSFORMER_SCHEDULE)
+    for width in RNN_WIDTHS:
+        del raw["model"][width]
+    (root / "config.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    trained = CliRunner().invoke(app, ["train", "--config", str(root / "config.yaml")])
+    assert trained.exit_code == 0, trained.output
+    return root / "run"
+
+
+@pytest.mark.parametrize("sizes", [(300, 340), (340, 300)], ids=["smaller-source", "smaller-target"])
+def test_an_export_of_two_vocabularies_of_different_sizes_has_one_pad_and_imports_back(tmp_path, sizes):
+    """Separate vocabularies of different sizes: the smaller is filled up to the larger before its
+    <pad>, so <pad> is the last id of both (MarianMTModel pads both embeddings with it,
+    MarianTokenizer reads it from the source's): the model loads, a padded batch decodes to this
+    toolkit's greedy translations with no <pad> left in them, no filler is ever written, and an
+    import of the export leaves the fillers out — the weights it had, row for row."""
+    from nmt.export.huggingface import export_hf
+    from nmt.pipelines.translate import Translator
+
+    run = marian_shaped(tmp_path, *sizes)
+    loaded = load_trained(run, CPU)
+    assert loaded.src_tok.vocab_size != loaded.tgt_tok.vocab_size
+    exported = export_hf(run, tmp_path / "hf")
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    size = max(loaded.src_tok.vocab_size, loaded.tgt_tok.vocab_size)
+    assert model.config.pad_token_id == tokenizer.pad_token_id == size - 1
+    assert tokenizer.get_vocab()["<pad>"] == tokenizer.get_src_vocab()["<pad>"] == size - 1
+    sources = [source for source, _ in synthetic_pairs()[:12]]
+    inputs = tokenizer(sources, return_tensors="pt", padding=True)
+    most = limit(Translator(loaded), inputs.input_ids.size(1))
+    decode = loaded.config.decode
+    decode.no_repeat_span, decode.max_len_ratio, decode.max_len_offset = 0, 0.0, most  # generate()'s rules
+    ours = Translator(loaded).translate(sources, beam_size=1)
+    with torch.no_grad():
+        ids = model.generate(**inputs, num_beams=1, max_new_tokens=most)
+    assert tokenizer.batch_decode(ids, skip_special_tokens=True) == ours
+    import json
+
+    smaller = "vocab.json" if loaded.src_tok.vocab_size < size else "target_vocab.json"
+    vocab = json.loads((exported / smaller).read_text(encoding="utf-8"))
+    fillers = {index for piece, index in vocab.items() if piece.startswith("<filler:")}
+    assert len(fillers) == abs(loaded.src_tok.vocab_size - loaded.tgt_tok.vocab_size) and len(vocab) == size
+    assert not set(ids.flatten().tolist()) & fillers or smaller == "vocab.json"
+    reimported = tmp_path / "reimported"
+    import_hf(str(exported), reimported, "en", "mr", log=lambda message: None)
+    back = load_trained(reimported, CPU)
+    assert (back.src_tok.pieces(), back.tgt_tok.pieces()) == (loaded.src_tok.pieces(), loaded.tgt_tok.pieces())
+    original, again = loaded.model.state_dict(), back.model.state_dict()
+    for name, tensor in original.items():
+        torch.testing.assert_close(again[name], tensor, rtol=0, atol=0, msg=name)

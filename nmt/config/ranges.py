@@ -9,6 +9,9 @@ from typing import Any
 
 from nmt.core.threads import MOST_THREADS
 
+LEAST_VOCABULARY = 300  # SentencePiece's 256 byte pieces and a few more
+_VOCABULARY = f"an integer from {LEAST_VOCABULARY} (256 byte pieces) to 262144"
+
 # Keys a config file must state explicitly: the run is meaningless without them.
 REQUIRED_KEYS = ("run_dir", "train.epochs", "train.batch_size", "decode.beam_size")
 
@@ -42,8 +45,8 @@ RANGES: dict[str, tuple[Any, str]] = {
     "data.oversample": between(1, 100),
     "data.related_pairs": _NON_NEGATIVE,
     # the most: NLLB-200's 256,206 pieces and an <bos> (nmt init --from-hf)
-    "tokenizer.src_vocab_size": (lambda v: 300 <= v <= 262_144, "an integer from 300 (256 byte pieces) to 262144"),
-    "tokenizer.tgt_vocab_size": (lambda v: 300 <= v <= 262_144, "an integer from 300 (256 byte pieces) to 262144"),
+    "tokenizer.src_vocab_size": (lambda v: LEAST_VOCABULARY <= v <= 262_144, _VOCABULARY),
+    "tokenizer.tgt_vocab_size": (lambda v: LEAST_VOCABULARY <= v <= 262_144, _VOCABULARY),
     "tokenizer.sample_pairs": (lambda v: v >= 1000, "an integer >= 1000"),
     "tokenizer.character_coverage": (lambda v: 0.9 <= v <= 1.0, "a number between 0.9 and 1.0"),
     "model.embed_dim": between(1, MAX_WIDTH),

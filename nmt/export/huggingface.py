@@ -11,11 +11,15 @@ neither shape is refused naming the settings of each.
 
 Ids, Marian: its vocabularies end with <pad> (CTranslate2's converter drops that last row), so
 the export writes ours shifted by one — <unk> 0, <bos> 1, <eos> 2, the pieces, <pad> last — and
-decoding starts from <bos>, as it does here. Both SentencePiece models are copied as they are:
-MarianTokenizer maps their pieces through vocab.json (target_vocab.json for the target, unless
-one joint vocabulary serves both). M2M100: fairseq's order, <bos> 0, <pad> 1 (its positions count
-from 2), <eos> 2, <unk> 3, then the pieces; the tokenizer is a tokenizer.json
-(nmt/export/huggingface_tokenizer.py).
+decoding starts from <bos>, as it does here. <pad> has one id for both sides (MarianTokenizer
+reads it from the source's vocabulary, MarianMTModel pads both embeddings with it), so the smaller
+of two separate vocabularies is filled up to the larger's size before its <pad> with pieces no
+text is cut into (``<filler:N>``: zero rows, never predicted; an import leaves them out). Both
+SentencePiece models are copied as they are: MarianTokenizer maps their pieces through vocab.json
+(target_vocab.json for the target, unless one joint vocabulary serves both).
+
+Ids, M2M100: fairseq's order, <bos> 0, <pad> 1 (its positions count from 2), <eos> 2, <unk> 3,
+then the pieces; the tokenizer is a tokenizer.json (nmt/export/huggingface_tokenizer.py).
 """
 
 from __future__ import annotations
@@ -32,16 +36,16 @@ from nmt.core.fileio import as_umask_allows, staged_folder, write_text_atomic
 from nmt.core.registry import ARCHITECTURES
 from nmt.data.tokenizer import BOS_ID, EOS, EOS_ID, PAD, PAD_ID, UNK, UNK_ID, Tokenizer
 from nmt.export.huggingface_tokenizer import fast_tokenizer, reordered_sentencepiece
-from nmt.model.transformer.huggingface import NEVER, OUTPUT_BIAS
+from nmt.model.transformer.huggingface import FILLER, NEVER, OUTPUT_BIAS, filler_piece
 from nmt.runtime.checkpoint import translation_weights
 from nmt.runtime.loading import load_checked_checkpoint, load_run, load_tokenizers
 from nmt.runtime.parent import VOCABULARY_TENSORS
 
 
-def hf_order(size: int) -> list[int]:
+def hf_order(size: int, filled_to: int = 0) -> list[int]:
     """Our ids in the export's order: ``hf_order(V)[j]`` is our id of Hugging Face id ``j`` (ours
-    shifted down by one, <pad> last)."""
-    return [*range(1, size), PAD_ID]
+    shifted down by one, <pad> last); ``filled_to``: FILLER ids before <pad> up to that size."""
+    return [*range(1, size), *[FILLER] * (filled_to - size), PAD_ID]
 
 
 def m2m100_order(size: int, without_bos: bool = False) -> list[int]:
@@ -52,32 +56,39 @@ def m2m100_order(size: int, without_bos: bool = False) -> list[int]:
     return [BOS_ID, PAD_ID, EOS_ID, UNK_ID, *range(4, size)]
 
 
-def _vocabulary(tokenizer: Tokenizer) -> dict[str, int]:
+def _vocabulary(tokenizer: Tokenizer, order: list[int]) -> dict[str, int]:
     pieces = tokenizer.pieces()
-    return {pieces[ours]: index for index, ours in enumerate(hf_order(len(pieces)))}
+    fillers = (filler_piece(number) for number in range(len(order)))
+    return {(pieces[ours] if ours != FILLER else next(fillers)): index for index, ours in enumerate(order)}
 
 
 def _reordered(weights: dict[str, torch.Tensor], orders: dict[str, list[int]]) -> dict:
-    """``weights`` with every vocabulary tensor's rows in the export's order (``orders`` by side)."""
-    return {
-        name: tensor[torch.tensor(orders[VOCABULARY_TENSORS[name]])] if name in VOCABULARY_TENSORS else tensor
-        for name, tensor in weights.items()
-    }
+    """``weights`` with every vocabulary tensor's rows in the export's order (``orders`` by side):
+    a FILLER's row zeros, and its output bias NEVER (no text holds it, no search writes it)."""
+    reordered = {}
+    for name, tensor in weights.items():
+        if name not in VOCABULARY_TENSORS:
+            reordered[name] = tensor
+            continue
+        order = torch.tensor(orders[VOCABULARY_TENSORS[name]])
+        filler = torch.full_like(tensor[:1], NEVER if name == "decoder.output.bias" else 0.0)
+        reordered[name] = torch.cat([tensor, filler])[torch.where(order == FILLER, tensor.size(0), order)]
+    return reordered
 
 
-def _marian_files(config: Config, layers: dict, src_tok: Tokenizer, tgt_tok: Tokenizer) -> dict[str, dict]:
+def _marian_files(config: Config, layers: dict, target_order: list[int]) -> dict[str, dict]:
     """config.json (``layers``: the family's part of it), generation_config.json and
-    tokenizer_config.json of a Marian export."""
+    tokenizer_config.json of a Marian export (both vocabularies of ``target_order``'s size)."""
     joint = config.tokenizer.joint
 
     def hf_id(ours: int) -> int:
-        return hf_order(tgt_tok.vocab_size).index(ours)
+        return target_order.index(ours)
 
     hf_config = {
         "architectures": ["MarianMTModel"],
         "model_type": "marian",
-        "vocab_size": src_tok.vocab_size,
-        "decoder_vocab_size": tgt_tok.vocab_size,
+        "vocab_size": len(target_order),
+        "decoder_vocab_size": len(target_order),
         **layers,
         "share_encoder_decoder_embeddings": joint,
         "pad_token_id": hf_id(PAD_ID),
@@ -191,15 +202,20 @@ def _bos_held_out(weights: dict[str, torch.Tensor]) -> bool:
 
 def _write_marian(staging: Path, config: Config, weights: dict, src_tok: Tokenizer, tgt_tok: Tokenizer) -> None:
     joint = config.tokenizer.joint
-    orders = {"src": hf_order(src_tok.vocab_size), "tgt": hf_order(tgt_tok.vocab_size)}
+    size = max(src_tok.vocab_size, tgt_tok.vocab_size)  # <pad> last at one id: the smaller side filled
+    orders = {"src": hf_order(src_tok.vocab_size, size), "tgt": hf_order(tgt_tok.vocab_size, size)}
+    if tgt_tok.vocab_size < size and "decoder.output.bias" not in weights:  # a bias that holds fillers out
+        weights = {**weights, "decoder.output.bias": torch.zeros(tgt_tok.vocab_size)}
     family = ARCHITECTURES[config.model.arch]
     layers, state = family.hf_export("marian", config.model, _reordered(weights, orders), joint)
     _save_weights(staging, state)
-    for name, settings in _marian_files(config, layers, src_tok, tgt_tok).items():
+    for name, settings in _marian_files(config, layers, orders["tgt"]).items():
         write_text_atomic(staging / name, json.dumps(settings, indent=2))
-    write_text_atomic(staging / "vocab.json", json.dumps(_vocabulary(src_tok), ensure_ascii=False))
+    vocab = _vocabulary(src_tok, orders["src"])
+    write_text_atomic(staging / "vocab.json", json.dumps(vocab, ensure_ascii=False))
     if not joint:
-        write_text_atomic(staging / "target_vocab.json", json.dumps(_vocabulary(tgt_tok), ensure_ascii=False))
+        vocab = _vocabulary(tgt_tok, orders["tgt"])
+        write_text_atomic(staging / "target_vocab.json", json.dumps(vocab, ensure_ascii=False))
     shutil.copyfile(src_tok.path, staging / "source.spm")
     shutil.copyfile(tgt_tok.path, staging / "target.spm")
 

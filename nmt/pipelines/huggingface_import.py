@@ -30,6 +30,7 @@ import torch
 from nmt.config.files import save_config
 from nmt.config.parsing import config_from_dict
 from nmt.config.paths import prepared_paths, run_paths
+from nmt.config.ranges import LEAST_VOCABULARY
 from nmt.config.schema import Config
 from nmt.core.errors import NmtError
 from nmt.core.fileio import staged_folder
@@ -37,6 +38,7 @@ from nmt.core.hardware import available_memory
 from nmt.data.languages import LANGUAGES
 from nmt.data.tokenizer import BOS, BOS_ID, EOS, PAD, UNK, sentencepiece_with_pieces
 from nmt.model.transformer.huggingface import (
+    is_filler,
     m2m100_problems,
     m2m100_settings,
     marian_problems,
@@ -153,7 +155,7 @@ def vocabulary(
 ) -> Vocabulary:
     """One side in our order: <pad>, <unk>, <bos>, <eos> (rows: the side's pad, unk, ``bos_row``
     and eos), then every other piece in the model's id order (the side's own <bos>, ``own_bos``,
-    is ours, not another piece)."""
+    is ours, not another piece; an export's fillers are left out)."""
     by_id = sorted((index, piece) for piece, index in hf_vocab.items())
     if [index for index, _ in by_id] != list(range(len(by_id))):
         raise NmtError(f"{path}: its ids are not 0 .. {len(by_id) - 1}, one piece each.")
@@ -161,7 +163,7 @@ def vocabulary(
     special = {pad, unk, eos} | ({own_bos} if own_bos is not None else set())
     ours, rows = [PAD, UNK, BOS, EOS], [pad, unk, bos_row, eos]
     for index, piece in by_id:
-        if index not in special and piece not in (PAD, UNK, BOS, EOS):
+        if index not in special and piece not in (PAD, UNK, BOS, EOS) and not is_filler(piece):
             ours.append(piece)
             rows.append(index)
     return Vocabulary(ours, rows)
@@ -321,7 +323,9 @@ def _run_settings(
         "run_dir": str(out),
         # what it was trained on, as a package records it (a name): the pairs are the model's makers'
         "data": {"path": f"huggingface:{folder.resolve().name}", "src_lang": src_lang, "tgt_lang": tgt_lang},
-        "tokenizer": {"src_vocab_size": len(vocab["src"].pieces), "tgt_vocab_size": len(vocab["tgt"].pieces)},
+        # the sizes SentencePiece would be asked for: a vocabulary smaller than the least (a model
+        # trained here on a few sentences, whose config asked for the least) records the least
+        "tokenizer": {f"{side}_vocab_size": max(len(vocab[side].pieces), LEAST_VOCABULARY) for side in ("src", "tgt")},
         "model": model,
         # what fine-tuning starts from (nmt init DATA --init-from RUN writes the recipe for your corpus)
         "train": {"epochs": 10, "batch_size": 32, "lr_warmup": 200, "learning_rate": 0.0001},

@@ -36,6 +36,20 @@ from nmt.model.transformer.settings import TransformerConfig
 # what an imported <bos> row adds to its logit when the model had no such token (Marian starts
 # decoding from <pad>): far below any real logit, so its probability is 0 in float32 and float16
 NEVER = -1e4
+# a Marian export's filler: a row that fills the smaller of two separate vocabularies up to the
+# larger's size (<pad> last at one id for both; nmt/export/huggingface.py), named so that no text
+# is cut into it and an import leaves it out
+FILLER = -1  # its place in an export's order of our ids
+FILLER_PIECE = "<filler:{}>"
+
+
+def filler_piece(number: int) -> str:
+    return FILLER_PIECE.format(number)
+
+
+def is_filler(piece: str) -> bool:
+    return piece.startswith("<filler:") and piece.endswith(">") and piece[8:-1].isdigit()
+
 
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}  # transformers' -> ours
 MAX_POSITIONS = 1024  # position rows an export writes: more than decoding reaches (decode.max_input_len)
