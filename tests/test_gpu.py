@@ -300,3 +300,135 @@ def test_a_gpu_checkpoint_resumes_training_on_the_cpu(tmp_path, device, arch):
     saved = last_checkpoint(tmp_path, "run")
     assert saved["progress"]["epoch"] == 2
     assert all(torch.isfinite(t).all() for t in saved["model"].values() if t.is_floating_point())
+
+
+# Hugging Face models on the device: an imported Marian or NLLB-200 (M2M100's class) model
+# computes and searches there as transformers does there, and fine-tunes there under the
+# device's precision; a model trained there in Marian's shape exports to transformers whose
+# generate() translates on the device as this toolkit does
+HF_MODELS = ["marian-shared", "marian-separate", "nllb"]
+
+
+def imported(tmp_path: Path, kind: str) -> tuple[Path, Path, str | None]:
+    """A tiny Hugging Face folder of ``kind``, its import, and the target's language code."""
+    from nmt.pipelines.huggingface_import import import_hf
+
+    from .hf_models import tiny_m2m100, tiny_marian
+
+    if kind == "nllb":
+        folder = tiny_m2m100(tmp_path / "nllb-tiny", tokenizer_class="NllbTokenizer")
+        import_hf(str(folder), tmp_path / "run", "en", "mr", log=lambda message: None)
+        return folder, tmp_path / "run", "mar_Deva"
+    folder = tiny_marian(tmp_path / "opus-mt-en-mr", shared=kind == "marian-shared")
+    import_hf(str(folder), tmp_path / "run", "", "", log=lambda message: None)  # the languages from the name
+    return folder, tmp_path / "run", None
+
+
+class ieee_float32:
+    """No TF32 inside: this toolkit's model and transformers' compared in float32 itself."""
+
+    def __enter__(self):
+        self.saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+
+    def __exit__(self, *exc):
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+
+
+@pytest.mark.parametrize("kind", HF_MODELS)
+@pytest.mark.parametrize("device", ACCELERATORS)
+def test_an_imported_hf_model_scores_and_searches_as_transformers_on_the_device(tmp_path, device, kind):
+    transformers = pytest.importorskip("transformers")
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_trained
+
+    from .test_huggingface import PAIRS, generated, limit, our_log_probs, their_log_probs
+
+    folder, run, code = imported(tmp_path, kind)
+    hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).to(device).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    loaded = load_trained(run, torch.device(device))
+    with ieee_float32():
+        for source, target in PAIRS:
+            theirs, ours = (
+                their_log_probs(hf_model, tokenizer, source, target),
+                our_log_probs(loaded, source, target, device),
+            )
+            torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-4)
+        translator = Translator(loaded)
+        sources = [source for source, _ in PAIRS]
+        for source, (best,) in zip(sources, translator.search(sources, beam_size=1)):
+            most = limit(translator, len(tokenizer(source).input_ids))
+            ours = translator.tgt_tok.id_to_piece(best.tokens) + (["</s>"] if best.ended else [])
+            if code is None:
+                assert ours == generated(hf_model, tokenizer, source, 1, most), source
+                continue
+            with torch.no_grad():
+                ids = hf_model.generate(
+                    **tokenizer(source, return_tensors="pt").to(device),
+                    forced_bos_token_id=tokenizer.convert_tokens_to_ids(code),
+                    num_beams=1,
+                    do_sample=False,
+                    max_new_tokens=most + 1,  # generate counts the forced code
+                )[0, 1:].tolist()
+            assert ours == tokenizer.convert_ids_to_tokens(ids), source
+
+
+@pytest.mark.parametrize("kind", ["marian-separate", "nllb"])
+@pytest.mark.parametrize("device", ACCELERATORS)
+def test_an_imported_hf_model_fine_tunes_on_the_device(tmp_path, monkeypatch, device, kind):
+    """`nmt init --from-hf`, then `nmt train` on the device under its precision (bf16 autocast
+    on a recent GPU): the dev loss falls, and the child translates there and on the CPU alike."""
+    import json
+
+    from .helpers import synthetic_pairs, write_anki
+
+    folder, _, _ = imported(tmp_path / "hf", kind)
+    write_anki(tmp_path / "pairs.txt", synthetic_pairs())
+    monkeypatch.chdir(tmp_path)
+    languages = ["--src-lang", "en", "--tgt-lang", "mr"] if kind == "nllb" else []
+    nmt("init", "pairs.txt", "--from-hf", str(folder), *languages, "--to", "ft.yaml")
+    nmt("prepare", "--config", "ft.yaml")
+    settings = ["train.max_minutes=0", "train.epochs=4", "train.learning_rate=0.003", "train.precision=auto"]
+    nmt("train", "--config", "ft.yaml", "--device", device, *[f"--set={setting}" for setting in settings])
+    records = [json.loads(line) for line in (tmp_path / "runs" / "ft" / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and records[-1]["dev_loss"] < records[0]["dev_loss"]
+    source = tmp_path / "in.txt"
+    source.write_text("I see apples.\nwe like tea.\n", encoding="utf-8")
+    on_device = translate("ft.yaml", device, source)
+    assert len(on_device) == 2 and on_device == translate("ft.yaml", "cpu", source)
+
+
+@pytest.mark.parametrize("device", ACCELERATORS)
+def test_a_model_trained_in_marians_shape_on_the_device_translates_there_in_transformers(tmp_path, device):
+    """Post-norm layers and Marian's positions trained on the device (bf16 autocast on a recent
+    GPU) and exported with `nmt export --hf`: generate() on the device gives this toolkit's greedy
+    translations there."""
+    transformers = pytest.importorskip("transformers")
+    from nmt.pipelines.translate import Translator
+    from nmt.runtime.loading import load_trained
+
+    from .test_huggingface import PAIRS, limit
+
+    config = write_run_config(
+        tmp_path,
+        "run",
+        {"epochs": 6, "batch_size": 16, "precision": "auto", **TRANSFORMER_SCHEDULE},
+        {**TINY_TRANSFORMER, "norm": "post", "positions": "marian"},
+    )
+    nmt("train", "--config", str(config), "--device", device)
+    nmt("export", str(tmp_path / "run"), str(tmp_path / "hf"), "--hf")
+    hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "hf").to(device).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    loaded = load_trained(tmp_path / "run", torch.device(device))
+    loaded.config.decode.no_repeat_span = 0  # generate() has no such rule
+    translator = Translator(loaded)
+    sources = [source for source, _ in PAIRS]
+    with ieee_float32():
+        for source, expected in zip(sources, translator.translate(sources, beam_size=1)):
+            inputs = tokenizer([source], return_tensors="pt").to(device)
+            with torch.no_grad():
+                ids = hf_model.generate(
+                    **inputs, num_beams=1, max_new_tokens=limit(translator, inputs.input_ids.size(1))
+                )
+            assert tokenizer.batch_decode(ids, skip_special_tokens=True) == [expected], source
