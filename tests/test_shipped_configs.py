@@ -152,11 +152,11 @@ def test_the_distilled_eng_hin_config_is_nmt_inits_transformer_taught_by_the_shi
     assert (ROOT / shipped.data.synthetic_from).is_file()
 
 
-@pytest.mark.parametrize("name", ["eng-mar-transformer.yaml", "eng-hin-distilled.yaml"])
+@pytest.mark.parametrize("name", ["eng-mar-transformer.yaml", "eng-hin-distilled.yaml", "eng-mar-transformer-gpu.yaml"])
 def test_the_shipped_transformer_recipes_export_to_transformers(name):
-    """Measured in Marian's shape (docs/transformer.md, "In Marian's shape"), the Transformer that
-    `nmt init` writes — configs/eng-hin-distilled.yaml is it, key for key (above) — and the 25-minute
-    eng-mar one are models `nmt export --hf` takes to MarianMTModel."""
+    """Measured in Marian's shape (docs/transformer.md, "In Marian's shape" and "On a GPU"), the
+    Transformer that `nmt init` writes — configs/eng-hin-distilled.yaml is it, key for key (above) —
+    the 25-minute eng-mar one and the GPU one are models `nmt export --hf` takes to MarianMTModel."""
     from nmt.core.registry import ARCHITECTURES
 
     config = load_config(ROOT / "configs" / name)
