@@ -668,8 +668,9 @@ def test_a_bpe_vocabulary_becomes_a_tokenizer_that_cuts_as_sentencepiece_does(tm
         assert fast.encode(text).ids == [order.index(index) for index in tok.encode([text])[0] + [EOS_ID]], text
 
 
-def marian_shaped(root, src_vocab_size: int, tgt_vocab_size: int):
-    """A tiny Transformer trained here in Marian's shape with two vocabularies of the sizes given."""
+def marian_shaped(root, src_vocab_size: int = 300, tgt_vocab_size: int = 300, joint: bool = False, **model):
+    """A tiny Transformer trained here in Marian's shape with two vocabularies of the sizes given,
+    or one (``joint``) (``model``: more of its settings)."""
     import yaml
     from typer.testing import CliRunner
 
@@ -681,8 +682,8 @@ def marian_shaped(root, src_vocab_size: int, tgt_vocab_size: int):
         root,
         write_anki(root / "pairs.txt", synthetic_pairs()),
         run_dir=str(root / "run"),
-        model={**TINY_TRANSFORMER, "norm": "post", "positions": "marian"},
-        tokenizer={"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size},
+        model={**TINY_TRANSFORMER, "norm": "post", "positions": "marian", **model},
+        tokenizer={"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, "joint": joint},
     )
     raw["train"].update(epochs=6, probes=0, **TRANSFORMER_SCHEDULE)
     for width in RNN_WIDTHS:
@@ -735,3 +736,22 @@ def test_an_export_of_two_vocabularies_of_different_sizes_has_one_pad_and_import
     original, again = loaded.model.state_dict(), back.model.state_dict()
     for name, tensor in original.items():
         torch.testing.assert_close(again[name], tensor, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied-output", "untied-output"])
+def test_an_export_of_one_vocabulary_loads_every_weight_it_has(tmp_path, tied):
+    """One joint vocabulary: MarianMTModel's model.shared, and each stack's embedding table under
+    its own name too — transformers ties those to model.shared only where the output layer is tied
+    as well, and would start an untied model's from random numbers (it did: 'MISSING ... newly
+    initialized'). Nothing missing, and transformers' log-probabilities are this toolkit's."""
+    from nmt.export.huggingface import export_hf
+
+    run = marian_shaped(tmp_path, 400, 400, joint=True, tie_embeddings=tied)
+    exported = export_hf(run, tmp_path / "hf")
+    model, info = transformers.AutoModelForSeq2SeqLM.from_pretrained(exported, output_loading_info=True)
+    assert info["missing_keys"] == set() or not info["missing_keys"], info
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    loaded = load_trained(run, CPU)
+    for source, target in PAIRS:
+        ours = our_log_probs(loaded, source, target)
+        torch.testing.assert_close(their_log_probs(model.eval(), tokenizer, source, target), ours, rtol=1e-6, atol=1e-5)

@@ -261,7 +261,7 @@ def marian_config(m: TransformerConfig) -> dict[str, Any]:
 
 def marian_state(m: TransformerConfig, weights: dict[str, torch.Tensor], joint: bool) -> dict[str, torch.Tensor]:
     """A MarianMTModel's state for settings ``m`` and ``weights`` (ids as the caller ordered
-    them): the layers, the position tables Marian's formula writes, one shared table where the
+    them): the layers, the position tables Marian's formula writes, one shared table too where the
     vocabulary is ``joint``, no lm_head where it is tied."""
     from nmt.model.transformer.layers import Positions
 
@@ -271,9 +271,9 @@ def marian_state(m: TransformerConfig, weights: dict[str, torch.Tensor], joint: 
     table = Positions(m)(0, MAX_POSITIONS, torch.device("cpu"))  # (rows, width)
     state["model.encoder.embed_positions.weight"] = table.clone()
     state["model.decoder.embed_positions.weight"] = table.clone()
-    if joint:  # one table: Marian's model.shared
-        state["model.shared.weight"] = state.pop("model.encoder.embed_tokens.weight")
-        del state["model.decoder.embed_tokens.weight"]
+    if joint:  # one table: Marian's model.shared, written under each stack's name too: transformers
+        # ties them to model.shared only where the output layer is tied as well (tie_word_embeddings)
+        state["model.shared.weight"] = state["model.encoder.embed_tokens.weight"].clone()
     if m.tie_embeddings:
         del state["lm_head.weight"]
     return state
