@@ -21,11 +21,15 @@ if ! python -c "import torch" 2>/dev/null; then
   # A pinned release: on machines with a local CPU wheel this installs in seconds.
   python -m pip install --quiet "torch==${TORCH_VERSION:-2.13.0}"
 fi
-# pip's own check that nothing is missing takes seconds: skip it while pyproject.toml is the one the
-# .venv was last installed from (its hash in .venv/nmt-installed); a changed one installs again
+# pip's own check that nothing is missing takes seconds: skip it while pyproject.toml and this file
+# are the ones the .venv was last installed from (their hash in .venv/nmt-installed); a change installs again
 stamp=".venv/nmt-installed"
-wanted="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+wanted="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ] || ! python -c "import nmt" 2>/dev/null; then
   python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+  # Inseq, a client the suite tests (tests/test_huggingface.py): its package requires CUDA 11's
+  # libraries on Linux, gigabytes a CPU never loads, so it and what it imports come without requirements
+  python -m pip install --quiet --disable-pip-version-check --no-deps "inseq==0.7.1" "captum>=0.7" \
+    "jaxtyping>=0.2.25" "wadler-lindig>=0.1" "typeguard==2.13.3" "treescope>=0.1"
   echo "$wanted" > "$stamp"
 fi

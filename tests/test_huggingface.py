@@ -738,6 +738,38 @@ def test_an_export_of_two_vocabularies_of_different_sizes_has_one_pad_and_import
         torch.testing.assert_close(again[name], tensor, rtol=0, atol=0, msg=name)
 
 
+def test_inseq_reads_an_exports_cross_attention_which_is_this_toolkits(tmp_path):
+    """Inseq's attention attribution on an export (loaded by its folder, as its users load OPUS-MT)
+    holds for every target token each layer's and head's cross-attention: this toolkit's, head for
+    head. One vocabulary and unscaled embeddings (model.scale_embeddings: false): Inseq 0.7 embeds
+    the target with the encoder's table, and multiplies the embeddings it feeds by the scale, which
+    transformers 5's Marian decoder multiplies by again — on two vocabularies or a scaled model
+    (every OPUS-MT) its decoder's side is not the model's (docs/tutorials/transformers.md)."""
+    inseq = pytest.importorskip("inseq")
+    from nmt.export.huggingface import export_hf, hf_order
+
+    run = marian_shaped(tmp_path, 400, 400, joint=True, scale_embeddings=False)
+    exported = export_hf(run, tmp_path / "hf")
+    source, target = PAIRS[0]
+    model = inseq.load_model(str(exported), "attention")
+    found = model.attribute(source, generated_texts=target, show_progress=False).sequence_attributions[0]
+    theirs = found.source_attributions  # (source tokens, target tokens, layers, heads)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    assert [token.token for token in found.source] == tokenizer.convert_ids_to_tokens(tokenizer(source).input_ids)
+    loaded = load_trained(run, CPU)
+    src_order, tgt_order = hf_order(loaded.src_tok.vocab_size), hf_order(loaded.tgt_tok.vocab_size)
+    src = torch.tensor([[src_order[token.id] for token in found.source]])
+    previous = torch.tensor([[tgt_order[token.id] for token in found.target[:-1]]])  # the decoder's inputs
+    assert loaded.tgt_tok.id_to_piece(previous[0, 1:].tolist()) == loaded.tgt_tok.id_to_piece(
+        loaded.tgt_tok.encode([target])[0]
+    )
+    assert theirs.shape == (src.size(1), previous.size(1), 2, 4)
+    for layer in range(2):
+        for head in range(4):
+            ours = loaded.model.cross_attention(src, torch.tensor([src.size(1)]), previous, layer, [head])
+            torch.testing.assert_close(ours[0].T, theirs[:, :, layer, head], rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("tied", [True, False], ids=["tied-output", "untied-output"])
 def test_an_export_of_one_vocabulary_loads_every_weight_it_has(tmp_path, tied):
     """One joint vocabulary: MarianMTModel's model.shared, and each stack's embedding table under
