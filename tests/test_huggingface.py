@@ -528,34 +528,42 @@ def test_nmt_init_imports_an_m2m100_and_fine_tunes_it_with_its_codes(m2m100, tmp
     assert Translator(load_packages([package], CPU, engine="ctranslate2")).translate(sources, beam_size=2) == expected
 
 
-@pytest.fixture(scope="module")
-def m2m100_shaped(tmp_path_factory):
-    """A tiny Transformer trained here in M2M100's shape (pre-norm, fairseq's positions, one joint
-    vocabulary, no output bias), and its export."""
+def tiny_transformer(root, epochs: int, tokenizer: dict, **model):
+    """A tiny Transformer trained here on the synthetic pairs (``model``: its settings beyond the
+    tiny ones, ``tokenizer``: its vocabularies): its run."""
     import yaml
     from typer.testing import CliRunner
 
     from nmt.cli import app
-    from nmt.export.huggingface import export_hf
 
     from .helpers import RNN_WIDTHS, TINY_TRANSFORMER, TRANSFORMER_SCHEDULE, tiny_config, write_anki
 
-    root = tmp_path_factory.mktemp("m2m100-shaped")
-    shape = {"norm": "pre", "positions": "fairseq", "output_bias": False}
     raw = tiny_config(
         root,
         write_anki(root / "pairs.txt", synthetic_pairs()),
         run_dir=str(root / "run"),
-        model={**TINY_TRANSFORMER, **shape},
-        tokenizer={"joint": True, "src_vocab_size": 400, "tgt_vocab_size": 400},
+        model={**TINY_TRANSFORMER, **model},
+        tokenizer=tokenizer,
     )
-    raw["train"].update(epochs=8, probes=0, **TRANSFORMER_SCHEDULE)
+    raw["train"].update(epochs=epochs, probes=0, **TRANSFORMER_SCHEDULE)
     for width in RNN_WIDTHS:
         del raw["model"][width]
     (root / "config.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     trained = CliRunner().invoke(app, ["train", "--config", str(root / "config.yaml")])
     assert trained.exit_code == 0, trained.output
-    return root / "run", export_hf(root / "run", root / "hf")
+    return root / "run"
+
+
+@pytest.fixture(scope="module")
+def m2m100_shaped(tmp_path_factory):
+    """A tiny Transformer trained here in M2M100's shape (pre-norm, fairseq's positions, one joint
+    vocabulary, no output bias), and its export."""
+    from nmt.export.huggingface import export_hf
+
+    root = tmp_path_factory.mktemp("m2m100-shaped")
+    joint = {"joint": True, "src_vocab_size": 400, "tgt_vocab_size": 400}
+    run = tiny_transformer(root, 8, joint, norm="pre", positions="fairseq", output_bias=False)
+    return run, export_hf(run, root / "hf")
 
 
 def test_a_model_in_m2m100s_shape_exports_with_its_pieces_and_log_probabilities(m2m100_shaped):
@@ -671,27 +679,8 @@ def test_a_bpe_vocabulary_becomes_a_tokenizer_that_cuts_as_sentencepiece_does(tm
 def marian_shaped(root, src_vocab_size: int = 300, tgt_vocab_size: int = 300, joint: bool = False, **model):
     """A tiny Transformer trained here in Marian's shape with two vocabularies of the sizes given,
     or one (``joint``) (``model``: more of its settings)."""
-    import yaml
-    from typer.testing import CliRunner
-
-    from nmt.cli import app
-
-    from .helpers import RNN_WIDTHS, TINY_TRANSFORMER, TRANSFORMER_SCHEDULE, tiny_config, write_anki
-
-    raw = tiny_config(
-        root,
-        write_anki(root / "pairs.txt", synthetic_pairs()),
-        run_dir=str(root / "run"),
-        model={**TINY_TRANSFORMER, "norm": "post", "positions": "marian", **model},
-        tokenizer={"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, "joint": joint},
-    )
-    raw["train"].update(epochs=6, probes=0, **TRANSFORMER_SCHEDULE)
-    for width in RNN_WIDTHS:
-        del raw["model"][width]
-    (root / "config.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
-    trained = CliRunner().invoke(app, ["train", "--config", str(root / "config.yaml")])
-    assert trained.exit_code == 0, trained.output
-    return root / "run"
+    vocabularies = {"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, "joint": joint}
+    return tiny_transformer(root, 6, vocabularies, norm="post", positions="marian", **model)
 
 
 @pytest.mark.parametrize("sizes", [(300, 340), (340, 300)], ids=["smaller-source", "smaller-target"])
