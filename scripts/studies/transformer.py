@@ -59,10 +59,11 @@ VARIANTS |= {
 
 # The recipe in MarianMTModel's shape (nmt export --hf takes it): post-norm layers, the sines then
 # the cosines as positions; what docs/tutorials/transformers.md reports
+MARIAN_SHAPE = ["model.norm=post", "model.positions=marian"]
 VARIANTS |= {
     "recipe in Marian's shape: post-norm, marian positions": (
         TRANSFORMER,
-        [*LIGHT, "model.norm=post", "model.positions=marian"],
+        [*LIGHT, *MARIAN_SHAPE],
         [],
     ),
     # the 25-minute recipe's round 4: guided alignment (docs/alignment.md) at the weight that gave
@@ -71,8 +72,7 @@ VARIANTS |= {
         TRANSFORMER,
         [
             *LIGHT,
-            "model.norm=post",
-            "model.positions=marian",
+            *MARIAN_SHAPE,
             "data.links=data/eng-mar/mar.links",
             "train.guided_alignment=1.0",
             "train.probe_alignment=200",
@@ -91,7 +91,7 @@ VARIANTS |= {
     "transformer gpu: 3 + 3 layers, feed-forward 1024, dropout 0.3": (TRANSFORMER_GPU, FIRST, []),
     "transformer gpu recipe in Marian's shape: post-norm, marian positions": (
         TRANSFORMER_GPU,
-        ["model.norm=post", "model.positions=marian"],
+        MARIAN_SHAPE,
         [],
     ),
 }

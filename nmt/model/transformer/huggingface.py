@@ -40,15 +40,15 @@ NEVER = -1e4
 # larger's size (<pad> last at one id for both; nmt/export/huggingface.py), named so that no text
 # is cut into it and an import leaves it out
 FILLER = -1  # its place in an export's order of our ids
-FILLER_PIECE = "<filler:{}>"
+FILLER_PREFIX = "<filler:"  # then its number and ">"
 
 
 def filler_piece(number: int) -> str:
-    return FILLER_PIECE.format(number)
+    return f"{FILLER_PREFIX}{number}>"
 
 
 def is_filler(piece: str) -> bool:
-    return piece.startswith("<filler:") and piece.endswith(">") and piece[8:-1].isdigit()
+    return piece.startswith(FILLER_PREFIX) and piece.endswith(">") and piece[len(FILLER_PREFIX) : -1].isdigit()
 
 
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}  # transformers' -> ours
