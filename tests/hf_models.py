@@ -185,3 +185,19 @@ def tiny_m2m100(folder: Path, seed: int = 0, tokenizer_class: str = "M2M100Token
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def imported(root: Path, kind: str) -> tuple[Path, Path, str | None]:
+    """A tiny folder of ``kind`` (marian-shared, marian-separate: one vocabulary or two; m2m100,
+    nllb: the class with M2M100's or NLLB's tokenizer) under ``root``, its import as a run (en ->
+    mr), and the target's language code, if the model has codes."""
+    from nmt.pipelines.huggingface_import import import_hf
+
+    if kind in ("m2m100", "nllb"):
+        tokenizer_class = "NllbTokenizer" if kind == "nllb" else "M2M100Tokenizer"
+        folder = tiny_m2m100(root / f"{kind}-tiny", tokenizer_class=tokenizer_class)
+        import_hf(str(folder), root / "run", "en", "mr", log=lambda message: None)
+        return folder, root / "run", "mar_Deva" if kind == "nllb" else "__mr__"
+    folder = tiny_marian(root / "opus-mt-en-mr", shared=kind == "marian-shared")
+    import_hf(str(folder), root / "run", "", "", log=lambda message: None)  # the languages from the OPUS-MT name
+    return folder, root / "run", None

@@ -309,21 +309,6 @@ def test_a_gpu_checkpoint_resumes_training_on_the_cpu(tmp_path, device, arch):
 HF_MODELS = ["marian-shared", "marian-separate", "nllb"]
 
 
-def imported(tmp_path: Path, kind: str) -> tuple[Path, Path, str | None]:
-    """A tiny Hugging Face folder of ``kind``, its import, and the target's language code."""
-    from nmt.pipelines.huggingface_import import import_hf
-
-    from .hf_models import tiny_m2m100, tiny_marian
-
-    if kind == "nllb":
-        folder = tiny_m2m100(tmp_path / "nllb-tiny", tokenizer_class="NllbTokenizer")
-        import_hf(str(folder), tmp_path / "run", "en", "mr", log=lambda message: None)
-        return folder, tmp_path / "run", "mar_Deva"
-    folder = tiny_marian(tmp_path / "opus-mt-en-mr", shared=kind == "marian-shared")
-    import_hf(str(folder), tmp_path / "run", "", "", log=lambda message: None)  # the languages from the name
-    return folder, tmp_path / "run", None
-
-
 class ieee_float32:
     """No TF32 inside: this toolkit's model and transformers' compared in float32 itself."""
 
@@ -342,6 +327,7 @@ def test_an_imported_hf_model_scores_and_searches_as_transformers_on_the_device(
     from nmt.pipelines.translate import Translator
     from nmt.runtime.loading import load_trained
 
+    from .hf_models import imported
     from .test_huggingface import PAIRS, generated, limit, our_log_probs, their_log_probs
 
     folder, run, code = imported(tmp_path, kind)
@@ -382,6 +368,7 @@ def test_an_imported_hf_model_fine_tunes_on_the_device(tmp_path, monkeypatch, de
     import json
 
     from .helpers import synthetic_pairs, write_anki
+    from .hf_models import imported
 
     folder, _, _ = imported(tmp_path / "hf", kind)
     write_anki(tmp_path / "pairs.txt", synthetic_pairs())

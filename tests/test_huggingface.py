@@ -16,7 +16,7 @@ from nmt.pipelines.huggingface_import import import_hf
 from nmt.runtime.loading import load_trained
 
 from .helpers import synthetic_pairs
-from .hf_models import tiny_m2m100, tiny_marian
+from .hf_models import imported, tiny_marian
 
 transformers = pytest.importorskip("transformers")
 CPU = torch.device("cpu")
@@ -26,10 +26,7 @@ PAIRS = synthetic_pairs()[:6]
 @pytest.fixture(scope="module", params=["shared", "separate"])
 def marian(request, tmp_path_factory):
     """A tiny Marian folder (one vocabulary for both sides, or one each) and its import."""
-    root = tmp_path_factory.mktemp(f"marian-{request.param}")
-    folder = tiny_marian(root / "opus-mt-en-mr", shared=request.param == "shared")
-    run = root / "run"
-    import_hf(str(folder), run, "", "", log=lambda message: None)  # the languages from the OPUS-MT name
+    folder, run, _ = imported(tmp_path_factory.mktemp(f"marian-{request.param}"), f"marian-{request.param}")
     hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     return folder, run, hf_model, transformers.AutoTokenizer.from_pretrained(folder)
 
@@ -76,12 +73,12 @@ def our_log_probs(loaded, source: str, target: str, device: torch.device = CPU) 
     return logits.log_softmax(-1).gather(-1, torch.tensor([tgt], device=device)[..., None])[0, :, 0]
 
 
-def assert_log_probs_as_transformers(imported) -> None:
+def assert_log_probs_as_transformers(case) -> None:
     """Every target token's log-probability given the source, ours and transformers', to 1e-5
     plus one part in a million (float32 rounding, which grows with the value: under the default
     kernel set a log-probability of -16.6 came out 1.14e-5 apart), for an imported model
-    (``imported``: a fixture's folder, run, model, tokenizer)."""
-    _, run, hf_model, tokenizer = imported
+    (``case``: a fixture's folder, run, model, tokenizer)."""
+    _, run, hf_model, tokenizer = case
     loaded = load_trained(run, CPU)
     for source, target in PAIRS:
         theirs, ours = their_log_probs(hf_model, tokenizer, source, target), our_log_probs(loaded, source, target)
@@ -341,11 +338,27 @@ def test_ctranslate2s_own_converter_converts_an_export_that_translates_as_here(m
         assert result.hypotheses[0] == ours.tgt_tok.id_to_piece(best.tokens), source
 
 
+def assert_cross_attention_is_ours(run, source_ids: list[int], decoder_ids: list[int], theirs: torch.Tensor) -> None:
+    """``theirs`` (layers, heads, decoder positions, source positions), read off an export of
+    ``run`` for its ids: every layer's and head's cross-attention is this toolkit's for the same
+    tokens (an export's ids mapped back to ours)."""
+    from nmt.export.huggingface import hf_order
+
+    loaded = load_trained(run, CPU)
+    src_order, tgt_order = hf_order(loaded.src_tok.vocab_size), hf_order(loaded.tgt_tok.vocab_size)
+    src = torch.tensor([[src_order[index] for index in source_ids]])
+    previous = torch.tensor([[tgt_order[index] for index in decoder_ids]])
+    for layer in range(theirs.size(0)):
+        for head in range(theirs.size(1)):
+            ours = loaded.model.cross_attention(src, torch.tensor([src.size(1)]), previous, layer, [head])
+            torch.testing.assert_close(ours[0], theirs[layer, head], rtol=0, atol=1e-5)
+
+
 def test_bertviz_draws_an_exports_heads_which_are_this_toolkits(marian, tmp_path):
     """BertViz's head_view takes an export's attentions as transformers returns them, and its
     cross-attention is this toolkit's, head for head (what the lab's heads view draws)."""
     bertviz = pytest.importorskip("bertviz")
-    from nmt.export.huggingface import export_hf, hf_order
+    from nmt.export.huggingface import export_hf
 
     _, run, _, _ = marian
     exported = export_hf(run, tmp_path / "hf")
@@ -363,14 +376,8 @@ def test_bertviz_draws_an_exports_heads_which_are_this_toolkits(marian, tmp_path
     )
     drawn = html.data  # the numbers and tokens (SentencePiece's ▁ prettified away) in its params
     assert '"name": "Cross"' in drawn and all(piece.strip("▁") in drawn for piece in tokenizer.tokenize(source))
-    loaded = load_trained(run, CPU)
-    order = hf_order(loaded.tgt_tok.vocab_size)
-    ours_in = torch.tensor([[order[index] for index in decoder_input[0].tolist()]])
-    src = torch.tensor([[hf_order(loaded.src_tok.vocab_size)[i] for i in inputs.input_ids[0].tolist()]])
-    for layer, theirs in enumerate(out.cross_attentions):  # each (1, heads, T, S)
-        for head in range(theirs.size(1)):
-            ours = loaded.model.cross_attention(src, torch.tensor([src.size(1)]), ours_in, layer, [head])
-            torch.testing.assert_close(ours[0], theirs[0, head], rtol=0, atol=1e-5)
+    theirs = torch.stack([layer[0] for layer in out.cross_attentions])  # (layers, heads, T, S)
+    assert_cross_attention_is_ours(run, inputs.input_ids[0].tolist(), decoder_input[0].tolist(), theirs)
 
 
 def test_an_imported_model_exports_to_onnx_and_argos_which_translate_as_it_does(marian, tmp_path):
@@ -411,10 +418,8 @@ CODES = {"M2M100Tokenizer": ("__en__", "__mr__"), "NllbTokenizer": ("eng_Latn", 
 def m2m100(request, tmp_path_factory):
     """A tiny M2M100 folder (NLLB-200's class) with M2M100's or NLLB's tokenizer, and its import
     (en -> mr: the codes found in the vocabulary)."""
-    root = tmp_path_factory.mktemp("m2m100")
-    folder = tiny_m2m100(root / "m2m100-tiny", tokenizer_class=request.param)
-    run = root / "run"
-    import_hf(str(folder), run, "en", "mr", log=lambda message: None)
+    kind = "nllb" if request.param == "NllbTokenizer" else "m2m100"
+    folder, run, _ = imported(tmp_path_factory.mktemp("m2m100"), kind)
     hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     return folder, run, hf_model, transformers.AutoTokenizer.from_pretrained(folder)
 
@@ -735,7 +740,7 @@ def test_inseq_reads_an_exports_cross_attention_which_is_this_toolkits(tmp_path)
     transformers 5's Marian decoder multiplies by again — on two vocabularies or a scaled model
     (every OPUS-MT) its decoder's side is not the model's (docs/tutorials/transformers.md)."""
     inseq = pytest.importorskip("inseq")
-    from nmt.export.huggingface import export_hf, hf_order
+    from nmt.export.huggingface import export_hf
 
     run = marian_shaped(tmp_path, 400, 400, joint=True, scale_embeddings=False)
     exported = export_hf(run, tmp_path / "hf")
@@ -745,18 +750,10 @@ def test_inseq_reads_an_exports_cross_attention_which_is_this_toolkits(tmp_path)
     theirs = found.source_attributions  # (source tokens, target tokens, layers, heads)
     tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
     assert [token.token for token in found.source] == tokenizer.convert_ids_to_tokens(tokenizer(source).input_ids)
-    loaded = load_trained(run, CPU)
-    src_order, tgt_order = hf_order(loaded.src_tok.vocab_size), hf_order(loaded.tgt_tok.vocab_size)
-    src = torch.tensor([[src_order[token.id] for token in found.source]])
-    previous = torch.tensor([[tgt_order[token.id] for token in found.target[:-1]]])  # the decoder's inputs
-    assert loaded.tgt_tok.id_to_piece(previous[0, 1:].tolist()) == loaded.tgt_tok.id_to_piece(
-        loaded.tgt_tok.encode([target])[0]
-    )
-    assert theirs.shape == (src.size(1), previous.size(1), 2, 4)
-    for layer in range(2):
-        for head in range(4):
-            ours = loaded.model.cross_attention(src, torch.tensor([src.size(1)]), previous, layer, [head])
-            torch.testing.assert_close(ours[0].T, theirs[:, :, layer, head], rtol=0, atol=1e-5)
+    previous = [token.id for token in found.target[:-1]]  # the decoder's inputs
+    assert tokenizer.convert_ids_to_tokens(previous[1:]) == tokenizer.tokenize(target)
+    assert theirs.shape == (len(found.source), len(previous), 2, 4)
+    assert_cross_attention_is_ours(run, [token.id for token in found.source], previous, theirs.permute(2, 3, 1, 0))
 
 
 @pytest.mark.parametrize("tied", [True, False], ids=["tied-output", "untied-output"])
