@@ -105,11 +105,13 @@ def flat(text: str) -> str:
 
 
 def test_guided_alignment_is_written_where_eflomal_is_installed_and_offered_where_not(tmp_path, monkeypatch):
-    """The CPU recipe with the default family gets guided alignment (nmt/recipes.yaml's ``guided``)
+    """The CPU recipe with the default family gets guided alignment (its family's ``guided`` in nmt/recipes.yaml)
     where eflomal can make the links; where it cannot, the comments say what it gave and offer the
     keys, and the config written trains without it."""
     pytest.importorskip("eflomal")
-    guided = recipes().guided
+    book = recipes()
+    guided = book.guided_for(book.for_pairs(33_725), book.default_family)
+    assert guided is not None
     path, text = init_config([ROOT / "data" / "eng-mar" / "mar.txt"], tmp_path / "with.yaml")
     config = load_config(path)
     assert (config.train.guided_alignment, config.train.probe_alignment) == (0.1, 200)

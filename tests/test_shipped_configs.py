@@ -53,8 +53,9 @@ def test_the_cpu_config_is_nmt_inits_recipe_for_its_corpus():
     shipped = load_config(ROOT / "configs/eng-mar-cpu.yaml")
     recipe = book.for_pairs(33_725)
     assert recipe.name == "CPU" and "configs/eng-mar-cpu.yaml" in recipe.measured
-    assert book.guides(recipe, book.default_family) and "configs/eng-mar-cpu.yaml" in book.guided.measured
-    same_recipe(shipped, recipe_config(shipped, book.common, recipe.settings, book.guided.settings))
+    guided = book.guided_for(recipe, book.default_family)
+    assert guided is not None and "configs/eng-mar-cpu.yaml" in guided.measured
+    same_recipe(shipped, recipe_config(shipped, book.common, recipe.settings, guided.settings))
     assert shipped.data.links == "data/eng-mar/mar.links"
 
 

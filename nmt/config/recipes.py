@@ -53,6 +53,17 @@ class FamilyRule:
 
 
 @dataclass(frozen=True)
+class Guided:
+    """Guided alignment as a family measured it: its keys (over the recipe's) with the recipes
+    (by name) whose model it was measured with, on a CPU."""
+
+    recipes: tuple[str, ...]
+    settings: Sections
+    measured: str
+    page: str
+
+
+@dataclass(frozen=True)
 class FamilyRecipe:
     """A model family as ``nmt init`` writes it (``families`` in the recipes file)."""
 
@@ -67,6 +78,7 @@ class FamilyRecipe:
     related_measured: str = ""  # its model beside a related corpus from scratch
     child_schedule: list[str] = field(default_factory=list)  # training keys a child takes from its parent
     recipe_children: bool = False  # a child adds the recipe's child_adds; children of a small corpus ensemble
+    guided: Guided | None = None  # guided alignment, where the links can be had (eflomal, or data.links)
 
     def rule_for(self, pairs: int, minutes: float) -> FamilyRule | None:
         """The first rule that holds a corpus of ``pairs`` pairs trained for ``minutes`` on a CPU."""
@@ -112,14 +124,13 @@ class Recipes:
     children_up_to_pairs: int
     related_to_parent: Measured
     related_from_scratch: Measured  # its settings (what it gave: each family's related_measured)
-    guided: Measured  # guided alignment, where the links can be had (eflomal, or data.links)
-    guided_recipes: tuple[str, ...]  # the recipes (by name) it was measured with
     table: tuple[Measurement, ...]  # the recipes side by side, as init's comments and docs/small-data.md list them
     table_intro: tuple[str, ...]  # the lines above its rows: what the table is, and its columns
 
-    def guides(self, recipe: Recipe, family: FamilyRecipe) -> bool:
-        """Whether guided alignment was measured with ``recipe``'s model of ``family`` (on a CPU)."""
-        return family.default and recipe.name in self.guided_recipes
+    @staticmethod
+    def guided_for(recipe: Recipe, family: FamilyRecipe) -> Guided | None:
+        """Guided alignment, where ``family`` measured it with ``recipe``'s model (on a CPU)."""
+        return family.guided if family.guided and recipe.name in family.guided.recipes else None
 
     def for_pairs(self, pairs: int) -> Recipe:
         """The first recipe whose size holds a corpus of ``pairs`` pairs."""
@@ -159,7 +170,10 @@ def _recipe(raw: dict, widths: tuple[str, ...]) -> Recipe:
 
 def _family(arch: str, raw: dict) -> FamilyRecipe:
     rules = [FamilyRule(**rule) for rule in raw.get("rules", [])]
-    return FamilyRecipe(arch, **{**raw, "rules": rules})
+    guided = raw.get("guided")
+    if guided is not None:
+        guided = Guided(**{**guided, "recipes": tuple(guided["recipes"])})
+    return FamilyRecipe(arch, **{**raw, "rules": rules, "guided": guided})
 
 
 def _measured(raw: dict, page: str = "") -> Measured:
@@ -186,8 +200,6 @@ def recipes(path: Path = RECIPES_FILE) -> Recipes:
         children_up_to_pairs=transfer["children"]["up_to_pairs"],
         related_to_parent=_measured(raw["related_to_parent"]),
         related_from_scratch=Measured(raw["related_from_scratch"]["settings"], "", raw["related_from_scratch"]["page"]),
-        guided=_measured(raw["guided"]),
-        guided_recipes=tuple(raw["guided"]["recipes"]),
         table=tuple(Measurement(**row) for row in raw["table"]["rows"]),
         table_intro=tuple(raw["table"]["intro"]),
     )

@@ -194,13 +194,12 @@ def _table_lines() -> str:
 
 
 def _guided(recipe: Recipe, family: FamilyRecipe, measured_here: bool) -> tuple[Sections, str]:
-    """Guided alignment where it was measured (the recipes' ``guided``; ``measured_here``: not a
+    """Guided alignment where ``family`` measured it (its ``guided``; ``measured_here``: not a
     child, not on a GPU): its settings where eflomal is installed to make the links, and the
     config's lines saying so, or what it gains and how to add it."""
-    book = recipes()
-    if not (measured_here and book.guides(recipe, family)):
+    offered = recipes().guided_for(recipe, family)
+    if not (measured_here and offered):
         return {}, ""
-    offered = book.guided
     gain = f"{offered.measured} ({offered.page})"
     if eflomal_installed():
         line = (
