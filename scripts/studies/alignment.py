@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 from compare_attention import VARIANTS as COMPARED  # the local windows' overrides (a study beside this one)
+from quality import UNGUIDED, check_variants
 
 from nmt.config.files import load_config
 from nmt.config.paths import prepared_paths, run_paths
@@ -53,9 +54,8 @@ VARIANTS = {
     "luong-dot": ["model.attention=luong-dot", "model.encoder_hidden=128"],  # dot needs s and h equally wide
 }
 STEPS = ("produced", "input")
-# the attention as these studies measured it, untaught: configs/eng-mar-cpu.yaml now trains with guided
-# alignment (docs/alignment.md), which guided_alignment.py sets by weight over this
-UNGUIDED = ["data.links=", "train.guided_alignment=0", "train.probe_alignment=0"]
+# the attention as these studies measured it, untaught (UNGUIDED): configs/eng-mar-cpu.yaml now trains
+# with guided alignment (docs/alignment.md), which guided_alignment.py sets by weight over this
 
 
 def study_config(args, run_name: str, seed: int, overrides: list[str]) -> Config:
@@ -165,10 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         for name in [n for n in VARIANTS if n not in args.only]:
             del VARIANTS[name]
-    if args.check:
-        for overrides in VARIANTS.values():
-            load_config(args.config, overrides)
-        return 0
+    if args.check:  # each variant as study_config loads it
+        return check_variants([(name, args.config, [*UNGUIDED, *overrides]) for name, overrides in VARIANTS.items()])
     Path(args.out).mkdir(parents=True, exist_ok=True)
     results = measure(args)
     write_results(args.out, "results", results, table(results))

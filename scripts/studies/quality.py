@@ -114,6 +114,9 @@ GUARD = ["decode.no_repeat_span=6"]
 # The Transformer recipes' layers as every study before Marian's shape measured them (pre-norm,
 # sin and cos side by side): a study of configs/eng-mar-transformer.yaml adds these to stay what it was
 PRE_NORM = ["model.norm=pre", "model.positions=sinusoidal"]
+# ... and without guided alignment, as every study of it measured it before the corpus's links (the
+# shipped recipes train with it now: docs/alignment.md)
+UNGUIDED = ["data.links=", "train.guided_alignment=0", "train.probe_alignment=0"]
 HIDDEN_WIDTHS = ("encoder_hidden", "decoder_hidden", "attention_dim", "output_dim")  # all but embed_dim
 RECIPE_25 = [*HOLD, "model.attention=luong-concat", "model.input_feeding=true", "train.learning_rate=0.002", *CHOSEN]
 VARIANTS |= {
