@@ -124,6 +124,24 @@ def test_guided_alignment_is_written_where_eflomal_is_installed_and_offered_wher
     assert (offered["guided_alignment"], offered["probe_alignment"]) == (0.1, 200)
 
 
+def test_each_family_writes_the_guided_alignment_it_measured(tmp_path):
+    """eng-mar in 25 minutes is the Transformer's (configs/eng-mar-transformer.yaml): its guided
+    alignment, at its own weight, with its own figures; in 5 minutes the RNN's, at the RNN's."""
+    pytest.importorskip("eflomal")
+    book = recipes()
+    recipe = book.for_pairs(33_725)
+    for minutes, arch in ((25, "transformer"), (5, "rnn")):
+        guided = book.guided_for(recipe, book.families[arch])
+        assert guided is not None
+        path, text = init_config([ROOT / "data" / "eng-mar" / "mar.txt"], tmp_path / f"{arch}.yaml", minutes)
+        config = load_config(path)
+        assert config.model.arch == arch
+        assert config.train.guided_alignment == guided.settings["train"]["guided_alignment"]
+        assert "".join(guided.measured.split()) in flat(text)
+    transformer, rnn = (book.guided_for(recipe, book.families[arch]) for arch in ("transformer", "rnn"))
+    assert transformer and rnn and transformer.settings != rnn.settings  # each family its own weight
+
+
 def test_guided_alignment_only_where_it_was_measured(tmp_path, monkeypatch):
     """Not for a small corpus (its recipe was not measured with it), nor on a GPU; where a related
     corpus is offered beside a guided config, its keys turn guidance off (the two do not combine)."""

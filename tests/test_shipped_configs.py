@@ -121,7 +121,8 @@ def test_no_measured_figure_lives_in_nmt_inits_code():
 def test_the_transformer_config_is_nmt_inits_recipe_for_a_long_cpu_budget():
     """configs/eng-mar-transformer.yaml is what the Transformer's rule for a long budget writes for
     its corpus, key for key (the tokenizer and training settings of the CPU recipe, the
-    Transformer's model whole and its training keys over them)."""
+    Transformer's model whole and its training keys over them, its guided alignment over those),
+    reading the corpus's shipped links."""
     book = recipes()
     shipped = load_config(ROOT / "configs/eng-mar-transformer.yaml")
     recipe = book.for_pairs(33_725)
@@ -134,7 +135,10 @@ def test_the_transformer_config_is_nmt_inits_recipe_for_a_long_cpu_budget():
         {section: values for section, values in settings.items() if section != "model"}
         for settings in (book.common, recipe.settings)
     )
-    same_recipe(shipped, recipe_config(shipped, common, training, transformer.settings))
+    guided = book.guided_for(recipe, transformer)
+    assert guided is not None and "configs/eng-mar-transformer.yaml" in guided.measured
+    same_recipe(shipped, recipe_config(shipped, common, training, transformer.settings, guided.settings))
+    assert shipped.data.links == "data/eng-mar/mar.links"
 
 
 def test_the_distilled_eng_hin_config_is_nmt_inits_transformer_taught_by_the_shipped_ensemble(tmp_path):

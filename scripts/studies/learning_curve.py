@@ -24,7 +24,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from quality import PRE_NORM, check_variants, prepared_dir, study_arguments, trained_and_scored
+from quality import PRE_NORM, UNGUIDED, check_variants, prepared_dir, study_arguments, trained_and_scored
 
 from nmt.core.device import prepare_device
 from nmt.core.fileio import write_text_atomic
@@ -45,8 +45,8 @@ RECIPES = {
     RELATED_RECIPE: ("configs/eng-hin-scratch.yaml", ["data.tgt_lang=mr", *BESIDE]),
     # the Transformer's CPU recipe (docs/transformer.md): where its line crosses the RNN's, alone
     # and beside the other corpus as the RNN's related-language line, pre-norm as measured
-    "Transformer recipe (2 + 2 layers)": ("configs/eng-mar-transformer.yaml", PRE_NORM),
-    RELATED_TRANSFORMER: ("configs/eng-mar-transformer.yaml", [*PRE_NORM, *BESIDE]),
+    "Transformer recipe (2 + 2 layers)": ("configs/eng-mar-transformer.yaml", [*PRE_NORM, *UNGUIDED]),
+    RELATED_TRANSFORMER: ("configs/eng-mar-transformer.yaml", [*PRE_NORM, *UNGUIDED, *BESIDE]),
 }
 BESIDE_OTHER = (RELATED_RECIPE, RELATED_TRANSFORMER)  # the recipes trained beside the other corpus
 HINDI = ["data.path=data/eng-hin/hin.txt", "data.tgt_lang=hi"]

@@ -20,7 +20,16 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from quality import PRE_NORM, check_variants, measure_seeds, study_arguments, table, train_run, trained_and_scored
+from quality import (
+    PRE_NORM,
+    UNGUIDED,
+    check_variants,
+    measure_seeds,
+    study_arguments,
+    table,
+    train_run,
+    trained_and_scored,
+)
 
 from nmt.core.device import prepare_device
 from nmt.data.references import read_references
@@ -76,9 +85,9 @@ VARIANTS: dict[str, Variant] = {
     # the Transformer (docs/transformer.md): configs/eng-mar-transformer.yaml on eng-hin, from scratch
     # and as the child of that recipe trained on eng-mar, beside the RNN's shipped scratch recipe
     "scratch, configs/eng-hin-scratch.yaml": Variant("configs/eng-hin-scratch.yaml", []),
-    "transformer, scratch": Variant(TRANSFORMER, [*PRE_NORM, *HINDI]),  # pre-norm, as measured
+    "transformer, scratch": Variant(TRANSFORMER, [*PRE_NORM, *UNGUIDED, *HINDI]),  # as measured
     "transformer, from a Transformer parent": Variant(
-        TRANSFORMER, [*PRE_NORM, *HINDI], parent=PRE_NORM, parent_config=TRANSFORMER
+        TRANSFORMER, [*PRE_NORM, *UNGUIDED, *HINDI], parent=[*PRE_NORM, *UNGUIDED], parent_config=TRANSFORMER
     ),
     # mixed fine-tuning (docs/small-data.md): the parent continues on eng-hin beside eng-mar, tagged
     "mixed fine-tuning, eng-hin x6 beside eng-mar": Variant(
