@@ -127,7 +127,15 @@ def test_each_study_loads_its_variants(study):
     load against today's package, every variant's config included (a key it names that the
     package no longer has, or refuses, fails here, not on the day someone runs it)."""
     assert "usage:" in script(f"scripts/studies/{study}", "--help").stdout
-    if study in ("quality.py", "small_data.py", "transfer.py", "learning_curve.py", "transformer.py", "alignment.py"):
+    if study in (
+        "quality.py",
+        "small_data.py",
+        "transfer.py",
+        "learning_curve.py",
+        "transformer.py",
+        "alignment.py",
+        "mixed_members.py",
+    ):
         assert "variants load" in script(f"scripts/studies/{study}", "--check").stdout
     if study == "small_data.py":  # its report reads the measured results back
         assert "|" in script("scripts/studies/small_data.py", "--report", "--out", "docs/small-data").stdout
