@@ -24,7 +24,15 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from quality import PRE_NORM, UNGUIDED, check_variants, prepared_dir, study_arguments, trained_and_scored
+from quality import (
+    PRE_NORM,
+    UNGUIDED,
+    check_variants,
+    prepared_dir,
+    results_so_far,
+    study_arguments,
+    trained_and_scored,
+)
 
 from nmt.core.device import prepare_device
 from nmt.core.fileio import write_text_atomic
@@ -116,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     device = prepare_device(args.device)
     out = Path(args.out)
     results_path = out / "curve.json"
-    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    results = results_so_far(results_path)
     corpora = [(f"eng-mar-{n}", [f"data.path={subset(n, Path(args.runs) / 'subsets')}", *CARVED]) for n in args.sizes]
     corpora += [("eng-hin", [*HINDI, *CARVED])] if args.hindi else []
     for recipe in args.variants:

@@ -15,14 +15,21 @@ Writes <out>/results-mixed-<minutes>min.json and prints a markdown table.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import statistics
 import sys
 from functools import partial
 from pathlib import Path
 
-from quality import check_variants, evaluate_run, measure_seeds, prepared_dir, study_arguments, trained_and_scored
+from quality import (
+    check_variants,
+    evaluate_run,
+    measure_seeds,
+    prepared_dir,
+    results_so_far,
+    study_arguments,
+    trained_and_scored,
+)
 
 from nmt.config.files import load_config
 from nmt.config.paths import prepared_paths
@@ -130,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     device = prepare_device(args.device)
     runs = Path(args.runs) / f"{args.minutes:g}min"
     results_path = Path(args.out) / f"results-mixed-{args.minutes:g}min.json"
-    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    results = results_so_far(results_path)
     for name in args.variants:
         base, overrides = VARIANTS[name]
         if name == MIXED:

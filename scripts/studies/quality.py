@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     device = prepare_device(args.device)
     runs = Path(args.runs) / f"{Path(args.config).stem}-{args.minutes:g}min"
     results_path = Path(args.out) / f"results-{Path(args.config).stem}-{args.minutes:g}min.json"
-    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    results = results_so_far(results_path)
     for name in args.variants:
         train_overrides, decode_overrides = VARIANTS[name]
         measure = partial(
@@ -421,6 +421,11 @@ def trained_and_scored(
     set or on ``test_set``."""
     run_dir = train_run(config, overrides, seed, minutes, runs, device)
     return evaluate_run(config, run_dir, overrides, decode_overrides, device, samples=samples, test_set=test_set)
+
+
+def results_so_far(results_path: Path) -> dict:
+    """A study's results.json as measured so far (a variant's rows, by name), or none yet."""
+    return json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
 
 
 def measure_seeds(name: str, seeds: list[int], measure, results: dict, results_path: Path) -> None:

@@ -18,14 +18,21 @@ are reused. Writes OUT/results.json.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from quality import check_variants, measure_seeds, prepared_dir, study_arguments, table, trained_and_scored
+from quality import (
+    check_variants,
+    measure_seeds,
+    prepared_dir,
+    results_so_far,
+    study_arguments,
+    table,
+    trained_and_scored,
+)
 from transfer import ONE_CHILD, PLAIN, side_by_side  # PLAIN: every variant the third measurement trained
 
 from nmt.config.files import load_config
@@ -173,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             [(n, CONFIG, [*v.config_overrides, f"init_from={args.parent}"]) for n, v in VARIANTS.items()]
         )
     results_path = Path(args.out) / "results.json"
-    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    results = results_so_far(results_path)
     if args.report:
         print(table(results, list(results), args.minutes))
         print(side_by_side(results, list(results), args.runs))

@@ -14,7 +14,6 @@ sentences with the reference and each variant's output.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from functools import partial
@@ -25,6 +24,7 @@ from quality import (
     UNGUIDED,
     check_variants,
     measure_seeds,
+    results_so_far,
     study_arguments,
     table,
     train_run,
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         return check_variants([(name, v.config, v.overrides) for name, v in VARIANTS.items()])
     device = prepare_device(args.device)
     results_path = Path(args.out) / "results.json"
-    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    results = results_so_far(results_path)
     if args.report:
         print(table(results, list(results), args.minutes))
         print(side_by_side(results, [n for n in results if not n.startswith("eng-mar")], args.runs))

@@ -17,11 +17,19 @@ the first variant's (validations included in the time).
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 
-from quality import PRE_NORM, UNGUIDED, check_variants, measure_seeds, study_arguments, table, trained_and_scored
+from quality import (
+    PRE_NORM,
+    UNGUIDED,
+    check_variants,
+    measure_seeds,
+    results_so_far,
+    study_arguments,
+    table,
+    trained_and_scored,
+)
 
 from nmt.core.device import prepare_device
 
@@ -139,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     device = prepare_device(args.device)
     on_gpu = "gpu-" if device.type == "cuda" else ""
     results_path = Path(args.out) / f"results-{on_gpu}{args.minutes:g}min.json"
-    results = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else {}
+    results = results_so_far(results_path)
     for name in args.variants:
         base, train_overrides, decode_overrides = VARIANTS[name]
         runs = Path(args.runs) / f"{Path(base).stem}-{args.minutes:g}min"
