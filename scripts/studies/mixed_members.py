@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         elif name in MEMBER_ALONE:  # a member of the mixed run, scored alone
             measure = partial(member_scored, MEMBER_ALONE[name], args.minutes, runs, args.device)
         else:
-            measure = partial(trained_and_scored, base, overrides, [], args.minutes, runs / "alone", device)
+            # beside the members, on their prepared copy: the same split, the same test file, prepared once
+            measure = partial(trained_and_scored, base, overrides, [], args.minutes, runs, device)
         measure_seeds(name, args.seeds, measure, results, results_path)
     print(table(results))
     return 0
