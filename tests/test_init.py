@@ -291,17 +291,19 @@ def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus
     from nmt.config.parsing import config_from_dict
 
     parent_data = write_anki(tmp_path / "mar.txt", synthetic_pairs(seed=0))
-    parent_raw = tiny_config(tmp_path, parent_data, run_dir=str(tmp_path / "parent"))
+    # a folder whose path is longer than a comment's line: its comment still names it whole
+    parent_dir = tmp_path / ("a-folder-of-parents-" * 5) / "parent"
+    parent_raw = tiny_config(tmp_path, parent_data, run_dir=str(parent_dir))
     parent_raw["data"]["tgt_lang"] = "mr"
     parent = config_from_dict(parent_raw)
     prepare(parent, log=lambda _: None, show_bar=False)
     build_trainer(parent, torch.device("cpu"), show_bar=False, echo=False).run()
     hindi = write_anki(tmp_path / "hin.txt", [(s, t.replace("पाणी", "पानी")) for s, t in synthetic_pairs(seed=1)])
-    path, text = init_config([hindi], tmp_path / "hin.yaml", init_from=str(tmp_path / "parent"))
+    path, text = init_config([hindi], tmp_path / "hin.yaml", init_from=str(parent_dir))
     config = load_config(path)
     # the parent's settings, and on a corpus this small the lexical model (its term starts at zero)
-    assert config.init_from == str(tmp_path / "parent") and config.model == replace(parent.model, lexical=True)
-    assert config.data.related == {} and f"Started from {tmp_path / 'parent'} (en-mr)" in text
+    assert config.init_from == str(parent_dir) and config.model == replace(parent.model, lexical=True)
+    assert config.data.related == {} and f"Started from {parent_dir} (en-mr)" in unwrapped(text)
     assert "plus the lexical model" in text
     # and on a corpus this small, four children ensembled with MBR
     assert (config.train.members, config.decode.mbr) == (4, 8) and "four children side by side" in unwrapped(text)
@@ -315,13 +317,13 @@ def test_init_from_a_parent_writes_the_transfer_recipe_and_offers_its_own_corpus
     prepare(child, log=lambda _: None, show_bar=False)
     assert build_trainer(child, torch.device("cpu"), show_bar=False, echo=False).run().epoch == 2
     latin = write_anki(tmp_path / "fra.txt", [(s, "bonjour le monde") for s, _ in synthetic_pairs(seed=1)])
-    _, text = init_config([latin], tmp_path / "fr.yaml", init_from=str(tmp_path / "parent"), tgt_lang="fr")
+    _, text = init_config([latin], tmp_path / "fr.yaml", init_from=str(parent_dir), tgt_lang="fr")
     assert "related" not in text and "init_from" in text  # another script: the parent alone, no related corpus
     pairs = synthetic_pairs(seed=1)
     larger = write_anki(
         tmp_path / "hin-3000.txt", [(f"{s} ({k})", t) for k in range(3_000 // len(pairs) + 1) for s, t in pairs]
     )
-    path, text = init_config([larger], tmp_path / "larger.yaml", init_from=str(tmp_path / "parent"))
+    path, text = init_config([larger], tmp_path / "larger.yaml", init_from=str(parent_dir))
     config = load_config(path)  # over 3,000 pairs: one child, which gets the epochs four would share
     assert (config.train.members, config.decode.mbr) == (1, 0) and "four children side by side" not in unwrapped(text)
 

@@ -17,6 +17,7 @@ import textwrap
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -267,8 +268,10 @@ def _parent_comments(parent: ParentPlan, adds_lexical: bool, ensembled: bool) ->
 
 def _commented(lines: list[str]) -> str:
     """``lines`` as YAML comments, each wrapped at 98 columns (its continuations indented), an
-    empty line an empty comment."""
-    wrapped = [piece for line in lines for piece in (textwrap.wrap(line, 98, subsequent_indent="  ") or [""])]
+    empty line an empty comment. A path is never split (at its hyphens, or for its length): a
+    reader copies it whole."""
+    wrap = partial(textwrap.wrap, width=98, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    wrapped = [piece for line in lines for piece in (wrap(line) or [""])]
     return "".join(f"# {line}\n" if line else "#\n" for line in wrapped)
 
 
