@@ -10,12 +10,15 @@ fi
 ruff check nmt tests scripts
 ruff format --check nmt tests scripts
 mypy  # the types of nmt/ ([tool.mypy] in pyproject.toml)
-python -m pytest -q --durations=15 "$@"  # the slowest, to keep CI within its 20 minutes
+# Two tests at a time (pytest-xdist), each file on one worker so that a module's trained fixtures are
+# made once: 1.8 times faster on a 2-core CI machine. `python -m pytest FILE` alone runs one at a time.
+parallel=(-n 2 --dist loadfile)
+python -m pytest -q "${parallel[@]}" --durations=15 "$@"  # the slowest, to keep CI within its 20 minutes
 # The simulated-CUDA tier (tests/simcuda, docs/tutorials/hardware.md): a process of its own, since its
 # shim must load before torch. With the whole suite only (no arguments), and where a C++ compiler is.
 if [ $# -eq 0 ]; then
   if command -v "${CXX:-g++}" >/dev/null; then
-    NMT_SIMULATED_CUDA=1 python -m pytest -q tests/simcuda
+    NMT_SIMULATED_CUDA=1 python -m pytest -q "${parallel[@]}" tests/simcuda
   else
     echo "The simulated-CUDA tier needs g++ (or \$CXX) to build its shim: skipped." >&2
   fi
