@@ -9,11 +9,19 @@ if command -v npm >/dev/null && [ ! -f web/node_modules/.package-lock.json ]; th
 fi
 ruff check nmt tests scripts
 ruff format --check nmt tests scripts
-mypy  # the types of nmt/ ([tool.mypy] in pyproject.toml)
+# The types of nmt/ ([tool.mypy] in pyproject.toml): a minute of one core, beside the suite's start
+types_log="$(mktemp)"
+mypy >"$types_log" 2>&1 &
+types=$!
 # Two tests at a time (pytest-xdist), each file on one worker so that a module's trained fixtures are
 # made once: 1.8 times faster on a 2-core CI machine. `python -m pytest FILE` alone runs one at a time.
 parallel=(-n 2 --dist loadfile)
 python -m pytest -q "${parallel[@]}" --durations=15 "$@"  # the slowest, to keep CI within its 20 minutes
+status=0
+wait "$types" || status=$?
+cat "$types_log"
+rm -f "$types_log"
+[ "$status" -eq 0 ]
 # The simulated-CUDA tier (tests/simcuda, docs/tutorials/hardware.md): a process of its own, since its
 # shim must load before torch. With the whole suite only (no arguments), and where a C++ compiler is.
 if [ $# -eq 0 ]; then
