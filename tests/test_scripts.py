@@ -141,6 +141,27 @@ def test_each_study_loads_its_variants(study):
         assert "|" in script("scripts/studies/small_data.py", "--report", "--out", "docs/small-data").stdout
 
 
+def test_test_sh_prints_the_types_verdict_when_the_suite_fails(tmp_path):
+    """scripts/test.sh runs mypy beside the suite; a failing suite still waits for it, prints its
+    verdict and removes its log, then fails (before, `set -e` left at the suite: no verdict, a
+    log left behind). Its tools are stubs here: ruff passes, the suite and mypy fail."""
+    tree, tools, temp = tmp_path / "tree", tmp_path / "tools", tmp_path / "temp"
+    for folder in (tree / "scripts", tree / "web" / "node_modules", tools, temp):
+        folder.mkdir(parents=True)
+    for name in ("test.sh", "setup.sh"):
+        shutil.copy(ROOT / "scripts" / name, tree / "scripts" / name)
+    (tree / "web" / "node_modules" / ".package-lock.json").write_text("{}", encoding="utf-8")
+    stubs = {"ruff": "exit 0", "mypy": "echo 'types: 1 error'; exit 1", "python": "echo 'suite: 1 failed'; exit 1"}
+    for name, body in stubs.items():
+        (tools / name).write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+        (tools / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tools}:/usr/bin:/bin", "NMT_OFFLINE": "1", "TMPDIR": str(temp), "CXX": "absent"}
+    done = subprocess.run(["bash", "scripts/test.sh"], cwd=tree, env=env, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "suite: 1 failed" in done.stdout and "types: 1 error" in done.stdout
+    assert not list(temp.iterdir())  # the types' log removed
+
+
 def test_scripts_top_level_holds_only_what_a_user_runs():
     top = sorted(p.name for p in (ROOT / "scripts").iterdir() if p.is_file())
     assert top == ["main.sh", "setup.sh", "test.sh"]
