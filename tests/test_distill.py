@@ -21,7 +21,7 @@ from nmt.data.references import read_references
 from nmt.pipelines.distill import human_targets
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
-from nmt.runtime.loading import load_trained
+from nmt.runtime.loading import load_torch_packages, load_trained
 from nmt.training.trainer import build_trainer
 
 from .helpers import TINY_TRANSFORMER, TRANSFORMER_SCHEDULE, synthetic_pairs, tiny_config, write_anki
@@ -204,3 +204,38 @@ def test_an_ensemble_distilled_into_a_transformer_translates_on_ctranslate2_as_o
     assert outputs["torch"].exit_code == 0 and outputs["ctranslate2"].exit_code == 0, outputs["ctranslate2"].output
     assert outputs["ctranslate2"].output == outputs["torch"].output
     assert len(outputs["torch"].output.splitlines()) == 3
+
+
+def test_packages_of_two_families_teach_as_one_ensemble(tmp_path, teacher):
+    """data.distill_from as a list: packages ensembled as `nmt translate --model A --model B` does,
+    here an RNN and a Transformer on one prepared copy (one pair of SentencePiece models); each
+    package's weights are part of the fingerprint, and a run directory in a list is refused."""
+    rnn = load_config(teacher / "config.yaml")
+    raw = yaml.safe_load((teacher / "config.yaml").read_text(encoding="utf-8"))
+    raw["model"] = {**TINY_TRANSFORMER, "heads": 2, "dropout": 0.0}
+    raw["train"] |= {"epochs": 6, **TRANSFORMER_SCHEDULE}
+    raw["run_dir"] = str(tmp_path / "transformer")
+    raw["data"]["prepared_dir"] = str(prepared_paths(rnn).root)  # the RNN's data and tokenizers
+    (tmp_path / "transformer.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    assert runner.invoke(app, ["train", "--config", str(tmp_path / "transformer.yaml")]).exit_code == 0
+    packages = [tmp_path / "rnn-pkg", tmp_path / "transformer-pkg"]
+    for run, package in zip((teacher, tmp_path / "transformer"), packages):
+        assert runner.invoke(app, ["export", str(run), str(package)]).exit_code == 0
+    config, paths = student(tmp_path, teacher, "replace")
+    config.data.distill_from = [str(p) for p in packages]
+    logged = []
+    prepare(config, log=logged.append)
+    ensemble = Translator(load_torch_packages(packages, torch.device("cpu")))
+    sources = read_lines(paths.text("train", "src"))
+    distinct = list(dict.fromkeys(sources))
+    translated = dict(zip(distinct, ensemble.translate(distinct)))
+    human = read_lines(human_targets(paths))
+    assert read_lines(paths.text("train", "tgt")) == [translated[s] or h for s, h in zip(sources, human)]
+    assert any(f"the teacher {packages[0]} + {packages[1]} translates" in line for line in logged)
+    fingerprint = json.loads(paths.manifest.read_text())["fingerprint"]
+    config.data.distill_from = [str(packages[0])]  # one member alone: another teacher
+    prepare(config, log=lambda _: None)
+    assert json.loads(paths.manifest.read_text())["fingerprint"] != fingerprint
+    config.data.distill_from = [str(packages[0]), str(teacher)]
+    with pytest.raises(NmtError, match=r"an ensemble of model packages; .*teacher is not one"):
+        prepare(config, log=lambda _: None, force=True)

@@ -57,8 +57,9 @@ class DataConfig:
     split_seed: int = 1234  # seed of the grouped split (every source sentence in one split)
     prepared_dir: str = ""  # where prepare writes; default <run_dir>/data
     # sequence-level knowledge distillation (nmt/pipelines/distill.py): a teacher (run directory or package of
-    # this pair) translates the training sources, and its translations become the training targets
-    distill_from: str = ""
+    # this pair, or a list of packages ensembled, of any families) translates the training sources, and its
+    # translations become the training targets
+    distill_from: str | list[str] = ""
     # the human targets replaced by the teacher's, kept beside them, or kept alone (keep: with synthetic_from)
     distill: Literal["replace", "add", "keep"] = "replace"
     # self-training: a file of source sentences (one a line; a TSV's first column) the teacher translates,

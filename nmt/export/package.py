@@ -61,8 +61,10 @@ def without_local_paths(raw: dict) -> dict:
     which files, not of this machine's folders), its run and data folders the package itself
     (loading places both where the package is: nmt.runtime.loading.load_run)."""
     data = dict(raw["data"])
-    for key in ("path", "distill_from", "synthetic_from"):
+    for key in ("path", "synthetic_from"):
         data[key] = _file_name(data[key])
+    teachers = data["distill_from"]
+    data["distill_from"] = [_file_name(p) for p in teachers] if isinstance(teachers, list) else _file_name(teachers)
     for key in ("train", "dev", "test"):
         data[key] = {
             lang: [_file_name(p) for p in f] if isinstance(f, list) else _file_name(f) for lang, f in data[key].items()

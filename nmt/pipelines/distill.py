@@ -1,10 +1,12 @@
 """Sequence-level knowledge distillation (Kim & Rush, 2016): a student trained on what a
 teacher translates instead of (or beside) the human references.
 
-``data.distill_from: TEACHER`` (a run directory or a model package of the same language pair)
-makes ``nmt prepare`` translate the training split's sources with the teacher's beam search and
-write those translations as the training targets: ``replace`` (Kim & Rush's recipe: one target per
-training pair, the teacher's) or ``add`` (the human pairs and the teacher's, twice the data).
+``data.distill_from: TEACHER`` (a run directory or a model package of the same language pair, or
+a list of packages: the ensemble ``nmt translate --model A --model B`` makes, of any families that
+share their SentencePiece models) makes ``nmt prepare`` translate the training split's sources with
+the teacher's beam search and write those translations as the training targets: ``replace``
+(Kim & Rush's recipe: one target per training pair, the teacher's) or ``add`` (the human pairs and
+the teacher's, twice the data).
 Dev and test keep their human references: the student is scored like any model. The teacher
 translates each distinct source once, and the human targets stay beside the distilled ones as
 ``train.<tgt>.human`` for comparison. The teacher's weights are part of the prepared data's
@@ -27,7 +29,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from nmt.config.paths import PreparedPaths
+from nmt.config.paths import PackagePaths, PreparedPaths
 from nmt.config.schema import Config
 from nmt.core.device import select_device
 from nmt.core.errors import NmtError
@@ -36,21 +38,44 @@ from nmt.data.pairs import MAX_PROBLEMS_SHOWN, SENTENCES, ReadResult, check_read
 from nmt.data.related import dev_and_test_sources
 from nmt.data.tsv import source_sentences
 from nmt.pipelines.translate import Translator
-from nmt.runtime.loading import load_trained, trained_weights_files
+from nmt.runtime.loading import LoadedModel, load_torch_packages, load_trained, trained_weights_files
+
+
+def teacher_paths(config: Config) -> list[Path]:
+    """data.distill_from as paths: none, one run directory or package, or several packages."""
+    named = config.data.distill_from
+    return [Path(path) for path in ([named] if isinstance(named, str) else named) if path]
 
 
 def teacher_sha256(config: Config) -> str | None:
     """The teacher's weights' sha256 (for the prepared data's fingerprint), or None without one."""
-    if not config.data.distill_from:
+    paths = teacher_paths(config)
+    if not paths:
         return None
-    path = Path(config.data.distill_from)
-    files = trained_weights_files(path)
-    if not all(f.is_file() for f in files):
+    hashes = []
+    for path in paths:
+        files = trained_weights_files(path)
+        if not all(f.is_file() for f in files):
+            raise NmtError(
+                f"data.distill_from: {path} is neither a run directory (config.yaml and checkpoints/best.pt) nor "
+                "a model package (manifest.json, from `nmt export`)."
+            )
+        hashes += [sha256_file(f) for f in files]
+    return "-".join(hashes)
+
+
+def load_teacher(config: Config) -> LoadedModel:
+    """The teacher data.distill_from names: one model (or a run's members), or packages ensembled."""
+    paths, device = teacher_paths(config), select_device(config.train.device)
+    if len(paths) == 1:
+        return load_trained(paths[0], device)
+    runs = [str(path) for path in paths if not PackagePaths(path).manifest.is_file()]
+    if runs:
         raise NmtError(
-            f"data.distill_from: {path} is neither a run directory (config.yaml and checkpoints/best.pt) nor "
-            "a model package (manifest.json, from `nmt export`)."
+            f"data.distill_from: a list of teachers is an ensemble of model packages; {', '.join(runs)} is not one "
+            "(make it one with `nmt export RUN_DIR PACKAGE`)."
         )
-    return "-".join(sha256_file(f) for f in files)
+    return load_torch_packages(paths, device)
 
 
 def human_targets(paths: PreparedPaths) -> Path:
@@ -63,11 +88,12 @@ def distill_training_targets(config: Config, paths: PreparedPaths, log=print, sh
     """Rewrite the prepared training pairs with the teacher's translations (data.distill);
     returns the number of training pairs written."""
     data = config.data
-    teacher = load_trained(Path(data.distill_from), select_device(config.train.device))
+    teacher = load_teacher(config)
+    named = " + ".join(str(path) for path in teacher_paths(config))
     if teacher.config.data.src_lang != data.src_lang or data.tgt_lang not in teacher.config.data.targets:
         said = ", ".join(teacher.config.data.targets)
         raise NmtError(
-            f"data.distill_from: the teacher {data.distill_from} translates {teacher.config.data.src_lang} -> "
+            f"data.distill_from: the teacher {named} translates {teacher.config.data.src_lang} -> "
             f"{said}, this config {data.src_lang} -> {data.tgt_lang}."
         )
     sources = read_lines(paths.text("train", "src"))
@@ -78,8 +104,7 @@ def distill_training_targets(config: Config, paths: PreparedPaths, log=print, sh
     what = [] if data.distill == "keep" else [f"{len(set(sources)):,} distinct training sources"]
     what += [f"{len(synthetic):,} sentences of {data.synthetic_from} (self-training)"] if synthetic else []
     log(
-        f"Distillation: the teacher {data.distill_from} translates {' and '.join(what)} "
-        f"(beam {teacher.config.decode.beam_size})..."
+        f"Distillation: the teacher {named} translates {' and '.join(what)} (beam {teacher.config.decode.beam_size})..."
     )
     started = time.monotonic()
     translator = Translator(teacher, data.tgt_lang)
@@ -89,7 +114,7 @@ def distill_training_targets(config: Config, paths: PreparedPaths, log=print, sh
         f"Distillation: {len(distinct):,} sources in {seconds:.0f} s ({len(distinct) / max(seconds, 1e-9):.0f}/s): "
         f"the teacher's cost, beside the student's training budget."
     )
-    by_teacher = f"distilled by {teacher.config.run_dir}"
+    by_teacher = f"distilled by {named}"
     out_src, out_tgt, out_attribution = list(sources), list(human), list(attribution)
     if data.distill != "keep":
         # a source the teacher translates to nothing keeps its human target (no empty targets to learn)
