@@ -3,7 +3,11 @@
 budget, one thread each (as train.members shares a machine's cores), then exported as packages
 and translated as one ensemble (`nmt translate --model RNN --model TRANSFORMER`: an ensemble takes
 models of any family that share their SentencePiece models) — beside each member alone and the
-Transformer alone with the machine's threads, the same budget and seed.
+Transformer alone with the machine's threads, the same budget and seed. Then the pair of seed 1 as
+one teacher (Kim & Rush 2016): the Transformer recipe trained in the same budget on the human pairs
+and the pair's translations of their sources (`data.distill_from: [RNN, TRANSFORMER]` packages,
+`data.distill: add`; eflomal links the pairs for guided alignment, the shipped links being the
+human pairs' only), scored on the members' test split: one model every export takes.
 
     python scripts/studies/mixed_members.py --minutes 25 --seeds 1 2
 
@@ -49,10 +53,21 @@ ONE_THREAD = ["train.threads=1"]  # a member's share of a 2-core machine
 MEMBERS = {"rnn": RNN, "transformer": TRANSFORMER}
 MIXED = "an RNN and a Transformer side by side, one thread each, ensembled"
 MEMBER_ALONE = {"its RNN member alone": "rnn", "its Transformer member alone": "transformer"}
+DISTILLED = "the pair of seed 1 distilled into one Transformer (the human pairs and its translations)"
+TEACHER_SEED = 1  # one teacher for every student seed, as Kim & Rush's
+
+
+def distilled_overrides(runs: Path) -> list[str]:
+    """The Transformer recipe taught by the mixed pair of TEACHER_SEED (its members' packages)."""
+    teachers = ", ".join(str(runs / f"{family}-member-seed{TEACHER_SEED}-package") for family in MEMBERS)
+    return [f"data.distill_from=[{teachers}]", "data.distill=add", "data.links="]
+
+
 VARIANTS = {  # name -> (base config, overrides): what --check loads
     "the Transformer alone": (TRANSFORMER, []),
     MIXED: (TRANSFORMER, ONE_THREAD),
     **{name: (MEMBERS[family], ONE_THREAD) for name, family in MEMBER_ALONE.items()},
+    DISTILLED: (TRANSFORMER, distilled_overrides(Path("runs/mixed/25min"))),
 }
 
 
@@ -95,15 +110,20 @@ def train_members(seed: int, minutes: float, runs: Path, device_name: str) -> di
     return run_dirs
 
 
-def ensemble_scored(run_dirs: dict[str, Path], runs: Path, device, prepared) -> dict:
-    """The members exported as packages (once) and translated as one ensemble on their test split."""
+def member_packages(run_dirs: dict[str, Path], runs: Path) -> list[Path]:
+    """The members exported as packages (once): what the ensemble and a student's teacher load."""
     packages = []
     for run_dir in run_dirs.values():
         package = runs / f"{run_dir.name}-package"
         if not (package / "manifest.json").is_file():
             export_model(run_dir, package)
         packages.append(package)
-    loaded = load_torch_packages(packages, device)
+    return packages
+
+
+def ensemble_scored(run_dirs: dict[str, Path], runs: Path, device, prepared) -> dict:
+    """The members translated as one ensemble on their test split."""
+    loaded = load_torch_packages(member_packages(run_dirs, runs), device)
     references = read_references(prepared.multi("test"))
     hypotheses = Translator(loaded).translate(references.sources)
     scores = score(hypotheses, references.references, metrics=("bleu", "chrf"))
@@ -118,6 +138,14 @@ def mixed_scored(minutes: float, runs: Path, device_name: str, seed: int) -> dic
 def member_scored(family: str, minutes: float, runs: Path, device_name: str, seed: int) -> dict:
     run_dir = train_members(seed, minutes, runs, device_name)[family]
     return evaluate_run(MEMBERS[family], run_dir, [], [], prepare_device(device_name))
+
+
+def distilled_scored(minutes: float, runs: Path, device_name: str, seed: int) -> dict:
+    """A student of ``seed`` taught by the pair of TEACHER_SEED, scored on the members' test split."""
+    member_packages(train_members(TEACHER_SEED, minutes, runs, device_name), runs)
+    test_set = prepared_paths(member_config("transformer", TEACHER_SEED, minutes, runs)).multi("test")
+    overrides, device = distilled_overrides(runs), prepare_device(device_name)
+    return trained_and_scored(TRANSFORMER, overrides, [], minutes, runs, device, seed, test_set=test_set)
 
 
 def table(results: dict) -> str:
@@ -144,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             measure = partial(mixed_scored, args.minutes, runs, args.device)
         elif name in MEMBER_ALONE:  # a member of the mixed run, scored alone
             measure = partial(member_scored, MEMBER_ALONE[name], args.minutes, runs, args.device)
+        elif name == DISTILLED:
+            measure = partial(distilled_scored, args.minutes, runs, args.device)
         else:
             # beside the members, on their prepared copy: the same split, the same test file, prepared once
             measure = partial(trained_and_scored, base, overrides, [], args.minutes, runs, device)
