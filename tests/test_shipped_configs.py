@@ -157,6 +157,22 @@ def test_the_distilled_eng_hin_config_is_nmt_inits_transformer_taught_by_the_shi
     assert (ROOT / shipped.data.synthetic_from).is_file()
 
 
+def test_the_distilled_eng_mar_config_is_the_transformer_recipe_taught_by_the_pair_the_docs_train():
+    """configs/eng-mar-distilled.yaml: configs/eng-mar-transformer.yaml key for key but its run,
+    its 25-minute budget and the teacher (the two packages docs/transformer.md's side-by-side pair
+    exports, beside the human pairs) in place of the shipped links, which hold the human pairs only."""
+    shipped = load_config(ROOT / "configs/eng-mar-distilled.yaml")
+    recipe = load_config(ROOT / "configs/eng-mar-transformer.yaml")
+    assert (shipped.model, shipped.tokenizer, shipped.decode) == (recipe.model, recipe.tokenizer, recipe.decode)
+    assert dataclasses.replace(shipped.train, max_minutes=recipe.train.max_minutes) == recipe.train
+    assert shipped.train.max_minutes == 25 and shipped.train.guided_alignment == recipe.train.guided_alignment
+    teachers = ["runs/pair-rnn-package", "runs/pair-transformer-package"]
+    assert (shipped.data.distill_from, shipped.data.distill, shipped.data.links) == (teachers, "add", "")
+    assert dataclasses.replace(shipped.data, distill_from="", distill="replace", links=recipe.data.links) == recipe.data
+    page = (ROOT / "docs/transformer.md").read_text(encoding="utf-8")
+    assert all(f"nmt export {package.removesuffix('-package')} {package}" in page for package in teachers)
+
+
 @pytest.mark.parametrize("name", ["eng-mar-transformer.yaml", "eng-hin-distilled.yaml", "eng-mar-transformer-gpu.yaml"])
 def test_the_shipped_transformer_recipes_export_to_transformers(name):
     """Measured in Marian's shape (docs/transformer.md, "In Marian's shape" and "On a GPU"), the

@@ -246,6 +246,7 @@ EXAMPLE_CORPORA = (
             "configs/eng-mar-gpu.yaml",
             "configs/eng-mar-transformer.yaml",
             "configs/eng-mar-transformer-gpu.yaml",
+            "configs/eng-mar-distilled.yaml",  # the side-by-side pair (docs/transformer.md) as one Transformer
             "configs/tiny.yaml",  # the notebook's and the smoke test's
             "notebooks/attention_lab.ipynb",
             "notebooks/does_attention_align.ipynb",
