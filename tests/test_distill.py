@@ -3,6 +3,7 @@ student's training targets."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -18,6 +19,7 @@ from nmt.config.paths import prepared_paths
 from nmt.core.errors import NmtError
 from nmt.core.fileio import read_lines
 from nmt.data.references import read_references
+from nmt.export.package import without_local_paths
 from nmt.pipelines.distill import human_targets
 from nmt.pipelines.prepare import prepare
 from nmt.pipelines.translate import Translator
@@ -233,6 +235,8 @@ def test_packages_of_two_families_teach_as_one_ensemble(tmp_path, teacher):
     assert read_lines(paths.text("train", "tgt")) == [translated[s] or h for s, h in zip(sources, human)]
     assert any(f"the teacher {packages[0]} + {packages[1]} translates" in line for line in logged)
     fingerprint = json.loads(paths.manifest.read_text())["fingerprint"]
+    carried = without_local_paths(dataclasses.asdict(config))["data"]["distill_from"]  # a student's package
+    assert carried == ["rnn-pkg", "transformer-pkg"]
     config.data.distill_from = [str(packages[0])]  # one member alone: another teacher
     prepare(config, log=lambda _: None)
     assert json.loads(paths.manifest.read_text())["fingerprint"] != fingerprint

@@ -56,19 +56,20 @@ def _file_name(path: str) -> str:
     return Path(path).name if path else path
 
 
+def _file_names(value: str | list[str]) -> str | list[str]:
+    """A path, or a list of them, by file name (a key that takes either)."""
+    return [_file_name(path) for path in value] if isinstance(value, list) else _file_name(value)
+
+
 def without_local_paths(raw: dict) -> dict:
     """A config as a package carries it: the files it was trained from by name only (a record of
     which files, not of this machine's folders), its run and data folders the package itself
     (loading places both where the package is: nmt.runtime.loading.load_run)."""
     data = dict(raw["data"])
-    for key in ("path", "synthetic_from"):
-        data[key] = _file_name(data[key])
-    teachers = data["distill_from"]
-    data["distill_from"] = [_file_name(p) for p in teachers] if isinstance(teachers, list) else _file_name(teachers)
+    for key in ("path", "distill_from", "synthetic_from"):
+        data[key] = _file_names(data[key])
     for key in ("train", "dev", "test"):
-        data[key] = {
-            lang: [_file_name(p) for p in f] if isinstance(f, list) else _file_name(f) for lang, f in data[key].items()
-        }
+        data[key] = {lang: _file_names(files) for lang, files in data[key].items()}
     data["related"] = {lang: _file_name(path) for lang, path in data["related"].items()}
     data["prepared_dir"] = "."
     return {**raw, "run_dir": ".", "init_from": _file_name(raw.get("init_from", "")), "data": data}
