@@ -51,12 +51,15 @@ def teacher(tmp_path_factory) -> Path:
     return tmp_path / "teacher"
 
 
-def teacher_translations(teacher: Path, sources: list[str]) -> list[str]:
-    """The teacher's beam output for each source, each distinct source translated once (search's
-    length limit is its batch's, so a source's output may depend on which others are batched
-    with it when it runs to the limit: the same batches as the distiller's)."""
+def teacher_translations(teacher: Path | list[Path], sources: list[str]) -> list[str]:
+    """The teacher's beam output for each source (a run or package, or packages ensembled), each
+    distinct source translated once (search's length limit is its batch's, so a source's output
+    may depend on which others are batched with it when it runs to the limit: the same batches as
+    the distiller's)."""
+    cpu = torch.device("cpu")
+    loaded = load_torch_packages(teacher, cpu) if isinstance(teacher, list) else load_trained(teacher, cpu)
     distinct = list(dict.fromkeys(sources))
-    translated = dict(zip(distinct, Translator(load_trained(teacher, torch.device("cpu"))).translate(distinct)))
+    translated = dict(zip(distinct, Translator(loaded).translate(distinct)))
     return [translated[source] for source in sources]
 
 
@@ -227,12 +230,9 @@ def test_packages_of_two_families_teach_as_one_ensemble(tmp_path, teacher):
     config.data.distill_from = [str(p) for p in packages]
     logged = []
     prepare(config, log=logged.append)
-    ensemble = Translator(load_torch_packages(packages, torch.device("cpu")))
-    sources = read_lines(paths.text("train", "src"))
-    distinct = list(dict.fromkeys(sources))
-    translated = dict(zip(distinct, ensemble.translate(distinct)))
     human = read_lines(human_targets(paths))
-    assert read_lines(paths.text("train", "tgt")) == [translated[s] or h for s, h in zip(sources, human)]
+    taught = teacher_translations(packages, read_lines(paths.text("train", "src")))
+    assert read_lines(paths.text("train", "tgt")) == [t or h for t, h in zip(taught, human)]
     assert any(f"the teacher {packages[0]} + {packages[1]} translates" in line for line in logged)
     fingerprint = json.loads(paths.manifest.read_text())["fingerprint"]
     carried = without_local_paths(dataclasses.asdict(config))["data"]["distill_from"]  # a student's package
