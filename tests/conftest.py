@@ -14,6 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Tests run side by side on a 2-core CI machine (scripts/test.sh): each on one thread, and so are the
+    # processes it starts (OMP_NUM_THREADS, set before torch loads, caps `threads: auto` too). Two
+    # threads a test wait at every barrier for the core the other test holds (nmt/core/threads.py):
+    # a file of training tests took 215 to 352 s so, 153 s on one thread. Tests of the thread tuner
+    # itself unset it.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 SIMULATED_CUDA = os.environ.get("NMT_SIMULATED_CUDA") == "1"
 if SIMULATED_CUDA:  # the simulated-CUDA tier (tests/simcuda): its C++ shim loads before torch does
     from .simcuda import shim

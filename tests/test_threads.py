@@ -49,6 +49,13 @@ class NoLoad:
         return self.value
 
 
+@pytest.fixture(autouse=True)
+def no_thread_cap(monkeypatch):
+    """The suite's workers cap every OpenMP program at one thread (tests/conftest.py); the tuner's
+    tests measure what `threads: auto` does where nothing caps it, as a user's machine has it."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+
+
 def drive(tuner: ThreadTuner, seconds_per_unit, units: int, work: float = 100.0) -> list[int]:
     """Feed ``units`` units whose time is ``seconds_per_unit[threads]``; the counts they ran with."""
     used = []
