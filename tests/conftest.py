@@ -7,6 +7,7 @@ processes the tests start), so that no result depends on the machine's GPU. The 
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -51,3 +52,23 @@ def config_file(tmp_path: Path, anki_file: Path) -> Path:
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(tiny_config(tmp_path, anki_file)), encoding="utf-8")
     return path
+
+
+# seconds each file took when last measured (scripts/dev/test_file_seconds.py writes it)
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest files first, each file's tests kept together and in order. Each file runs on one
+    worker (scripts/test.sh, with --no-loadscope-reorder so that this order holds): a long file
+    started last kept the run going for minutes while the other workers waited. A file not in
+    FILE_SECONDS (a new one, or one under its threshold) runs after, in collection order."""
+    measured = json.loads(FILE_SECONDS.read_text(encoding="utf-8"))
+
+    def file_of(item) -> str:
+        return item.nodeid.split("::")[0]
+
+    first_seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(file_of(item), index)
+    items.sort(key=lambda item: (-measured.get(file_of(item), 0), first_seen[file_of(item)]))

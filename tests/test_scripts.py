@@ -7,6 +7,7 @@ repository root, as its docs say to run it."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -162,6 +163,24 @@ def test_test_sh_prints_the_types_verdict_when_the_suite_fails(tmp_path):
     assert done.returncode != 0
     assert "suite: 1 failed" in done.stdout and "types: 1 error" in done.stdout
     assert not list(temp.iterdir())  # the types' log removed
+
+
+def test_the_suites_file_order_comes_from_a_durations_log_and_names_files_that_exist(tmp_path):
+    """tests/file_seconds.json (the longest files first, tests/conftest.py) is written from pytest's
+    --durations=0 report, setup, call and teardown summed a file; a file that moved or went is
+    caught here, not by a run that quietly orders by stale names."""
+    log = tmp_path / "suite.log"
+    log.write_text(
+        "30.00s call     tests/test_b.py::test_one[x-1]\n5.50s setup    tests/test_b.py::test_one[x-1]\n"
+        "40.25s call     tests/test_a.py::test_two\n2.00s call     tests/test_c.py::test_three\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "seconds.json"
+    script("scripts/dev/test_file_seconds.py", str(log), "--out", str(out), "--min", "3")
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert list(written.items()) == [("tests/test_a.py", 40), ("tests/test_b.py", 36)]  # longest first
+    shipped = json.loads((ROOT / "tests" / "file_seconds.json").read_text(encoding="utf-8"))
+    assert shipped and all((ROOT / name).is_file() for name in shipped)
 
 
 def test_scripts_top_level_holds_only_what_a_user_runs():
