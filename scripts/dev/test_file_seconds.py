@@ -16,6 +16,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from nmt.core.fileio import write_text_atomic
+
 ROOT = Path(__file__).resolve().parents[2]
 # a line of pytest's durations report: "12.34s call     tests/test_x.py::test_y[param]"
 DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+(tests/[^:\s]+\.py)::")
@@ -40,9 +42,7 @@ def main() -> None:
     if not measured:
         parser.error(f"{args.log}: no durations in it (run pytest with --durations=0)")
     kept = {name: total for name, total in measured.items() if total >= args.min}
-    partial = args.out.with_suffix(".json.tmp")
-    partial.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
-    partial.replace(args.out)
+    write_text_atomic(args.out, json.dumps(kept, indent=1) + "\n")
     print(f"{args.out}: {len(kept)} files of {len(measured)}, {sum(kept.values())} s of {sum(measured.values())} s")
 
 
