@@ -26,10 +26,12 @@ fi
 stamp=".venv/nmt-installed"
 wanted="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ] || ! python -c "import nmt" 2>/dev/null; then
-  python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+  # --no-compile: pip would byte-compile every module of ~250 packages (transformers, spaCy, optuna...),
+  # a third of this step, where Python compiles the few a process imports, once, on first use
+  python -m pip install --quiet --disable-pip-version-check --no-compile -e ".[test]"
   # Inseq, a client the suite tests (tests/test_huggingface.py): its package requires CUDA 11's
   # libraries on Linux, gigabytes a CPU never loads, so it and what it imports come without requirements
-  python -m pip install --quiet --disable-pip-version-check --no-deps "inseq==0.7.1" "captum>=0.7" \
+  python -m pip install --quiet --disable-pip-version-check --no-compile --no-deps "inseq==0.7.1" "captum>=0.7" \
     "jaxtyping>=0.2.25" "wadler-lindig>=0.1" "typeguard==2.13.3" "treescope>=0.1"
   echo "$wanted" > "$stamp"
 fi
