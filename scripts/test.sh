@@ -9,7 +9,7 @@ if command -v npm >/dev/null && [ ! -f web/node_modules/.package-lock.json ]; th
 fi
 ruff check nmt tests scripts
 ruff format --check nmt tests scripts
-# The types of nmt/ ([tool.mypy] in pyproject.toml): a minute of one core, beside the suite's start
+# The types of nmt/ ([tool.mypy] in pyproject.toml): half a minute of one core, beside the suite's start
 types_log="$(mktemp)"
 mypy >"$types_log" 2>&1 &
 types=$!
